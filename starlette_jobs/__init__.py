@@ -1,0 +1,46 @@
+"""Durable background jobs for Starlette applications, stored in PostgreSQL."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
+from ._correlation import correlation_id as correlation_id
+from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
+from ._errors import InvalidJobStateError as InvalidJobStateError
+from ._errors import JobArgumentsError as JobArgumentsError
+from ._errors import JobDefinitionError as JobDefinitionError
+from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import NotStartedError as NotStartedError
+from ._errors import StarletteJobsError as StarletteJobsError
+from ._errors import UnknownJobError as UnknownJobError
+from ._job import ConfiguredJob as ConfiguredJob
+from ._job import Job as Job
+from ._job import JobId as JobId
+from ._job import job as job
+from ._jobs import Jobs as Jobs
+from ._record import JobRecord as JobRecord
+from ._record import JobStatus as JobStatus
+from ._retry import Retry as Retry
+
+__all__ = [
+    "ConfiguredJob",
+    "CorrelationIdMiddleware",
+    "EmbeddedPostgresUnavailable",
+    "InvalidJobStateError",
+    "Job",
+    "JobArgumentsError",
+    "JobDefinitionError",
+    "JobId",
+    "JobNotFoundError",
+    "JobRecord",
+    "JobStatus",
+    "Jobs",
+    "NotStartedError",
+    "Retry",
+    "StarletteJobsError",
+    "UnknownJobError",
+    "__version__",
+    "correlation_id",
+    "job",
+]

@@ -1,0 +1,98 @@
+"""One attempt at one claimed job: look it up, validate its arguments, run it, judge the result."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+
+import pydantic_core
+
+from ._errors import JobArgumentsError, UnknownJobError
+from ._job import Job, registered_job
+from ._record import JobStatus
+from ._store import Claim, Outcome
+from ._tracing import ProcessScope, Tracing
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+_MAX_ERROR_LENGTH = 8000
+
+
+async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
+    """Runs the job and returns how the attempt ended. Never raises, except `CancelledError`
+    when the task itself is cancelled (shutdown); the caller then releases the job."""
+    try:
+        job = registered_job(claim.name)
+        kwargs = job.parse_arguments(claim.payload)
+    except (UnknownJobError, JobArgumentsError) as error:
+        # Retrying cannot help: the job's code or its stored arguments are wrong.
+        logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, error)
+        return _failed(claim, JobStatus.FAILED, None, f"{type(error).__name__}: {error}")
+
+    with tracing.process(
+        claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
+    ) as scope:
+        deadline = asyncio.timeout(job.timeout)
+        try:
+            async with deadline:
+                result = await job.run(kwargs)
+        except TimeoutError as error:
+            if deadline.expired():
+                error = TimeoutError(f"job timed out after {job.timeout:g} s")
+            return _attempt_failed(claim, job, error, scope)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # we are being cancelled: shutdown, the job goes back to pending
+            # The job raised CancelledError on its own (e.g. from a cancelled inner task).
+            return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
+        except BaseException as error:  # a job must never take the worker down
+            return _attempt_failed(claim, job, error, scope)
+    return Outcome(claim.id, claim.lease_token, JobStatus.SUCCEEDED, None, None, _result_json(claim, result))
+
+
+def _attempt_failed(
+    claim: Claim, job: Job[..., object], error: BaseException, scope: ProcessScope
+) -> Outcome:
+    scope.failed(error)
+    text = _error_text(error)
+    if isinstance(error, job.non_retryable):
+        delay = None
+    elif claim.attempts >= claim.max_attempts:
+        delay = None
+    else:
+        delay = job.retry.next_delay(claim.attempts)
+    if delay is None:
+        logger.error(
+            "job %s (%s) failed on attempt %d/%d, giving up: %s",
+            claim.id, claim.name, claim.attempts, claim.max_attempts, text.splitlines()[-1],
+        )  # fmt: skip
+        return _failed(claim, JobStatus.FAILED, None, text)
+    logger.warning(
+        "job %s (%s) failed on attempt %d/%d, retrying in %.3g s: %s",
+        claim.id, claim.name, claim.attempts, claim.max_attempts, delay, text.splitlines()[-1],
+    )  # fmt: skip
+    return _failed(claim, JobStatus.PENDING, delay, text)
+
+
+def _failed(claim: Claim, status: JobStatus, delay: float | None, error: str) -> Outcome:
+    return Outcome(claim.id, claim.lease_token, status, delay, error, None)
+
+
+def _error_text(error: BaseException) -> str:
+    text = "".join(traceback.format_exception(error)).strip()
+    if len(text) > _MAX_ERROR_LENGTH:
+        # Keep the end: the exception line and the innermost frames say the most.
+        text = "...\n" + text[-_MAX_ERROR_LENGTH:]
+    return text
+
+
+def _result_json(claim: Claim, result: object) -> str | None:
+    if result is None:
+        return None
+    try:
+        return pydantic_core.to_json(result).decode()
+    except pydantic_core.PydanticSerializationError as error:
+        logger.warning("job %s (%s): result not stored, not JSON: %s", claim.id, claim.name, error)
+        return None

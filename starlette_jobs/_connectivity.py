@@ -1,0 +1,36 @@
+"""What counts as "the database is unreachable", and how long to wait before trying again."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import asyncpg
+
+# Raised while PostgreSQL restarts or the network drops; the worker retries after these.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    TimeoutError,
+)
+
+
+class Backoff:
+    """Exponential backoff with jitter, from 0.1 s up to 5 s."""
+
+    def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
+        self._first = first
+        self._cap = cap
+        self._next = first
+
+    def reset(self) -> None:
+        self._next = self._first
+
+    async def wait(self) -> None:
+        await asyncio.sleep(self._next * (0.5 + random.random() / 2))
+        self._next = min(self._next * 2, self._cap)

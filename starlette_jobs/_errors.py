@@ -1,0 +1,57 @@
+"""Every exception starlette-jobs raises on purpose, in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StarletteJobsError(Exception):
+    """Base class of the errors this library raises."""
+
+
+class JobArgumentsError(StarletteJobsError, ValueError):
+    """The arguments given to a job do not match its signature, or cannot be stored as JSON.
+
+    Raised by `enqueue` before anything is written. `errors` holds pydantic's list of error
+    dicts (`loc`, `msg`, `type`, ...), so a request handler can answer 422 with it as it is.
+    """
+
+    def __init__(self, job_name: str, errors: list[dict[str, Any]]) -> None:
+        self.job_name = job_name
+        self.errors = errors
+        details = "; ".join(
+            f"{'.'.join(str(part) for part in error.get('loc', ())) or '(arguments)'}: "
+            f"{error.get('msg', '')}"
+            for error in errors
+        )
+        super().__init__(f"invalid arguments for job {job_name!r}: {details}")
+
+
+class JobDefinitionError(StarletteJobsError, ValueError):
+    """A `@job` declaration or a per-call option is invalid (bad name, queue, priority...)."""
+
+
+class UnknownJobError(StarletteJobsError, LookupError):
+    """No job with this name is registered in this process.
+
+    Import the module that defines it before enqueueing by name or starting the worker.
+    """
+
+
+class JobNotFoundError(StarletteJobsError, LookupError):
+    """No job row has this id."""
+
+
+class InvalidJobStateError(StarletteJobsError):
+    """The job is not in a state that allows the operation (e.g. cancelling a running job)."""
+
+
+class NotStartedError(StarletteJobsError, RuntimeError):
+    """`Jobs` was used before it was started.
+
+    Enter it with `async with jobs:` or pass `jobs.lifespan` to `Starlette(lifespan=...)`.
+    """
+
+
+class EmbeddedPostgresUnavailable(StarletteJobsError, RuntimeError):
+    """No database was configured and the embedded PostgreSQL extra is not installed."""

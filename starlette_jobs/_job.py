@@ -1,0 +1,396 @@
+"""The `@job` decorator and the `Job` object: declaration, argument validation, per-call options."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+import re
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+import asyncpg
+import pydantic
+
+from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
+from ._retry import Retry
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+JobId = int
+"""What `enqueue` returns and `Jobs.get` takes. Treat it as opaque."""
+
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:<>-]{1,200}")
+_QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,48}")
+_PRIORITY_RANGE = range(-(2**31), 2**31)
+
+
+def check_queue_name(queue: str) -> str:
+    """Queue names become part of a LISTEN channel name, so they are short and plain."""
+    if not isinstance(queue, str) or not _QUEUE_PATTERN.fullmatch(queue):
+        raise JobDefinitionError(
+            f"invalid queue name {queue!r}: use 1 to 48 letters, digits, '_', '.' or '-'"
+        )
+    return queue
+
+
+def _check_job_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
+        raise JobDefinitionError(
+            f"invalid job name {name!r}: use 1 to 200 letters, digits or any of _ . : < > -"
+        )
+    return name
+
+
+def _check_priority(priority: int) -> int:
+    if not isinstance(priority, int) or priority not in _PRIORITY_RANGE:
+        raise JobDefinitionError(f"priority must be a 32-bit integer, got {priority!r}")
+    return priority
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Per-call options; see `Job.configure`."""
+
+    delay: float | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    queue: str | None = None
+    unique_key: str | None = None
+    connection: asyncpg.Connection[Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay is not None and self.run_at is not None:
+            raise JobDefinitionError("give either delay or run_at, not both")
+        if self.delay is not None and (not math.isfinite(self.delay) or self.delay < 0):
+            raise JobDefinitionError(f"delay must be a finite number of seconds >= 0, got {self.delay}")
+        if self.run_at is not None and self.run_at.utcoffset() is None:
+            raise JobDefinitionError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
+        if self.priority is not None:
+            _check_priority(self.priority)
+        if self.queue is not None:
+            check_queue_name(self.queue)
+
+
+class Enqueuer(Protocol):
+    """What a `Job` needs from `Jobs` to write rows; implemented by `Jobs`."""
+
+    async def _insert_jobs(
+        self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
+    ) -> list[JobId]: ...
+
+
+# The `Jobs` instances that are started in this process, most recent last. `job.enqueue` uses
+# the most recent one; `jobs.enqueue(job, ...)` names one explicitly.
+_started: list[Enqueuer] = []
+
+
+def started_enqueuer() -> Enqueuer:
+    if not _started:
+        raise NotStartedError(
+            "no Jobs instance is started in this process: use `async with jobs:`, "
+            "`Starlette(lifespan=jobs.lifespan)`, or call `jobs.enqueue(job, ...)`"
+        )
+    return _started[-1]
+
+
+_registry: dict[str, Job[Any, Any]] = {}
+
+
+def registered_job(name: str) -> Job[Any, Any]:
+    """The job registered under `name` in this process."""
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownJobError(
+            f"no job named {name!r} is registered in this process; import the module that "
+            "declares it with @job before the worker starts"
+        ) from None
+
+
+class Job(Generic[P, R]):
+    """A function declared with `@job`: call it to run inline, `enqueue` it to run in a worker."""
+
+    def __init__(
+        self,
+        func: Callable[P, R],
+        *,
+        name: str,
+        queue: str,
+        retry: Retry,
+        timeout: float | None,
+        priority: int,
+        non_retryable: tuple[type[BaseException], ...],
+    ) -> None:
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            raise JobDefinitionError(f"timeout must be a positive number of seconds, got {timeout}")
+        self.func = func
+        self.name = _check_job_name(name)
+        self.queue = check_queue_name(queue)
+        self.retry = retry
+        self.timeout = timeout
+        self.priority = _check_priority(priority)
+        self.non_retryable = non_retryable
+        self.is_async = inspect.iscoroutinefunction(func)
+        self._arguments = _ArgumentsModel(func, self.name)
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def __repr__(self) -> str:
+        return f"<Job {self.name} queue={self.queue!r}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here and now, as if it had not been decorated."""
+        return self.func(*args, **kwargs)
+
+    def configure(
+        self,
+        *,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        unique_key: str | None = None,
+        connection: asyncpg.Connection[Any] | None = None,
+        jobs: Enqueuer | None = None,
+    ) -> ConfiguredJob[P, R]:
+        """Options for one enqueue call, kept apart from the job's own arguments.
+
+        Args:
+            delay: seconds from now (database time) before the job may run.
+            run_at: a timezone-aware instant before which the job does not run.
+            priority: overrides the job's priority; higher runs first.
+            queue: overrides the job's queue.
+            unique_key: stored with the row for de-duplication (reserved; see the docs).
+            connection: an asyncpg connection whose transaction the insert joins, so the job
+                exists only if that transaction commits.
+            jobs: the `Jobs` instance to write through (default: the one started last).
+
+        Example:
+            >>> await send_welcome.configure(delay=60).enqueue(user_id=1, email="a@b.c")
+        """
+        options = EnqueueOptions(delay, run_at, priority, queue, unique_key, connection)
+        return ConfiguredJob(self, options, jobs)
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        """Validate the arguments, write the job, and return its id.
+
+        Raises:
+            JobArgumentsError: the arguments do not fit the function's signature; nothing is
+                written.
+        """
+        return await ConfiguredJob(self, _NO_OPTIONS, None).enqueue(*args, **kwargs)
+
+    async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
+        """Enqueue one job per mapping of keyword arguments, in one round trip.
+
+        Every item is validated first: one invalid item refuses the whole batch.
+        """
+        return await ConfiguredJob(self, _NO_OPTIONS, None).enqueue_many(items)
+
+    def serialize_arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        """The validated arguments as the JSON text stored in the row."""
+        return self._arguments.serialize(args, kwargs)
+
+    def parse_arguments(self, payload: str) -> dict[str, Any]:
+        """The stored JSON validated back into the function's own types, as keyword arguments."""
+        return self._arguments.parse(payload)
+
+    async def run(self, kwargs: dict[str, Any]) -> Any:
+        """Await the function with already-validated arguments (sync functions run in a thread)."""
+        if self.is_async:
+            return await typing.cast(Callable[..., Awaitable[Any]], self.func)(**kwargs)
+        return await asyncio.to_thread(self.func, **kwargs)
+
+
+_NO_OPTIONS = EnqueueOptions()
+
+
+class ConfiguredJob(Generic[P, R]):
+    """A job with per-call options, from `Job.configure`."""
+
+    def __init__(self, job: Job[P, R], options: EnqueueOptions, jobs: Enqueuer | None) -> None:
+        self.job = job
+        self.options = options
+        self._jobs = jobs
+
+    def with_options(self, **changes: Any) -> ConfiguredJob[P, R]:
+        return ConfiguredJob(self.job, replace(self.options, **changes), self._jobs)
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        """See `Job.enqueue`."""
+        payload = self.job.serialize_arguments(args, kwargs)
+        jobs = self._jobs or started_enqueuer()
+        (job_id,) = await jobs._insert_jobs(self.job, [payload], self.options)
+        return job_id
+
+    async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
+        """See `Job.enqueue_many`."""
+        payloads = []
+        for index, item in enumerate(items):
+            try:
+                payloads.append(self.job.serialize_arguments((), item))
+            except JobArgumentsError as error:
+                located = [{**e, "loc": (index, *e.get("loc", ()))} for e in error.errors]
+                raise JobArgumentsError(self.job.name, located) from None
+        if not payloads:
+            return []
+        jobs = self._jobs or started_enqueuer()
+        return await jobs._insert_jobs(self.job, payloads, self.options)
+
+
+class _ArgumentsModel:
+    """A pydantic model of a function's parameters, built once per job.
+
+    Fields get internal names with the parameter names as aliases, so a parameter called
+    `json` or `copy` cannot clash with pydantic's own attributes.
+    """
+
+    def __init__(self, func: Callable[..., Any], job_name: str) -> None:
+        self.job_name = job_name
+        self.signature = inspect.signature(func)
+        try:
+            hints = typing.get_type_hints(func, include_extras=True)
+        except Exception as error:
+            raise JobDefinitionError(
+                f"cannot resolve the type annotations of job {job_name!r}: {error}"
+            ) from error
+        fields: dict[str, Any] = {}
+        self.field_of_parameter: dict[str, str] = {}
+        for index, parameter in enumerate(self.signature.parameters.values()):
+            if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                raise JobDefinitionError(
+                    f"job {job_name!r}: parameter {parameter.name!r} is {parameter.kind.description}; "
+                    "jobs take named parameters only, so that stored arguments stay readable"
+                )
+            field_name = f"p{index}"
+            self.field_of_parameter[parameter.name] = field_name
+            default = ... if parameter.default is parameter.empty else parameter.default
+            fields[field_name] = (
+                hints.get(parameter.name, Any),
+                pydantic.Field(default, alias=parameter.name),
+            )
+        config = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False, validate_by_name=False)
+        self.model: type[pydantic.BaseModel] = pydantic.create_model(
+            "JobArguments", __config__=config, **fields
+        )
+
+    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return dict(self.signature.bind_partial(*args, **kwargs).arguments)
+        except TypeError as error:
+            raise JobArgumentsError(
+                self.job_name, [{"loc": (), "msg": str(error), "type": "arguments"}]
+            ) from None
+
+    def serialize(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        arguments = self._bind(args, kwargs) if args else kwargs
+        try:
+            validated = self.model.model_validate(arguments)
+            # Only what the caller gave is stored: defaults are applied when the job runs, so a
+            # changed default reaches jobs that are already queued.
+            plain = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            return json.dumps(plain, allow_nan=False, separators=(",", ":"))
+        except pydantic.ValidationError as error:
+            raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
+        except (ValueError, TypeError) as error:
+            # json.dumps refuses NaN/infinity nested in untyped values; pydantic refuses
+            # values it cannot serialize at all.
+            raise JobArgumentsError(
+                self.job_name, [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}]
+            ) from None
+
+    def parse(self, payload: str) -> dict[str, Any]:
+        try:
+            validated = self.model.model_validate_json(payload)
+        except pydantic.ValidationError as error:
+            raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
+        return {
+            parameter: getattr(validated, field)
+            for parameter, field in self.field_of_parameter.items()
+        }
+
+
+def _plain_errors(error: pydantic.ValidationError) -> list[dict[str, Any]]:
+    # include_url and include_context would make the errors noisy and not JSON-serializable.
+    return [dict(e) for e in error.errors(include_url=False, include_context=False)]
+
+
+@overload
+def job(func: Callable[P, R], /) -> Job[P, R]: ...
+
+
+@overload
+def job(
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    retry: Retry | None = None,
+    timeout: float | None = None,
+    priority: int = 0,
+    non_retryable: tuple[type[BaseException], ...] = (),
+) -> Callable[[Callable[P, R]], Job[P, R]]: ...
+
+
+def job(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    retry: Retry | None = None,
+    timeout: float | None = None,
+    priority: int = 0,
+    non_retryable: tuple[type[BaseException], ...] = (),
+) -> Job[P, R] | Callable[[Callable[P, R]], Job[P, R]]:
+    """Declare a background job.
+
+    Args:
+        name: what is stored in the row and looked up by the worker; default `module.qualname`.
+        queue: the queue it runs on by default.
+        retry: the retry policy; default `Retry.exponential()`.
+        timeout: seconds an attempt may run before it is cancelled and counted as failed.
+        priority: higher runs first among due jobs of one queue.
+        non_retryable: exception types after which the job fails at once, whatever the policy.
+
+    Example:
+        >>> @job(queue="emails", retry=Retry.fixed(max_attempts=3, delay=10))
+        ... async def send_welcome(user_id: int, email: str) -> None: ...
+        >>> job_id = await send_welcome.enqueue(user_id=42, email="ada@example.com")
+    """
+
+    def decorate(function: Callable[P, R]) -> Job[P, R]:
+        job_name = name or f"{function.__module__}.{function.__qualname__}"
+        declared = Job(
+            function,
+            name=job_name,
+            queue=queue,
+            retry=retry or Retry.exponential(),
+            timeout=timeout,
+            priority=priority,
+            non_retryable=non_retryable,
+        )
+        _register(declared)
+        return declared
+
+    return decorate(func) if func is not None else decorate
+
+
+def _register(declared: Job[Any, Any]) -> None:
+    existing = _registry.get(declared.name)
+    if existing is not None and _origin(existing.func) != _origin(declared.func):
+        raise JobDefinitionError(
+            f"two different functions are declared as job {declared.name!r} "
+            f"({_origin(existing.func)} and {_origin(declared.func)}); give one a distinct name="
+        )
+    # Re-declaring the same function (a module reloaded, a test redefining a local job) replaces it.
+    _registry[declared.name] = declared
+
+
+def _origin(func: Callable[..., Any]) -> str:
+    return f"{func.__module__}.{getattr(func, '__qualname__', repr(func))}"

@@ -1,0 +1,310 @@
+"""`Jobs`: configuration, lifespan, enqueue, and the queries users run against their jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.trace import TracerProvider
+
+from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
+from ._errors import JobDefinitionError, JobNotFoundError, NotStartedError
+from ._job import EnqueueOptions, Job, JobId, _started, check_queue_name, registered_job
+from ._record import JobRecord, JobStatus
+from ._store import NewJobs, Store
+from ._tracing import Tracing
+from ._worker import Worker, WorkerSettings
+
+logger = logging.getLogger("starlette_jobs")
+
+
+@dataclass(frozen=True, slots=True)
+class JobsConfig:
+    """Everything `Jobs(...)` was given; see `Jobs` for the meaning of each field."""
+
+    dsn: str | None = None
+    queues: Mapping[str, int] = field(default_factory=lambda: {"default": 10})
+    batch_size: int = 100
+    poll_interval: float = 1.0
+    lease_duration: float = 30.0
+    shutdown_grace: float = 10.0
+    migrate: bool = True
+    embedded_data_dir: Path = DEFAULT_DATA_DIR
+    tracer_provider: TracerProvider | None = None
+    pool_max_size: int = 10
+
+    def __post_init__(self) -> None:
+        for queue, concurrency in self.queues.items():
+            check_queue_name(queue)
+            if not isinstance(concurrency, int) or concurrency < 1:
+                raise JobDefinitionError(
+                    f"queue {queue!r}: concurrency must be a positive integer, got {concurrency!r}"
+                )
+        for name in ("batch_size", "pool_max_size"):
+            if getattr(self, name) < 1:
+                raise JobDefinitionError(f"{name} must be at least 1")
+        for name in ("poll_interval", "lease_duration"):
+            if not getattr(self, name) > 0:
+                raise JobDefinitionError(f"{name} must be a positive number of seconds")
+        if self.shutdown_grace < 0:
+            raise JobDefinitionError("shutdown_grace must not be negative")
+
+
+class Jobs:
+    """Where jobs are stored, and which of them this process works on.
+
+    Args:
+        dsn: a PostgreSQL URL. Default: `DATABASE_URL`, else the embedded PostgreSQL (the
+            `embedded` extra), whose data lives in `embedded_data_dir`.
+        queues: queue name -> how many of its jobs may run at once in this process.
+            `queues={}` enqueues only and runs no worker.
+        batch_size: the most jobs one claim takes from a queue (never more than free slots).
+        poll_interval: seconds between claims when no notification arrives.
+        lease_duration: seconds a claimed job is reserved for this worker; renewed every third
+            of it while the job runs. A job whose lease runs out is handed to another worker.
+        shutdown_grace: seconds running jobs get to finish at shutdown before they are
+            released back to pending.
+        migrate: apply the schema migrations on start.
+        embedded_data_dir: data directory of the embedded PostgreSQL.
+        tracer_provider: OpenTelemetry tracer provider; default the global one.
+        pool_max_size: connections in the pool.
+
+    Example:
+        >>> jobs = Jobs()
+        >>> app = Starlette(routes=routes, lifespan=jobs.lifespan)
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        queues: Mapping[str, int] | None = None,
+        batch_size: int = 100,
+        poll_interval: float = 1.0,
+        lease_duration: float = 30.0,
+        shutdown_grace: float = 10.0,
+        migrate: bool = True,
+        embedded_data_dir: str | Path = DEFAULT_DATA_DIR,
+        tracer_provider: TracerProvider | None = None,
+        pool_max_size: int = 10,
+    ) -> None:
+        self.config = JobsConfig(
+            dsn=dsn,
+            queues=dict({"default": 10} if queues is None else queues),
+            batch_size=batch_size,
+            poll_interval=poll_interval,
+            lease_duration=lease_duration,
+            shutdown_grace=shutdown_grace,
+            migrate=migrate,
+            embedded_data_dir=Path(embedded_data_dir),
+            tracer_provider=tracer_provider,
+            pool_max_size=pool_max_size,
+        )
+        self._tracing = Tracing(tracer_provider)
+        self._store: Store | None = None
+        self._worker: Worker | None = None
+        self._dsn: str | None = None
+
+    def replace(self, **changes: Any) -> Jobs:
+        """A new, unstarted `Jobs` with some settings changed (e.g. `queues=` for a worker)."""
+        config = replace(self.config, **changes)
+        return Jobs(**{name: getattr(config, name) for name in config.__dataclass_fields__})
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Jobs:
+        if self._store is not None:
+            raise RuntimeError("this Jobs instance is already started")
+        self._dsn = await self._resolve_dsn()
+        store = await Store.open(self._dsn, min_size=1, max_size=self.config.pool_max_size)
+        try:
+            if self.config.migrate:
+                applied = await store.migrate()
+                if applied:
+                    logger.info("applied migrations: %s", ", ".join(applied))
+            if self.config.queues:
+                worker = Worker(store, self._dsn, self._worker_settings(), self._tracing)
+                await worker.start()
+                self._worker = worker
+        except BaseException:
+            await store.close()
+            raise
+        self._store = store
+        _started.append(self)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self in _started:
+            _started.remove(self)
+        try:
+            if self._worker is not None:
+                await self._worker.stop()
+        finally:
+            self._worker = None
+            if self._store is not None:
+                store, self._store = self._store, None
+                try:
+                    await asyncio.wait_for(store.close(), timeout=10)
+                except TimeoutError:
+                    store.pool.terminate()
+
+    @asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[dict[str, Any]]:
+        """Starlette lifespan: `Starlette(lifespan=jobs.lifespan)`, or nested in your own with
+        `async with jobs.lifespan(app):`. Sets `app.state.jobs` and yields `{"jobs": jobs}`."""
+        async with self:
+            app.state.jobs = self
+            yield {"jobs": self}
+
+    async def _resolve_dsn(self) -> str:
+        dsn = self.config.dsn or os.environ.get("DATABASE_URL")
+        if dsn:
+            return dsn
+        return await asyncio.to_thread(start_embedded_postgres, self.config.embedded_data_dir)
+
+    def _worker_settings(self) -> WorkerSettings:
+        c = self.config
+        return WorkerSettings(
+            c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace
+        )
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise NotStartedError(
+                "Jobs is not started: use `async with jobs:` or `Starlette(lifespan=jobs.lifespan)`"
+            )
+        return self._store
+
+    @property
+    def dsn(self) -> str | None:
+        """The DSN in use once started (the embedded server's, when that is what runs)."""
+        return self._dsn
+
+    @property
+    def worker_id(self) -> str | None:
+        """This process's worker id, as stored in the rows it claims; None without a worker."""
+        return None if self._worker is None else self._worker.worker_id
+
+    # -- enqueue ------------------------------------------------------------------------------
+
+    async def enqueue(self, job: Job[..., Any] | str, /, *args: Any, **kwargs: Any) -> JobId:
+        """Enqueue `job` (a `@job` function, or its registered name) through this instance.
+
+        Example:
+            >>> job_id = await jobs.enqueue(send_welcome, user_id=42, email="ada@example.com")
+        """
+        declared = registered_job(job) if isinstance(job, str) else job
+        return await declared.configure(jobs=self).enqueue(*args, **kwargs)
+
+    async def enqueue_many(
+        self, job: Job[..., Any] | str, items: Iterable[Mapping[str, Any]], /
+    ) -> list[JobId]:
+        """Enqueue one job per mapping of keyword arguments, in one round trip; all are
+        validated first, and one invalid item refuses the whole batch."""
+        declared = registered_job(job) if isinstance(job, str) else job
+        return await declared.configure(jobs=self).enqueue_many(items)
+
+    async def _insert_jobs(
+        self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
+    ) -> list[JobId]:
+        store = self.store
+        queue = options.queue or job.queue
+        with self._tracing.send(queue, job.name) as scope:
+            ids = await store.insert_jobs(
+                NewJobs(
+                    name=job.name,
+                    queue=queue,
+                    payloads=payloads,
+                    priority=job.priority if options.priority is None else options.priority,
+                    delay=options.delay,
+                    run_at=options.run_at,
+                    max_attempts=job.retry.max_attempts,
+                    trace_context=scope.stored_context,
+                    unique_key=options.unique_key,
+                    notify=_due_now(options),
+                ),
+                options.connection,
+            )
+            scope.set_job_ids(ids)
+        return ids
+
+    # -- looking at jobs ----------------------------------------------------------------------
+
+    async def get(self, job_id: JobId) -> JobRecord | None:
+        """The job with this id, or None."""
+        return await self.store.get_job(int(job_id))
+
+    async def list(
+        self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[JobRecord]:
+        """Jobs, most recent first, optionally of one status and one queue."""
+        return await self.store.list_jobs(
+            None if status is None else JobStatus(status), queue, limit
+        )
+
+    async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
+        """How many jobs there are in each status (every status present, zeros included)."""
+        return await self.store.count_by_status(queue)
+
+    async def cancel(self, job_id: JobId) -> bool:
+        """Cancels a pending job. Returns False if it is not pending (running or finished).
+
+        Raises:
+            JobNotFoundError: no job has this id.
+        """
+        return await self._change(job_id, self.store.cancel_job)
+
+    async def retry(self, job_id: JobId) -> bool:
+        """Runs a failed or cancelled job again, from its first attempt. Returns False if the
+        job is in another status.
+
+        Raises:
+            JobNotFoundError: no job has this id.
+        """
+        return await self._change(job_id, self.store.retry_job)
+
+    async def _change(self, job_id: JobId, change: Any) -> bool:
+        if await change(int(job_id)):
+            return True
+        if await self.store.job_status(int(job_id)) is None:
+            raise JobNotFoundError(f"no job with id {job_id}")
+        return False
+
+    async def migrate(self) -> list[str]:
+        """Applies the migrations this database lacks; returns their names."""
+        return await self.store.migrate()
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Runs this process's queues until no job of them is running, or pending and due before
+        `timeout` ends (retries waiting for their delay included), and every outcome is
+        written. For tests and scripts.
+
+        Raises:
+            TimeoutError: work was still left after `timeout` seconds.
+        """
+        if self._worker is None:
+            raise NotStartedError(
+                "drain needs a running worker: start Jobs with at least one queue in `queues=`"
+            )
+        await self._worker.drain(timeout)
+
+
+def _due_now(options: EnqueueOptions) -> bool:
+    """Whether a worker could run the job at once, so a NOTIFY is worth sending."""
+    if options.delay:
+        return False
+    return options.run_at is None or options.run_at <= datetime.now(UTC)

@@ -1,0 +1,80 @@
+"""Retry policies: pure functions from the attempt that just failed to the delay before the next.
+
+A policy never sleeps and never looks at a clock; the worker asks it once per failed attempt and
+stores the answer as the row's next `run_at`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+RandomFraction = Callable[[], float]
+"""Returns a float in [0, 1); `random.random` unless a test passes its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """When a failed job runs again, and how many times it may run in all.
+
+    Build one with `Retry.fixed`, `Retry.exponential` or `Retry.none`.
+
+    Example:
+        >>> Retry.fixed(max_attempts=3, delay=2.0).next_delay(1)
+        2.0
+        >>> Retry.fixed(max_attempts=3, delay=2.0).next_delay(3) is None
+        True
+    """
+
+    kind: Literal["fixed", "exponential", "none"]
+    max_attempts: int
+    base_delay: float = 0.0
+    max_delay: float = 0.0
+    jitter: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must not be negative")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter is a fraction of the delay in [0, 1], got {self.jitter}")
+
+    @classmethod
+    def fixed(cls, max_attempts: int = 3, delay: float = 1.0, *, jitter: float = 0.0) -> Retry:
+        """The same `delay` (seconds) before every retry, `max_attempts` runs in all."""
+        return cls("fixed", max_attempts, base_delay=delay, max_delay=delay, jitter=jitter)
+
+    @classmethod
+    def exponential(
+        cls,
+        max_attempts: int = 5,
+        base_delay: float = 1.0,
+        max_delay: float = 300.0,
+        jitter: float = 0.1,
+    ) -> Retry:
+        """`base_delay * 2 ** (attempt - 1)` seconds, capped at `max_delay`, less up to `jitter`.
+
+        Jitter takes a random share of at most `jitter` off the delay, so many jobs that failed
+        together do not all come back at the same instant, and the cap is never exceeded.
+        """
+        return cls("exponential", max_attempts, base_delay, max(base_delay, max_delay), jitter)
+
+    @classmethod
+    def none(cls) -> Retry:
+        """Run once; a failure is final."""
+        return cls("none", 1)
+
+    def next_delay(self, attempt: int, random_fraction: RandomFraction = random.random) -> float | None:
+        """Seconds to wait before the attempt after `attempt` (1-based), or None to give up."""
+        if attempt >= self.max_attempts:
+            return None
+        if self.kind == "exponential":
+            # min() before the power would overflow for large attempt numbers.
+            exponent = min(attempt - 1, 64)
+            delay = min(self.base_delay * 2.0**exponent, self.max_delay)
+        else:
+            delay = self.base_delay
+        return delay * (1.0 - self.jitter * random_fraction())

@@ -1,0 +1,204 @@
+"""The only module that talks SQL: runs the named queries of sql/queries.sql and the migrations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from typing import Any, NamedTuple, TypeAlias
+from uuid import UUID
+
+import asyncpg
+
+from ._record import JobRecord, JobStatus
+
+# pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
+_MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
+
+
+def channel_for(queue: str) -> str:
+    """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`)."""
+    return f"starlette_jobs:{queue}"
+
+
+@cache
+def queries() -> dict[str, str]:
+    """The named queries of sql/queries.sql, read once."""
+    text = resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
+    parts = _HEADER.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every shipped migration, in order."""
+    folder = resources.files(__package__).joinpath("sql", "migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.fullmatch(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+class Claim(NamedTuple):
+    """A job this worker has just leased."""
+
+    id: int
+    name: str
+    queue: str
+    payload: str
+    attempts: int
+    max_attempts: int
+    lease_token: UUID
+    trace_context: str | None
+
+
+class Outcome(NamedTuple):
+    """How one attempt ended, to be written by `Store.record_outcomes`."""
+
+    id: int
+    lease_token: UUID
+    status: JobStatus  # SUCCEEDED, FAILED, or PENDING for a retry
+    retry_delay: float | None
+    error: str | None
+    result: str | None  # JSON text
+
+
+class NewJobs(NamedTuple):
+    """Rows to insert for one job name; see `Store.insert_jobs`."""
+
+    name: str
+    queue: str
+    payloads: list[str]
+    priority: int
+    delay: float | None
+    run_at: datetime | None
+    max_attempts: int
+    trace_context: str | None
+    unique_key: str | None
+    notify: bool
+
+
+Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
+
+
+class Store:
+    """Typed methods over one asyncpg pool, one per named query."""
+
+    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+        self.pool = pool
+        self._q = queries()
+
+    @classmethod
+    async def open(cls, dsn: str, *, min_size: int, max_size: int) -> Store:
+        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def migrate(self) -> list[str]:
+        """Applies the migrations this database lacks, in one transaction; returns their names."""
+        applied_now = []
+        async with self.pool.acquire() as connection, connection.transaction():
+            await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
+            await connection.execute(self._q["create_migrations_table"])
+            done = {row[0] for row in await connection.fetch(self._q["applied_migrations"])}
+            for version, name, sql in migrations():
+                if version not in done:
+                    await connection.execute(sql)
+                    await connection.execute(self._q["record_migration"], version, name)
+                    applied_now.append(name)
+        return applied_now
+
+    async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
+        executor = connection or self.pool
+        if len(new.payloads) == 1:
+            job_id = await executor.fetchval(
+                self._q["insert_job"],
+                new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                new.max_attempts, new.trace_context, new.unique_key, new.notify,
+            )  # fmt: skip
+            return [job_id]
+        ids = await executor.fetchval(
+            self._q["insert_jobs"],
+            new.name, new.queue, new.payloads, new.priority, new.delay, new.run_at,
+            new.max_attempts, new.trace_context, new.notify,
+        )  # fmt: skip
+        return list(ids)
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        rows = await self.pool.fetch(self._q["claim_batch"], queue, limit, worker_id, lease_seconds)
+        return [Claim(*row) for row in rows]
+
+    async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
+        """Writes the outcomes whose lease is still held; returns the ids written."""
+        columns = list(zip(*outcomes, strict=True))
+        rows = await self.pool.fetch(self._q["record_outcomes"], *columns)
+        return {row[0] for row in rows}
+
+    async def extend_leases(
+        self, held: Sequence[tuple[int, UUID]], lease_seconds: float
+    ) -> set[int]:
+        ids, tokens = zip(*held, strict=True)
+        rows = await self.pool.fetch(self._q["extend_leases"], ids, tokens, lease_seconds)
+        return {row[0] for row in rows}
+
+    async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
+        ids, tokens = zip(*held, strict=True)
+        rows = await self.pool.fetch(self._q["release_jobs"], ids, tokens)
+        return {row[0] for row in rows}
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        rows = await self.pool.fetch(self._q["rescue_expired"], limit)
+        return [(row[0], row[1], JobStatus(row[2])) for row in rows]
+
+    async def get_job(self, job_id: int) -> JobRecord | None:
+        row = await self.pool.fetchrow(self._q["get_job"], job_id)
+        return None if row is None else JobRecord.from_row(row)
+
+    async def list_jobs(
+        self, status: JobStatus | None, queue: str | None, limit: int
+    ) -> list[JobRecord]:
+        rows = await self.pool.fetch(self._q["list_jobs"], status, queue, limit)
+        return [JobRecord.from_row(row) for row in rows]
+
+    async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
+        counts = dict.fromkeys(JobStatus, 0)
+        for status, jobs in await self.pool.fetch(self._q["count_by_status"], queue):
+            counts[JobStatus(status)] = jobs
+        return counts
+
+    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float) -> int:
+        count: int = await self.pool.fetchval(
+            self._q["count_unfinished"], list(queues), horizon_seconds
+        )
+        return count
+
+    async def cancel_job(self, job_id: int) -> bool:
+        return await self.pool.fetchval(self._q["cancel_job"], job_id) is not None
+
+    async def retry_job(self, job_id: int) -> bool:
+        return await self.pool.fetchrow(self._q["retry_job"], job_id) is not None
+
+    async def job_status(self, job_id: int) -> JobStatus | None:
+        status = await self.pool.fetchval(self._q["job_status"], job_id)
+        return None if status is None else JobStatus(status)
+
+    async def listen(
+        self, dsn: str, queues: Sequence[str], on_notify: Callable[[str], None]
+    ) -> asyncpg.Connection[Any]:
+        """A connection of its own that calls `on_notify(queue)` when a queue's channel fires."""
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
+        for queue in queues:
+            await connection.add_listener(
+                channel_for(queue), lambda *_args, queue=queue: on_notify(queue)
+            )
+        return connection

@@ -1,0 +1,131 @@
+"""The only module that imports OpenTelemetry: the send and process spans, and the correlation id.
+
+At enqueue, a PRODUCER span `send {queue}` is started and its context (W3C traceparent,
+tracestate, baggage) is stored with the job, together with the enqueuing request's correlation
+id. In the worker, that context is attached again, so baggage is readable inside the job, and a
+CONSUMER span `process {queue}` is started as its child and with a link to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from . import __version__
+from ._correlation import correlation_id, correlation_scope
+
+MESSAGING_SYSTEM = "starlette_jobs"
+CORRELATION_ID_KEY = "x-request-id"
+
+
+class Tracing:
+    """Spans for one `Jobs` instance (its own tracer provider, or the global one)."""
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._tracer = trace.get_tracer(
+            "starlette_jobs", __version__, tracer_provider=tracer_provider
+        )
+
+    @contextmanager
+    def send(self, queue: str, job_name: str) -> Iterator[SendScope]:
+        """A PRODUCER span around the insert; the scope carries what is stored with the job."""
+        with self._tracer.start_as_current_span(
+            f"send {queue}",
+            kind=SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": MESSAGING_SYSTEM,
+                "messaging.operation.name": "send",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": queue,
+                "starlette_jobs.job.name": job_name,
+            },
+        ) as span:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            request_id = correlation_id()
+            if request_id is not None:
+                carrier[CORRELATION_ID_KEY] = request_id
+            yield SendScope(span, json.dumps(carrier) if carrier else None)
+
+    @contextmanager
+    def process(
+        self, queue: str, job_name: str, job_id: int, attempt: int, stored_context: str | None
+    ) -> Iterator[ProcessScope]:
+        """Restores the enqueuer's context and runs the block in a CONSUMER span."""
+        carrier = _parse_carrier(stored_context)
+        parent = propagate.extract(carrier)
+        parent_span_context = trace.get_current_span(parent).get_span_context()
+        links = [Link(parent_span_context)] if parent_span_context.is_valid else []
+        token = otel_context.attach(parent)
+        try:
+            with (
+                correlation_scope(carrier.get(CORRELATION_ID_KEY)),
+                self._tracer.start_as_current_span(
+                    f"process {queue}",
+                    kind=SpanKind.CONSUMER,
+                    links=links,
+                    attributes={
+                        "messaging.system": MESSAGING_SYSTEM,
+                        "messaging.operation.name": "process",
+                        "messaging.operation.type": "process",
+                        "messaging.destination.name": queue,
+                        "messaging.message.id": str(job_id),
+                        "starlette_jobs.job.name": job_name,
+                        "starlette_jobs.attempt": attempt,
+                    },
+                    # The worker records the failure itself, with the attempt's outcome.
+                    record_exception=False,
+                    set_status_on_exception=False,
+                ) as span,
+            ):
+                yield ProcessScope(span)
+        finally:
+            otel_context.detach(token)
+
+
+class SendScope:
+    """What the send span hands to the insert: the context to store, and where to put the id."""
+
+    def __init__(self, span: trace.Span, stored_context: str | None) -> None:
+        self._span = span
+        self.stored_context = stored_context
+
+    def set_job_ids(self, job_ids: list[int]) -> None:
+        if len(job_ids) == 1:
+            self._span.set_attribute("messaging.message.id", str(job_ids[0]))
+        else:
+            self._span.set_attribute("messaging.batch.message_count", len(job_ids))
+
+
+class ProcessScope:
+    """The process span of one attempt, as the worker sees it."""
+
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+
+    def failed(self, error: BaseException) -> None:
+        """Marks the span as failed with the exception's type."""
+        if not self._span.is_recording():
+            return
+        self._span.record_exception(error)
+        self._span.set_attribute("error.type", type(error).__qualname__)
+        self._span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+
+
+def _parse_carrier(stored_context: str | None) -> dict[str, str]:
+    """The stored carrier; anything malformed yields an empty one, and so a fresh trace."""
+    if not stored_context:
+        return {}
+    try:
+        loaded: Any = json.loads(stored_context)
+    except ValueError:
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    return {str(k): v for k, v in loaded.items() if isinstance(v, str)}

@@ -1,0 +1,246 @@
+"""The worker: per-queue claim loops, bounded concurrency, leases, wake-ups, drain and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from ._attempt import run_attempt
+from ._connectivity import DATABASE_ERRORS, Backoff
+from ._outcomes import OutcomeWriter
+from ._store import Claim, Store
+from ._tracing import Tracing
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+_RESCUE_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    queues: Mapping[str, int]
+    batch_size: int
+    poll_interval: float
+    lease_duration: float
+    shutdown_grace: float
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(eq=False)
+class _QueueState:
+    name: str
+    concurrency: int
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    running: dict[int, tuple[asyncio.Task[None], Claim]] = field(default_factory=dict)
+    # False once a claim came back short: until a NOTIFY or a poll, a freed slot need not
+    # trigger another claim.
+    may_have_more: bool = True
+
+
+class Worker:
+    """Claims and runs jobs of the configured queues until `stop` is called."""
+
+    def __init__(self, store: Store, dsn: str, settings: WorkerSettings, tracing: Tracing) -> None:
+        self.worker_id = new_worker_id()
+        self._store = store
+        self._dsn = dsn
+        self._settings = settings
+        self._tracing = tracing
+        self._queues = {
+            name: _QueueState(name, concurrency) for name, concurrency in settings.queues.items()
+        }
+        self._outcomes = OutcomeWriter(store)
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._listener: asyncpg.Connection[Any] | None = None
+
+    @property
+    def queue_names(self) -> list[str]:
+        return list(self._queues)
+
+    async def start(self) -> None:
+        self._outcomes.start()
+        await self._listen()
+        for state in self._queues.values():
+            self._tasks.append(
+                asyncio.create_task(self._claim_loop(state), name=f"starlette_jobs claim {state.name}")
+            )
+        self._maintenance = asyncio.create_task(self._maintain(), name="starlette_jobs leases")
+        logger.info(
+            "worker %s started on queues %s", self.worker_id, dict(self._settings.queues)
+        )
+
+    def wake(self, queue: str) -> None:
+        state = self._queues.get(queue)
+        if state is not None:
+            state.may_have_more = True
+            state.wake.set()
+
+    def running_count(self, queue: str | None = None) -> int:
+        states = self._queues.values() if queue is None else [self._queues[queue]]
+        return sum(len(state.running) for state in states)
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    async def _claim_loop(self, state: _QueueState) -> None:
+        backoff = Backoff()
+        settings = self._settings
+        while not self._stopping:
+            # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
+            state.wake.clear()
+            free = state.concurrency - len(state.running)
+            if free > 0:
+                wanted = min(free, settings.batch_size)
+                try:
+                    claims = await self._store.claim_batch(
+                        state.name, wanted, self.worker_id, settings.lease_duration
+                    )
+                except DATABASE_ERRORS as error:
+                    logger.warning("claiming from queue %r failed, retrying: %s", state.name, error)
+                    await backoff.wait()
+                    continue
+                backoff.reset()
+                if self._stopping:
+                    # Stop arrived during the claim: hand the jobs straight back.
+                    await self._release([(c.id, c.lease_token) for c in claims])
+                    return
+                for claim in claims:
+                    task = asyncio.create_task(self._execute(state, claim))
+                    state.running[claim.id] = (task, claim)
+                state.may_have_more = len(claims) == wanted
+                if state.may_have_more and len(state.running) < state.concurrency:
+                    continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.wake.wait(), settings.poll_interval)
+            if not state.wake.is_set():
+                state.may_have_more = True  # the poll: delayed jobs may have come due
+
+    async def _execute(self, state: _QueueState, claim: Claim) -> None:
+        try:
+            outcome = await run_attempt(claim, self._tracing)
+        finally:
+            del state.running[claim.id]
+            if state.may_have_more:
+                state.wake.set()
+        self._outcomes.add(outcome)
+
+    # -- leases, rescue and the LISTEN connection -----------------------------------------------
+
+    async def _listen(self) -> None:
+        try:
+            self._listener = await self._store.listen(self._dsn, list(self._queues), self.wake)
+        except DATABASE_ERRORS as error:
+            self._listener = None
+            logger.warning("LISTEN connection failed, polling until it is back: %s", error)
+
+    async def _maintain(self) -> None:
+        """Extends this worker's leases, rescues jobs whose lease expired, keeps LISTEN alive."""
+        interval = self._settings.lease_duration / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._extend_leases()
+                await self._rescue_expired()
+                if self._listener is None or self._listener.is_closed():
+                    await self._listen()
+                    for queue in self._queues:
+                        self.wake(queue)  # notifications may have been missed meanwhile
+            except DATABASE_ERRORS as error:
+                logger.warning("lease upkeep failed, retrying in %.1f s: %s", interval, error)
+
+    async def _extend_leases(self) -> None:
+        held = [
+            (claim.id, claim.lease_token)
+            for state in self._queues.values()
+            for _, claim in state.running.values()
+        ]
+        if not held:
+            return
+        kept = await self._store.extend_leases(held, self._settings.lease_duration)
+        for job_id, _ in held:
+            if job_id not in kept:
+                logger.warning(
+                    "job %s: lease lost (expired and rescued, or released); its outcome will "
+                    "not be recorded by this worker", job_id
+                )
+
+    async def _rescue_expired(self) -> None:
+        rescued = await self._store.rescue_expired(_RESCUE_LIMIT)
+        for job_id, queue, status in rescued:
+            logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
+            self.wake(queue)
+
+    # -- drain and shutdown -------------------------------------------------------------------
+
+    async def drain(self, timeout: float) -> None:
+        """Waits until no job of this worker's queues is running anywhere, or pending and due
+        before the timeout ends."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with asyncio.timeout_at(deadline):
+            while True:
+                for queue in self._queues:
+                    self.wake(queue)
+                if self.running_count() == 0:
+                    await self._outcomes.flush()
+                    horizon = max(deadline - loop.time(), 0.0)
+                    if await self._store.count_unfinished(self.queue_names, horizon) == 0:
+                        return
+                self._outcomes.written.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._outcomes.written.wait(), 0.05)
+
+    async def stop(self) -> None:
+        """Stops claiming, gives running jobs the grace period, then releases what is left."""
+        self._stopping = True
+        for state in self._queues.values():
+            state.wake.set()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+        running = {
+            task: claim
+            for state in self._queues.values()
+            for task, claim in state.running.values()
+        }
+        if running:
+            logger.info(
+                "waiting up to %.1f s for %d running job(s)", self._settings.shutdown_grace, len(running)
+            )
+            _, unfinished = await asyncio.wait(running, timeout=self._settings.shutdown_grace)
+            for task in unfinished:
+                task.cancel()
+            if unfinished:
+                # Well-behaved jobs unwind at once; one that ignores cancellation is left behind.
+                await asyncio.wait(unfinished, timeout=0.5)
+                await self._release([(running[t].id, running[t].lease_token) for t in unfinished])
+        await self._outcomes.stop(timeout=self._settings.shutdown_grace + 5)
+        self._maintenance.cancel()
+        await asyncio.gather(self._maintenance, return_exceptions=True)
+        if self._listener is not None and not self._listener.is_closed():
+            await self._listener.close(timeout=5)
+        logger.info("worker %s stopped", self.worker_id)
+
+    async def _release(self, held: list[tuple[int, Any]]) -> None:
+        if not held:
+            return
+        try:
+            released = await self._store.release_jobs(held)
+        except DATABASE_ERRORS as error:
+            logger.error(
+                "could not release %d job(s) at shutdown (%s); they run again once their lease "
+                "expires", len(held), error
+            )
+            return
+        logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))

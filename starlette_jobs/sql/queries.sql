@@ -1,0 +1,208 @@
+-- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _store.py.
+-- Parameters are always bound ($1, $2, ...), never formatted into the text.
+
+-- name: lock_migrations
+-- Serializes migrations across processes for the rest of the transaction.
+-- $1: the advisory lock key
+SELECT pg_advisory_xact_lock($1);
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS starlette_jobs_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_migrations
+SELECT version FROM starlette_jobs_migrations ORDER BY version;
+
+-- name: record_migration
+-- $1: version number, $2: file name
+INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
+
+-- name: insert_job
+-- One job; returns its id. With a unique key that a live job already holds, returns that
+-- job's id instead and writes nothing.
+-- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
+-- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL, $9 unique key or NULL,
+-- $10 whether to NOTIFY the queue's channel (false for delayed jobs)
+WITH inserted AS (
+    INSERT INTO starlette_jobs
+        (name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key)
+    VALUES ($1, $2, $3::jsonb, $4,
+            coalesce($6, now() + make_interval(secs => coalesce($5, 0))),
+            $7, $8::jsonb, $9)
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
+    DO NOTHING
+    RETURNING id
+)
+SELECT id, CASE WHEN $10::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified
+  FROM inserted
+UNION ALL
+SELECT id, NULL FROM starlette_jobs
+ WHERE $9::text IS NOT NULL AND unique_key = $9 AND status IN ('pending', 'running')
+   AND NOT EXISTS (SELECT FROM inserted);
+
+-- name: insert_jobs
+-- Many jobs of one name in one statement, one NOTIFY for all; returns their ids in order.
+-- $1 name, $2 queue, $3 payloads (JSON text[]), $4 priority, $5 delay in seconds or NULL,
+-- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL, $9 whether to NOTIFY
+WITH inserted AS (
+    INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
+    SELECT $1, $2, payload::jsonb, $4,
+           coalesce($6, now() + make_interval(secs => coalesce($5, 0))), $7, $8::jsonb
+      FROM unnest($3::text[]) WITH ORDINALITY AS given(payload, position)
+     ORDER BY position
+    RETURNING id
+)
+SELECT array_agg(id ORDER BY id) AS ids,
+       CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified
+  FROM inserted;
+
+-- name: claim_batch
+-- Takes up to $2 due pending jobs of one queue for this worker, skipping rows another worker
+-- is claiming at the same moment, and leases them.
+-- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds
+WITH picked AS (
+    SELECT id FROM starlette_jobs
+     WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+     ORDER BY priority DESC, run_at, id
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE starlette_jobs AS job
+   SET status = 'running',
+       attempts = job.attempts + 1,
+       worker_id = $3,
+       lease_token = gen_random_uuid(),
+       lease_expires_at = now() + make_interval(secs => $4),
+       started_at = now()
+  FROM picked
+ WHERE job.id = picked.id
+RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
+          job.max_attempts, job.lease_token, job.trace_context::text AS trace_context;
+
+-- name: record_outcomes
+-- Ends many attempts at once. Each row is written only while it still holds the lease token it
+-- was claimed with: a worker that lost its lease cannot overwrite a newer attempt.
+-- Returns the ids that were written.
+-- $1 ids, $2 lease tokens, $3 new statuses ('succeeded', 'failed' or 'pending' for a retry),
+-- $4 seconds until the retry (NULL unless pending), $5 error texts (NULL on success),
+-- $6 results (JSON text or NULL)
+UPDATE starlette_jobs AS job
+   SET status = outcome.status,
+       run_at = CASE WHEN outcome.status = 'pending'
+                     THEN now() + make_interval(secs => outcome.retry_delay)
+                     ELSE job.run_at END,
+       finished_at = CASE WHEN outcome.status = 'pending' THEN NULL ELSE now() END,
+       last_error = coalesce(outcome.error, job.last_error),
+       errors = CASE WHEN outcome.error IS NULL THEN job.errors
+                     ELSE job.errors || jsonb_build_array(jsonb_build_object(
+                         'attempt', job.attempts, 'error', outcome.error,
+                         'at', now(), 'worker_id', job.worker_id)) END,
+       result = outcome.result::jsonb,
+       lease_token = NULL,
+       lease_expires_at = NULL
+  FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::text[])
+       AS outcome(id, lease_token, status, retry_delay, error, result)
+ WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
+RETURNING job.id;
+
+-- name: extend_leases
+-- Heartbeat for jobs this worker still runs; returns the ids whose lease it still holds.
+-- $1 ids, $2 lease tokens, $3 lease duration in seconds
+UPDATE starlette_jobs AS job
+   SET lease_expires_at = now() + make_interval(secs => $3)
+  FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
+ WHERE job.id = held.id AND job.lease_token = held.lease_token
+RETURNING job.id;
+
+-- name: release_jobs
+-- Gives leased jobs back without using up an attempt (shutdown). Returns the ids released.
+-- $1 ids, $2 lease tokens
+UPDATE starlette_jobs AS job
+   SET status = 'pending',
+       attempts = greatest(job.attempts - 1, 0),
+       run_at = now(),
+       lease_token = NULL,
+       lease_expires_at = NULL
+  FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
+ WHERE job.id = held.id AND job.lease_token = held.lease_token
+RETURNING job.id;
+
+-- name: rescue_expired
+-- Jobs whose worker stopped renewing the lease (it crashed or stalled): back to pending, or
+-- failed when no attempt is left. The lost attempt is recorded like any failed attempt.
+-- $1 how many at most
+WITH expired AS (
+    SELECT id FROM starlette_jobs
+     WHERE status = 'running' AND lease_expires_at < now()
+     ORDER BY lease_expires_at
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE starlette_jobs AS job
+   SET status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
+       finished_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
+       run_at = now(),
+       last_error = 'lease expired: worker ' || coalesce(job.worker_id, '?')
+                    || ' stopped renewing it (crashed or stalled)',
+       errors = job.errors || jsonb_build_array(jsonb_build_object(
+           'attempt', job.attempts,
+           'error', 'lease expired: worker ' || coalesce(job.worker_id, '?')
+                    || ' stopped renewing it (crashed or stalled)',
+           'at', now(), 'worker_id', job.worker_id)),
+       lease_token = NULL,
+       lease_expires_at = NULL
+  FROM expired
+ WHERE job.id = expired.id
+RETURNING job.id, job.queue, job.status;
+
+-- name: get_job
+-- $1 job id
+SELECT * FROM starlette_jobs WHERE id = $1;
+
+-- name: list_jobs
+-- Most recent first.
+-- $1 status or NULL for any, $2 queue or NULL for any, $3 how many at most
+SELECT * FROM starlette_jobs
+ WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
+ ORDER BY id DESC
+ LIMIT $3;
+
+-- name: count_by_status
+-- $1 queue or NULL for all queues
+SELECT status, count(*) AS jobs FROM starlette_jobs
+ WHERE $1::text IS NULL OR queue = $1
+ GROUP BY status;
+
+-- name: count_unfinished
+-- Jobs of these queues that are running, or pending and due within $2 seconds (retries
+-- waiting for their delay included): what `drain` waits for.
+-- $1 queue names, $2 horizon in seconds
+SELECT count(*) FROM starlette_jobs
+ WHERE queue = ANY($1::text[])
+   AND (status = 'running'
+        OR (status = 'pending' AND run_at <= now() + make_interval(secs => $2)));
+
+-- name: cancel_job
+-- A pending job becomes cancelled; returns its queue, or nothing if it was not pending.
+-- $1 job id
+UPDATE starlette_jobs SET status = 'cancelled', finished_at = now()
+ WHERE id = $1 AND status = 'pending'
+RETURNING queue;
+
+-- name: retry_job
+-- A failed or cancelled job runs again from its first attempt, now; its error history stays.
+-- $1 job id
+WITH retried AS (
+    UPDATE starlette_jobs
+       SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL
+     WHERE id = $1 AND status IN ('failed', 'cancelled')
+    RETURNING queue
+)
+SELECT queue, pg_notify('starlette_jobs:' || queue, '') FROM retried;
+
+-- name: job_status
+-- $1 job id
+SELECT status FROM starlette_jobs WHERE id = $1;

@@ -1,0 +1,53 @@
+-- The schema that applying every migration in migrations/ produces, in one file: the place to
+-- read what the tables look like today. tests/test_migrations.py holds the two to each other.
+
+CREATE TABLE starlette_jobs_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE starlette_jobs (
+    id               bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name             text        NOT NULL,
+    queue            text        NOT NULL,
+    payload          jsonb       NOT NULL,
+    status           text        NOT NULL DEFAULT 'pending'
+        CONSTRAINT starlette_jobs_status_check
+        CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'cancelled')),
+    priority         integer     NOT NULL DEFAULT 0,
+    run_at           timestamptz NOT NULL DEFAULT now(),
+    attempts         integer     NOT NULL DEFAULT 0 CONSTRAINT starlette_jobs_attempts_check
+        CHECK (attempts >= 0),
+    max_attempts     integer     NOT NULL CONSTRAINT starlette_jobs_max_attempts_check
+        CHECK (max_attempts >= 1),
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    worker_id        text,
+    last_error       text,
+    errors           jsonb       NOT NULL DEFAULT '[]'::jsonb,
+    trace_context    jsonb,
+    unique_key       text,
+    result           jsonb,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    started_at       timestamptz,
+    finished_at      timestamptz,
+    CONSTRAINT starlette_jobs_running_has_lease_check
+        CHECK ((status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+
+CREATE INDEX starlette_jobs_claim_idx
+    ON starlette_jobs (queue, priority DESC, run_at, id)
+    WHERE status = 'pending';
+
+CREATE INDEX starlette_jobs_lease_idx
+    ON starlette_jobs (lease_expires_at)
+    WHERE status = 'running';
+
+CREATE INDEX starlette_jobs_finished_idx
+    ON starlette_jobs (finished_at)
+    WHERE status IN ('succeeded', 'failed', 'cancelled');
+
+CREATE UNIQUE INDEX starlette_jobs_unique_key_idx
+    ON starlette_jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND status IN ('pending', 'running');
