@@ -4,6 +4,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ._context import RunningJob as RunningJob
+from ._context import current_job as current_job
 from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from ._correlation import correlation_id as correlation_id
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
@@ -38,9 +40,11 @@ __all__ = [
     "Jobs",
     "NotStartedError",
     "Retry",
+    "RunningJob",
     "StarletteJobsError",
     "UnknownJobError",
     "__version__",
     "correlation_id",
+    "current_job",
     "job",
 ]

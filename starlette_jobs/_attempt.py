@@ -8,6 +8,7 @@ import traceback
 
 import pydantic_core
 
+from ._context import RunningJob, running
 from ._errors import JobArgumentsError, UnknownJobError
 from ._job import Job, registered_job
 from ._record import JobStatus
@@ -34,9 +35,11 @@ async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
         claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
     ) as scope:
         deadline = asyncio.timeout(job.timeout)
+        me = RunningJob(claim.id, claim.name, claim.queue, claim.attempts, claim.max_attempts)
         try:
-            async with deadline:
-                result = await job.run(kwargs)
+            with running(me):
+                async with deadline:
+                    result = await job.run(kwargs)
         except TimeoutError as error:
             if deadline.expired():
                 error = TimeoutError(f"job timed out after {job.timeout:g} s")

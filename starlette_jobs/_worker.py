@@ -135,6 +135,10 @@ class Worker:
             if state.may_have_more:
                 state.wake.set()
         self._outcomes.add(outcome)
+        if outcome.retry_delay is not None and not self._stopping:
+            # Wake when the retry comes due instead of at the next poll. A hint only: any worker
+            # may claim it, and the poll still covers a retry whose wake-up is lost.
+            asyncio.get_running_loop().call_later(outcome.retry_delay, self.wake, state.name)
 
     # -- leases, rescue and the LISTEN connection -----------------------------------------------
 

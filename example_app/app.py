@@ -1,0 +1,61 @@
+"""The web app: `POST /signup` enqueues jobs, `GET /jobs` and `GET /jobs/{id}` show them."""
+
+from __future__ import annotations
+
+from json import JSONDecodeError
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from starlette_jobs import CorrelationIdMiddleware, JobArgumentsError, Jobs
+
+from .jobs import send_welcome_email, sync_to_crm
+
+# DATABASE_URL if set, else the embedded PostgreSQL in .starlette_jobs/pgdata.
+jobs = Jobs(queues={"default": 10, "emails": 5})
+
+
+async def signup(request: Request) -> JSONResponse:
+    try:
+        body = await request.json()
+    except JSONDecodeError:
+        return JSONResponse({"detail": "the body must be JSON"}, status_code=400)
+    if not isinstance(body, dict):
+        return JSONResponse({"detail": "the body must be a JSON object"}, status_code=400)
+    try:
+        job_id = await send_welcome_email.enqueue(email=body.get("email"), name=body.get("name"))
+    except JobArgumentsError as error:
+        return JSONResponse({"detail": error.errors}, status_code=422)
+    crm_job_id = await sync_to_crm.enqueue(email=body["email"])
+    return JSONResponse({"job_id": str(job_id), "crm_job_id": str(crm_job_id)}, status_code=202)
+
+
+async def show_job(request: Request) -> JSONResponse:
+    try:
+        job_id = int(request.path_params["job_id"])
+    except ValueError:
+        return JSONResponse({"detail": "not a job id"}, status_code=404)
+    record = await jobs.get(job_id)
+    if record is None:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    return JSONResponse(record.to_dict())
+
+
+async def list_jobs(request: Request) -> JSONResponse:
+    status = request.query_params.get("status")
+    records = await jobs.list(status=status, limit=50) if status else await jobs.list(limit=50)
+    return JSONResponse({"jobs": [record.to_dict() for record in records]})
+
+
+app = Starlette(
+    routes=[
+        Route("/signup", signup, methods=["POST"]),
+        Route("/jobs", list_jobs),
+        Route("/jobs/{job_id}", show_job),
+    ],
+    middleware=[Middleware(CorrelationIdMiddleware)],
+    lifespan=jobs.lifespan,
+)

@@ -1,0 +1,177 @@
+"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ._jobs import Jobs
+
+logger = logging.getLogger("starlette_jobs.cli")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        jobs = _jobs_for(args)
+        if args.command == "worker":
+            return asyncio.run(_worker(jobs, burst=args.burst))
+        if args.command == "migrate":
+            return asyncio.run(_migrate(jobs))
+        return asyncio.run(_status(jobs))
+    except CommandError as error:
+        print(f"starlette-jobs: error: {error}", file=sys.stderr)
+        return 2
+
+
+class CommandError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="starlette-jobs", description="Durable background jobs for Starlette, on PostgreSQL."
+    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    worker = commands.add_parser("worker", help="run a worker process (no web server)")
+    _add_target(worker, required=True)
+    worker.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME=CONCURRENCY",
+        help="a queue to work and its concurrency (repeatable); default: the Jobs' own queues",
+    )
+    worker.add_argument("--batch-size", type=int)
+    worker.add_argument("--poll-interval", type=float)
+    worker.add_argument("--lease-duration", type=float)
+    worker.add_argument("--shutdown-grace", type=float)
+    worker.add_argument(
+        "--burst", action="store_true", help="exit once no job of the queues is due or running"
+    )
+
+    for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
+        _add_target(commands.add_parser(name, help=text), required=False)
+    return parser
+
+
+def _add_target(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "target",
+        nargs=None if required else "?",
+        metavar="APP_OR_JOBS_PATH",
+        help="module:attribute of your Jobs instance or of the app whose module holds it",
+    )
+    parser.add_argument("--dsn", help="PostgreSQL URL (default: the Jobs' own, DATABASE_URL)")
+
+
+def _jobs_for(args: argparse.Namespace) -> Jobs:
+    found = _load_jobs(args.target) if args.target else Jobs(queues={})
+    changes: dict[str, Any] = {}
+    if args.dsn:
+        changes["dsn"] = args.dsn
+    if args.command == "worker":
+        if args.queue:
+            changes["queues"] = _parse_queues(args.queue)
+        elif not found.config.queues:
+            raise CommandError(
+                f"{args.target} declares no queues (queues={{}}); name them with --queue NAME=N"
+            )
+        for option in ("batch_size", "poll_interval", "lease_duration", "shutdown_grace"):
+            if getattr(args, option) is not None:
+                changes[option] = getattr(args, option)
+    else:
+        changes["queues"] = {}  # migrate and status run no worker
+        changes["migrate"] = args.command == "status"  # `migrate` applies them itself, below
+    return found.replace(**changes)
+
+
+def _parse_queues(specs: list[str]) -> dict[str, int]:
+    queues = {}
+    for spec in specs:
+        name, _, concurrency = spec.partition("=")
+        try:
+            queues[name] = int(concurrency or "10")
+        except ValueError:
+            raise CommandError(f"--queue {spec!r}: expected NAME=CONCURRENCY, e.g. emails=5") from None
+    return queues
+
+
+def _load_jobs(target: str) -> Jobs:
+    """Imports `module:attr` (or `module`) and finds the Jobs instance it names or holds."""
+    # Like uvicorn: the current directory is importable, so `example_app.app:app` works.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module_name, _, attribute = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise CommandError(f"cannot import {module_name!r}: {error}") from error
+    if attribute:
+        try:
+            value = getattr(module, attribute)
+        except AttributeError:
+            raise CommandError(f"module {module_name!r} has no attribute {attribute!r}") from None
+        if isinstance(value, Jobs):
+            return value
+    candidates = [value for value in vars(module).values() if isinstance(value, Jobs)]
+    if len(candidates) != 1:
+        raise CommandError(
+            f"{target}: expected a Jobs instance, or a module holding exactly one "
+            f"(found {len(candidates)}); name it as module:attribute"
+        )
+    return candidates[0]
+
+
+async def _worker(jobs: Jobs, *, burst: bool) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            logger.warning("second %s: exiting now", signal.Signals(signum).name)
+            os._exit(1)  # leases of jobs still running expire and other workers rescue them
+        logger.info("%s received: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    async with jobs:
+        if burst:
+            drained = asyncio.create_task(jobs.drain(timeout=float("inf")))
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({drained, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (drained, stopped):
+                task.cancel()
+        else:
+            await stop.wait()
+    return 0
+
+
+async def _migrate(jobs: Jobs) -> int:
+    async with jobs:
+        applied = await jobs.migrate()
+    print("migrations up to date" + (f" (applied {', '.join(applied)})" if applied else ""))
+    return 0
+
+
+async def _status(jobs: Jobs) -> int:
+    async with jobs:
+        counts = await jobs.count_by_status()
+    width = max(len(status.value) for status in counts)
+    for status, count in counts.items():
+        print(f"{status.value:<{width}}  {count}")
+    return 0

@@ -1,0 +1,118 @@
+"""Fixtures: a real PostgreSQL (DATABASE_URL, else the embedded one), one database per test.
+
+A template database is migrated once per session; each test gets a clone of it, so tests are
+isolated and cheap. Async tests run on asyncio through anyio's pytest plugin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from starlette_jobs import Jobs
+from starlette_jobs._embedded import start_embedded_postgres
+from starlette_jobs._store import Store
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
+            item.add_marker(pytest.mark.anyio)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def with_database(dsn: str, database: str) -> str:
+    """The same server URL, pointing at another database."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + database))
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    """An admin URL of the server the tests use (any database on it)."""
+    configured = os.environ.get("DATABASE_URL")
+    if configured:
+        yield configured
+        return
+    with tempfile.TemporaryDirectory(prefix="starlette-jobs-tests-") as scratch:
+        yield start_embedded_postgres(Path(scratch) / "pgdata")
+
+
+async def _admin(dsn: str, *statements: str) -> None:
+    connection = await asyncpg.connect(with_database(dsn, "postgres"))
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@pytest.fixture(scope="session")
+def template_database(server_dsn: str) -> Iterator[str]:
+    name = f"sj_template_{os.getpid()}"
+
+    async def create() -> None:
+        await _admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
+        store = await Store.open(with_database(server_dsn, name), min_size=1, max_size=1)
+        try:
+            await store.migrate()
+        finally:
+            await store.close()
+
+    asyncio.run(create())
+    yield name
+    asyncio.run(_admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+_database_numbers = itertools.count()
+
+
+@pytest.fixture
+def database_dsn(server_dsn: str, template_database: str) -> Iterator[str]:
+    """A fresh, migrated database of its own for this test."""
+    name = f"sj_test_{os.getpid()}_{next(_database_numbers)}"
+    asyncio.run(_admin(server_dsn, f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"'))
+    yield with_database(server_dsn, name)
+    asyncio.run(_admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def connection(database_dsn: str) -> AsyncIterator[asyncpg.Connection[Any]]:
+    """A plain connection to the test database, to look at rows the way an operator would."""
+    conn: asyncpg.Connection[Any] = await asyncpg.connect(database_dsn)
+    yield conn
+    await conn.close()
+
+
+StartJobs = Callable[..., AbstractAsyncContextManager[Jobs]]
+
+
+@pytest.fixture
+def start_jobs(database_dsn: str) -> StartJobs:
+    """`async with start_jobs(queues=..., ...) as jobs:` a Jobs on the test database.
+
+    Short poll and lease settings keep tests quick; each test can override them.
+    """
+
+    @asynccontextmanager
+    async def start(**settings: Any) -> AsyncIterator[Jobs]:
+        settings.setdefault("poll_interval", 0.2)
+        async with Jobs(database_dsn, **settings) as jobs:
+            yield jobs
+
+    return start
