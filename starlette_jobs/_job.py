@@ -275,7 +275,14 @@ class _ArgumentsModel:
                 hints.get(parameter.name, Any),
                 pydantic.Field(default, alias=parameter.name),
             )
-        config = pydantic.ConfigDict(extra="forbid", allow_inf_nan=False, validate_by_name=False)
+        config = pydantic.ConfigDict(
+            extra="forbid",
+            allow_inf_nan=False,
+            validate_by_name=False,
+            # Keep NaN/infinity as floats in untyped values, so json.dumps(allow_nan=False)
+            # refuses them instead of pydantic's default of storing null in their place.
+            ser_json_inf_nan="constants",
+        )
         self.model: type[pydantic.BaseModel] = pydantic.create_model(
             "JobArguments", __config__=config, **fields
         )
@@ -365,7 +372,7 @@ def job(
     """
 
     def decorate(function: Callable[P, R]) -> Job[P, R]:
-        job_name = name or f"{function.__module__}.{function.__qualname__}"
+        job_name = f"{function.__module__}.{function.__qualname__}" if name is None else name
         declared = Job(
             function,
             name=job_name,

@@ -1,0 +1,258 @@
+"""Enqueue, run, and look at jobs through the public API, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import (
+    JobArgumentsError,
+    JobNotFoundError,
+    JobStatus,
+    Retry,
+    UnknownJobError,
+    current_job,
+    job,
+)
+from starlette_jobs._store import NewJobs
+from tests.conftest import StartJobs
+
+ran: list[Any] = []
+
+
+@job(retry=Retry.none())
+async def record(value: int, label: str = "x") -> dict[str, Any]:
+    running = current_job()
+    assert running is not None
+    ran.append((value, label, running.attempt))
+    return {"doubled": value * 2}
+
+
+@job(queue="other", retry=Retry.none())
+def record_sync(value: int) -> int:
+    ran.append(("sync", value))
+    return value
+
+
+@pytest.fixture(autouse=True)
+def _clear_ran() -> None:
+    ran.clear()
+
+
+async def count_rows(connection: asyncpg.Connection[Any]) -> int:
+    rows: int = await connection.fetchval("SELECT count(*) FROM starlette_jobs")
+    return rows
+
+
+async def test_an_enqueued_job_runs_and_its_result_is_kept(start_jobs: StartJobs) -> None:
+    async with start_jobs() as jobs:
+        job_id = await record.enqueue(21, label="hello")
+        await jobs.drain(timeout=10)
+        stored = await jobs.get(job_id)
+    assert stored is not None
+    assert (stored.status, stored.attempts, stored.result) == (JobStatus.SUCCEEDED, 1, {"doubled": 42})
+    assert stored.arguments == {"value": 21, "label": "hello"}
+    assert stored.started_at is not None and stored.finished_at is not None
+    assert ran == [(21, "hello", 1)]
+
+
+async def test_sync_functions_run_in_a_thread(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={"other": 2}) as jobs:
+        job_id = await record_sync.enqueue(value=5)
+        await jobs.drain(timeout=10)
+        stored = await jobs.get(job_id)
+    assert stored is not None and stored.status == JobStatus.SUCCEEDED and stored.result == 5
+
+
+async def test_bad_arguments_write_no_row(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}) as jobs:
+        with pytest.raises(JobArgumentsError):
+            await record.enqueue(value="many")  # type: ignore[arg-type]
+        with pytest.raises(JobArgumentsError):
+            await jobs.enqueue(record, value=1, unknown=2)
+        with pytest.raises(JobArgumentsError):
+            await record.enqueue(value=math.inf)  # type: ignore[arg-type]
+        with pytest.raises(JobArgumentsError) as caught:
+            await record.enqueue_many([{"value": 1}, {"value": "bad"}, {"value": 3}])
+    assert caught.value.errors[0]["loc"] == (1, "value")
+    assert await count_rows(connection) == 0
+
+
+async def test_enqueue_many_writes_all_in_order(start_jobs: StartJobs) -> None:
+    async with start_jobs() as jobs:
+        ids = await jobs.enqueue_many(record, [{"value": n} for n in range(50)])
+        assert ids == sorted(ids) and len(set(ids)) == 50
+        assert await record.enqueue_many([]) == []
+        await jobs.drain(timeout=10)
+        first = await jobs.get(ids[0])
+        assert first is not None and first.arguments == {"value": 0}
+    assert sorted(value for value, *_ in ran) == list(range(50))
+
+
+async def test_enqueue_by_name(start_jobs: StartJobs) -> None:
+    async with start_jobs() as jobs:
+        job_id = await jobs.enqueue("tests.integration.test_enqueue_and_run.record", value=3)
+        await jobs.drain(timeout=10)
+        stored = await jobs.get(job_id)
+        with pytest.raises(UnknownJobError, match="no.such.job"):
+            await jobs.enqueue("no.such.job")
+    assert stored is not None and stored.status == JobStatus.SUCCEEDED
+
+
+async def test_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
+    start_jobs: StartJobs,
+) -> None:
+    async with start_jobs() as jobs:
+        [job_id] = await jobs.store.insert_jobs(
+            NewJobs("vanished.module.job", "default", ["{}"], 0, None, None, 5, None, None, True)
+        )
+        await jobs.drain(timeout=10)
+        stored = await jobs.get(job_id)
+    assert stored is not None
+    assert (stored.status, stored.attempts) == (JobStatus.FAILED, 1)
+    assert stored.last_error is not None
+    assert "no job named 'vanished.module.job' is registered" in stored.last_error
+
+
+async def test_a_stored_payload_that_no_longer_validates_fails_with_the_validation_error(
+    start_jobs: StartJobs,
+) -> None:
+    async with start_jobs() as jobs:
+        [job_id] = await jobs.store.insert_jobs(
+            NewJobs(record.name, "default", ['{"value": "forty"}'], 0, None, None, 5, None, None, True)
+        )
+        await jobs.drain(timeout=10)
+        stored = await jobs.get(job_id)
+    assert stored is not None and stored.status == JobStatus.FAILED
+    assert stored.last_error is not None and "value" in stored.last_error
+    assert "valid integer" in stored.last_error
+    assert ran == []
+
+
+async def test_a_notify_wakes_an_idle_worker_long_before_its_poll(start_jobs: StartJobs) -> None:
+    async with start_jobs(poll_interval=3600) as jobs:
+        await jobs.drain(timeout=5)  # the worker is up and idle
+        job_id = await record.enqueue(value=1)
+        await jobs.drain(timeout=10)
+        stored = await jobs.get(job_id)
+    assert stored is not None and stored.status == JobStatus.SUCCEEDED
+
+
+async def test_priority_then_run_at_order_the_claims(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={}) as producer:
+        await record.configure(priority=0).enqueue(value=1)
+        await record.configure(priority=10).enqueue(value=2)
+        await record.configure(priority=-5).enqueue(value=3)
+        await record.configure(priority=10).enqueue(value=4)
+        async with start_jobs(queues={"default": 1}) as worker:
+            await worker.drain(timeout=10)
+    assert [value for value, *_ in ran] == [2, 4, 1, 3]
+    assert producer.config.queues == {}
+
+
+async def test_delay_and_run_at_hold_a_job_back(start_jobs: StartJobs) -> None:
+    async with start_jobs() as jobs:
+        later = await record.configure(delay=3600).enqueue(value=1)
+        future = datetime.now(UTC) + timedelta(hours=1)
+        at = await record.configure(run_at=future).enqueue(value=2)
+        soon = await record.configure(delay=0.2).enqueue(value=3)
+        await jobs.drain(timeout=10)
+        statuses = [(await jobs.get(i)).status for i in (later, at, soon)]  # type: ignore[union-attr]
+        scheduled = await jobs.get(at)
+    assert statuses == [JobStatus.PENDING, JobStatus.PENDING, JobStatus.SUCCEEDED]
+    assert scheduled is not None and abs(scheduled.run_at - future) < timedelta(milliseconds=1)
+
+
+async def test_queue_option_sends_a_job_elsewhere(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={"elsewhere": 1}) as jobs:
+        moved = await record.configure(queue="elsewhere").enqueue(value=9)
+        stays = await record.enqueue(value=10)
+        await jobs.drain(timeout=10)
+        moved_job, stayed_job = await jobs.get(moved), await jobs.get(stays)
+    assert moved_job is not None and moved_job.queue == "elsewhere"
+    assert moved_job.status == JobStatus.SUCCEEDED
+    assert stayed_job is not None and stayed_job.status == JobStatus.PENDING
+
+
+async def test_an_enqueue_on_a_connection_joins_its_transaction(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}) as jobs:
+        tx = connection.transaction()
+        await tx.start()
+        rolled_back = await record.configure(connection=connection).enqueue(value=1)
+        await tx.rollback()
+        async with connection.transaction():
+            committed = await record.configure(connection=connection).enqueue(value=2)
+        assert await jobs.get(rolled_back) is None
+        assert await jobs.get(committed) is not None
+
+
+async def test_a_unique_key_keeps_one_live_job(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={}) as jobs:
+        first = await record.configure(unique_key="user-7").enqueue(value=1)
+        second = await record.configure(unique_key="user-7").enqueue(value=2)
+        other = await record.configure(unique_key="user-8").enqueue(value=3)
+        assert first == second != other
+        assert (await jobs.count_by_status())[JobStatus.PENDING] == 2
+
+
+async def test_list_count_cancel_and_retry(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={}) as producer:
+        ids = [await record.enqueue(value=n) for n in range(3)]
+        other = await record_sync.enqueue(value=1)
+        assert await producer.cancel(ids[0]) is True
+        assert await producer.cancel(ids[0]) is False  # already cancelled
+        with pytest.raises(JobNotFoundError):
+            await producer.cancel(10**12)
+        counts = await producer.count_by_status()
+        assert counts == {
+            JobStatus.PENDING: 3,
+            JobStatus.RUNNING: 0,
+            JobStatus.SUCCEEDED: 0,
+            JobStatus.FAILED: 0,
+            JobStatus.CANCELLED: 1,
+        }
+        assert (await producer.count_by_status(queue="other"))[JobStatus.PENDING] == 1
+        listed = await producer.list(limit=10)
+        assert [j.id for j in listed] == [other, *reversed(ids)]
+        assert [j.id for j in await producer.list(status="cancelled")] == [ids[0]]
+        assert [j.id for j in await producer.list(queue="other")] == [other]
+
+        assert await producer.retry(ids[1]) is False  # pending: nothing to retry
+        assert await producer.retry(ids[0]) is True
+        async with start_jobs() as worker:
+            await worker.drain(timeout=10)
+        retried = await producer.get(ids[0])
+        assert retried is not None and retried.status == JobStatus.SUCCEEDED
+        with pytest.raises(JobNotFoundError):
+            await producer.retry(10**12)
+
+
+async def test_sql_looking_text_is_stored_verbatim(start_jobs: StartJobs) -> None:
+    text = "'); DROP TABLE starlette_jobs; -- $1 \\x00"
+    async with start_jobs(queues={}) as jobs:
+        job_id = await record.configure(unique_key=text).enqueue(value=1, label=text)
+        stored = await jobs.get(job_id)
+    assert stored is not None and stored.arguments["label"] == text
+
+
+async def test_jobs_started_twice_is_refused(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={}) as jobs:
+        with pytest.raises(RuntimeError, match="already started"):
+            await jobs.__aenter__()
+
+
+async def test_concurrent_enqueues_from_many_tasks(start_jobs: StartJobs) -> None:
+    async with start_jobs() as jobs:
+        ids = await asyncio.gather(*(record.enqueue(value=n) for n in range(100)))
+        await jobs.drain(timeout=20)
+        counts = await jobs.count_by_status()
+    assert len(set(ids)) == 100 and counts[JobStatus.SUCCEEDED] == 100

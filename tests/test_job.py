@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pydantic
+import pytest
+
+from starlette_jobs import Job, JobArgumentsError, JobDefinitionError, NotStartedError, Retry, job
+from starlette_jobs._job import registered_job
+
+
+class Address(pydantic.BaseModel):
+    city: str
+    zip_code: str
+
+
+@job(queue="typed", retry=Retry.fixed(max_attempts=2, delay=0.1), priority=5, timeout=3)
+async def typed_job(
+    user_id: int, when: datetime, ref: uuid.UUID, address: Address, note: str = "none"
+) -> str:
+    return f"{user_id} {note}"
+
+
+def test_the_decorated_function_is_still_callable_inline() -> None:
+    @job
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert add(2, 3) == 5
+    assert isinstance(add, Job)
+
+
+def test_declaration_defaults_and_name() -> None:
+    assert typed_job.name == "tests.test_job.typed_job"
+    assert (typed_job.queue, typed_job.priority, typed_job.timeout) == ("typed", 5, 3)
+    assert typed_job.retry == Retry.fixed(max_attempts=2, delay=0.1)
+    assert registered_job("tests.test_job.typed_job") is typed_job
+
+
+def test_arguments_round_trip_into_the_functions_own_types() -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    ref = uuid.uuid4()
+    payload = typed_job.serialize_arguments(
+        (7,), {"when": when, "ref": ref, "address": {"city": "Paris", "zip_code": "75001"}}
+    )
+    kwargs = typed_job.parse_arguments(payload)
+    assert kwargs == {
+        "user_id": 7,
+        "when": when,
+        "ref": ref,
+        "address": Address(city="Paris", zip_code="75001"),
+        "note": "none",
+    }
+    assert type(kwargs["when"]) is datetime and type(kwargs["ref"]) is uuid.UUID
+
+
+def test_only_the_given_arguments_are_stored_so_defaults_apply_at_run_time() -> None:
+    @job
+    async def greet(name: str, greeting: str = "hello") -> None: ...
+
+    assert greet.serialize_arguments((), {"name": "ada"}) == '{"name":"ada"}'
+
+
+GOOD: dict[str, Any] = {
+    "user_id": 1,
+    "when": datetime(2026, 1, 1, tzinfo=UTC),
+    "ref": str(uuid.UUID(int=1)),
+    "address": {"city": "x", "zip_code": "y"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"user_id": "not a number"}, "user_id"),
+        ({"user_id": None}, "user_id"),
+        ({"ref": "not-a-uuid"}, "ref"),
+        ({"address": {"city": "x"}}, "address.zip_code"),
+        ({"unexpected": 1}, "unexpected"),
+        ({"user_id": math.nan}, "user_id"),
+    ],
+)
+def test_bad_arguments_are_refused_with_pydantic_details(
+    change: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(JobArgumentsError) as caught:
+        typed_job.serialize_arguments((), {**GOOD, **change})
+    error = caught.value
+    assert isinstance(error, ValueError)
+    assert error.job_name == typed_job.name
+    assert expected in str(error)
+    assert any(".".join(map(str, e["loc"])) == expected for e in error.errors)
+
+
+def test_missing_arguments_are_refused() -> None:
+    arguments = {k: v for k, v in GOOD.items() if k != "when"}
+    with pytest.raises(JobArgumentsError, match="when"):
+        typed_job.serialize_arguments((), arguments)
+
+
+def test_too_many_positional_arguments_are_refused() -> None:
+    with pytest.raises(JobArgumentsError, match="too many positional"):
+        typed_job.serialize_arguments((1, 2, 3, 4, 5, 6), {})
+
+
+def test_values_json_cannot_hold_are_refused_even_untyped() -> None:
+    @job
+    async def untyped(data: Any) -> None: ...
+
+    for value in (math.nan, math.inf, {"deep": [1, -math.inf]}):
+        with pytest.raises(JobArgumentsError, match="JSON"):
+            untyped.serialize_arguments((), {"data": value})
+    with pytest.raises(JobArgumentsError):
+        untyped.serialize_arguments((), {"data": object()})
+
+
+def test_a_parameter_named_like_a_pydantic_attribute_works() -> None:
+    @job
+    async def clash(json: str, copy: int, model_config: bool) -> None: ...
+
+    payload = clash.serialize_arguments((), {"json": "j", "copy": 2, "model_config": True})
+    assert clash.parse_arguments(payload) == {"json": "j", "copy": 2, "model_config": True}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"queue": ""}, "queue name"),
+        ({"queue": "x" * 49}, "queue name"),
+        ({"queue": "bad queue!"}, "queue name"),
+        ({"name": ""}, "job name"),
+        ({"name": "drop table;"}, "job name"),
+        ({"priority": 2**31}, "priority"),
+        ({"timeout": 0}, "timeout"),
+    ],
+)
+def test_invalid_declarations_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(JobDefinitionError, match=message):
+
+        @job(**options)
+        async def declared() -> None: ...
+
+
+def test_variadic_parameters_are_refused_at_declaration() -> None:
+    with pytest.raises(JobDefinitionError, match="named parameters"):
+
+        @job
+        async def variadic(*items: int) -> None: ...
+
+
+def test_two_functions_cannot_share_a_job_name() -> None:
+    @job(name="tests.shared-name")
+    async def first() -> None: ...
+
+    with pytest.raises(JobDefinitionError, match="two different functions"):
+
+        @job(name="tests.shared-name")
+        async def second() -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"delay": -1}, "delay"),
+        ({"delay": math.inf}, "delay"),
+        ({"run_at": datetime(2026, 1, 1)}, "timezone"),
+        ({"delay": 1, "run_at": datetime.now(UTC) + timedelta(seconds=1)}, "not both"),
+        ({"queue": "no spaces"}, "queue"),
+        ({"priority": -(2**31) - 1}, "priority"),
+    ],
+)
+def test_invalid_enqueue_options_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(JobDefinitionError, match=message):
+        typed_job.configure(**options)
+
+
+async def test_enqueue_without_a_started_jobs_says_how_to_start_one() -> None:
+    with pytest.raises(NotStartedError, match="lifespan"):
+        await typed_job.enqueue(**GOOD)
+
+
+async def test_validation_happens_before_any_database_is_needed() -> None:
+    with pytest.raises(JobArgumentsError):
+        await typed_job.enqueue(user_id="x")  # type: ignore[call-arg]

@@ -1,0 +1,63 @@
+"""The migrations produce exactly sql/schema.sql, and many processes migrate once."""
+
+from __future__ import annotations
+
+import asyncio
+from importlib import resources
+from typing import Any
+
+import asyncpg
+
+from starlette_jobs._store import Store
+
+# What defines the schema, read from the catalog: columns, constraints, indexes.
+CATALOG = """
+SELECT 'column', c.relname || '.' || a.attname,
+       format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+       || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+       || CASE WHEN a.attidentity <> '' THEN ' identity ' || a.attidentity::text ELSE '' END
+  FROM pg_attribute a
+  JOIN pg_class c ON c.oid = a.attrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE n.nspname = 'public' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint', conname, pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL
+SELECT 'index', indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
+ORDER BY 1, 2
+"""
+
+
+async def catalog(connection: asyncpg.Connection[Any]) -> list[tuple[str, str, str]]:
+    return [tuple(row) for row in await connection.fetch(CATALOG)]
+
+
+async def test_migrations_produce_exactly_schema_sql(
+    connection: asyncpg.Connection[Any],
+) -> None:
+    # `connection` is a database the migrations were applied to (a clone of the template).
+    migrated = await catalog(connection)
+    schema_sql = resources.files("starlette_jobs").joinpath("sql", "schema.sql").read_text()
+    async with connection.transaction():
+        await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        await connection.execute(schema_sql)
+        from_schema_sql = await catalog(connection)
+    assert migrated == from_schema_sql
+    assert any(kind == "index" and name == "starlette_jobs_claim_idx" for kind, name, _ in migrated)
+
+
+async def test_many_processes_starting_at_once_migrate_once(database_dsn: str) -> None:
+    async with asyncpg.create_pool(database_dsn, min_size=1, max_size=2) as pool:
+        await pool.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    stores = [await Store.open(database_dsn, min_size=1, max_size=1) for _ in range(5)]
+    try:
+        results = await asyncio.gather(*(store.migrate() for store in stores))
+        assert sorted(len(applied) for applied in results) == [0, 0, 0, 0, 1]
+        assert await stores[0].migrate() == []
+        versions = await stores[0].pool.fetch("SELECT version FROM starlette_jobs_migrations")
+        assert [row["version"] for row in versions] == [1]
+    finally:
+        for store in stores:
+            await store.close()
