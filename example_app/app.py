@@ -26,7 +26,8 @@ async def signup(request: Request) -> JSONResponse:
     if not isinstance(body, dict):
         return JSONResponse({"detail": "the body must be a JSON object"}, status_code=400)
     try:
-        job_id = await send_welcome_email.enqueue(email=body.get("email"), name=body.get("name"))
+        # Validated against send_welcome_email's signature before anything is written.
+        job_id = await send_welcome_email.enqueue(**body)
     except JobArgumentsError as error:
         return JSONResponse({"detail": error.errors}, status_code=422)
     crm_job_id = await sync_to_crm.enqueue(email=body["email"])

@@ -41,9 +41,10 @@ async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
                 async with deadline:
                     result = await job.run(kwargs)
         except TimeoutError as error:
-            if deadline.expired():
-                error = TimeoutError(f"job timed out after {job.timeout:g} s")
-            return _attempt_failed(claim, job, error, scope)
+            if not deadline.expired():
+                return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError
+            timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
+            return _attempt_failed(claim, job, timed_out, scope)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -52,7 +53,9 @@ async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
             return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
         except BaseException as error:  # a job must never take the worker down
             return _attempt_failed(claim, job, error, scope)
-    return Outcome(claim.id, claim.lease_token, JobStatus.SUCCEEDED, None, None, _result_json(claim, result))
+    return Outcome(
+        claim.id, claim.lease_token, JobStatus.SUCCEEDED, None, None, _result_json(claim, result)
+    )
 
 
 def _attempt_failed(
@@ -60,9 +63,7 @@ def _attempt_failed(
 ) -> Outcome:
     scope.failed(error)
     text = _error_text(error)
-    if isinstance(error, job.non_retryable):
-        delay = None
-    elif claim.attempts >= claim.max_attempts:
+    if isinstance(error, job.non_retryable) or claim.attempts >= claim.max_attempts:
         delay = None
     else:
         delay = job.retry.next_delay(claim.attempts)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -43,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="starlette-jobs", description="Durable background jobs for Starlette, on PostgreSQL."
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     worker = commands.add_parser("worker", help="run a worker process (no web server)")
@@ -60,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--lease-duration", type=float)
     worker.add_argument("--shutdown-grace", type=float)
     worker.add_argument(
-        "--burst", action="store_true", help="exit once no job of the queues is due or running"
+        "--burst",
+        action="store_true",
+        help="exit once no job of the queues is due now or running (delayed jobs are left)",
     )
 
     for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
@@ -106,7 +111,9 @@ def _parse_queues(specs: list[str]) -> dict[str, int]:
         try:
             queues[name] = int(concurrency or "10")
         except ValueError:
-            raise CommandError(f"--queue {spec!r}: expected NAME=CONCURRENCY, e.g. emails=5") from None
+            raise CommandError(
+                f"--queue {spec!r}: expected NAME=CONCURRENCY, e.g. emails=5"
+            ) from None
     return queues
 
 
@@ -151,11 +158,14 @@ async def _worker(jobs: Jobs, *, burst: bool) -> int:
         loop.add_signal_handler(signum, on_signal, signum)
     async with jobs:
         if burst:
-            drained = asyncio.create_task(jobs.drain(timeout=float("inf")))
+            drained = asyncio.create_task(jobs.drain(math.inf, include_scheduled=False))
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({drained, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            for task in (drained, stopped):
-                task.cancel()
+            stopped.cancel()
+            if drained.done():
+                drained.result()  # a drain that failed must not look like an empty queue
+            else:
+                drained.cancel()
         else:
             await stop.wait()
     return 0

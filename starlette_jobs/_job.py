@@ -68,9 +68,13 @@ class EnqueueOptions:
         if self.delay is not None and self.run_at is not None:
             raise JobDefinitionError("give either delay or run_at, not both")
         if self.delay is not None and (not math.isfinite(self.delay) or self.delay < 0):
-            raise JobDefinitionError(f"delay must be a finite number of seconds >= 0, got {self.delay}")
+            raise JobDefinitionError(
+                f"delay must be a finite number of seconds >= 0, got {self.delay}"
+            )
         if self.run_at is not None and self.run_at.utcoffset() is None:
-            raise JobDefinitionError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
+            raise JobDefinitionError(
+                "run_at must be timezone-aware (e.g. datetime.now(timezone.utc))"
+            )
         if self.priority is not None:
             _check_priority(self.priority)
         if self.queue is not None:
@@ -205,7 +209,7 @@ class Job(Generic[P, R]):
         """Await the function with already-validated arguments (sync functions run in a thread)."""
         if self.is_async:
             return await typing.cast(Callable[..., Awaitable[Any]], self.func)(**kwargs)
-        return await asyncio.to_thread(self.func, **kwargs)
+        return await asyncio.to_thread(typing.cast(Callable[..., Any], self.func), **kwargs)
 
 
 _NO_OPTIONS = EnqueueOptions()
@@ -265,8 +269,9 @@ class _ArgumentsModel:
         for index, parameter in enumerate(self.signature.parameters.values()):
             if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
                 raise JobDefinitionError(
-                    f"job {job_name!r}: parameter {parameter.name!r} is {parameter.kind.description}; "
-                    "jobs take named parameters only, so that stored arguments stay readable"
+                    f"job {job_name!r}: parameter {parameter.name!r} is "
+                    f"{parameter.kind.description}; jobs take named parameters only, so that "
+                    "stored arguments stay readable"
                 )
             field_name = f"p{index}"
             self.field_of_parameter[parameter.name] = field_name
@@ -309,7 +314,8 @@ class _ArgumentsModel:
             # json.dumps refuses NaN/infinity nested in untyped values; pydantic refuses
             # values it cannot serialize at all.
             raise JobArgumentsError(
-                self.job_name, [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}]
+                self.job_name,
+                [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}],
             ) from None
 
     def parse(self, payload: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -212,15 +213,15 @@ class Jobs:
 
     async def enqueue_many(
         self, job: Job[..., Any] | str, items: Iterable[Mapping[str, Any]], /
-    ) -> list[JobId]:
+    ) -> builtins.list[JobId]:
         """Enqueue one job per mapping of keyword arguments, in one round trip; all are
         validated first, and one invalid item refuses the whole batch."""
         declared = registered_job(job) if isinstance(job, str) else job
         return await declared.configure(jobs=self).enqueue_many(items)
 
     async def _insert_jobs(
-        self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
-    ) -> list[JobId]:
+        self, job: Job[Any, Any], payloads: builtins.list[str], options: EnqueueOptions
+    ) -> builtins.list[JobId]:
         store = self.store
         queue = options.queue or job.queue
         with self._tracing.send(queue, job.name) as scope:
@@ -250,7 +251,7 @@ class Jobs:
 
     async def list(
         self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[JobRecord]:
+    ) -> builtins.list[JobRecord]:
         """Jobs, most recent first, optionally of one status and one queue."""
         return await self.store.list_jobs(
             None if status is None else JobStatus(status), queue, limit
@@ -284,14 +285,19 @@ class Jobs:
             raise JobNotFoundError(f"no job with id {job_id}")
         return False
 
-    async def migrate(self) -> list[str]:
+    async def migrate(self) -> builtins.list[str]:
         """Applies the migrations this database lacks; returns their names."""
         return await self.store.migrate()
 
-    async def drain(self, timeout: float = 30.0) -> None:
+    async def drain(self, timeout: float = 30.0, *, include_scheduled: bool = True) -> None:
         """Runs this process's queues until no job of them is running, or pending and due before
         `timeout` ends (retries waiting for their delay included), and every outcome is
         written. For tests and scripts.
+
+        Args:
+            timeout: seconds to wait at most; `math.inf` waits as long as it takes.
+            include_scheduled: False returns as soon as nothing is due now, however soon a
+                delayed job or a retry would come due.
 
         Raises:
             TimeoutError: work was still left after `timeout` seconds.
@@ -300,7 +306,7 @@ class Jobs:
             raise NotStartedError(
                 "drain needs a running worker: start Jobs with at least one queue in `queues=`"
             )
-        await self._worker.drain(timeout)
+        await self._worker.drain(timeout, include_scheduled=include_scheduled)
 
 
 def _due_now(options: EnqueueOptions) -> bool:

@@ -45,7 +45,8 @@ class OutcomeWriter:
         except TimeoutError:
             logger.error(
                 "%d job outcome(s) could not be recorded before shutdown; those jobs will run "
-                "again once their lease expires", len(self._buffer)
+                "again once their lease expires",
+                len(self._buffer),
             )
         if self._task is not None:
             self._task.cancel()

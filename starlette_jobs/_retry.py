@@ -67,7 +67,9 @@ class Retry:
         """Run once; a failure is final."""
         return cls("none", 1)
 
-    def next_delay(self, attempt: int, random_fraction: RandomFraction = random.random) -> float | None:
+    def next_delay(
+        self, attempt: int, random_fraction: RandomFraction = random.random
+    ) -> float | None:
         """Seconds to wait before the attempt after `attempt` (1-based), or None to give up."""
         if attempt >= self.max_attempts:
             return None

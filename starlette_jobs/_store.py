@@ -176,7 +176,7 @@ class Store:
             counts[JobStatus(status)] = jobs
         return counts
 
-    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float) -> int:
+    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
         count: int = await self.pool.fetchval(
             self._q["count_unfinished"], list(queues), horizon_seconds
         )

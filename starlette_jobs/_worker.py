@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import uuid
@@ -32,6 +33,13 @@ class WorkerSettings:
     poll_interval: float
     lease_duration: float
     shutdown_grace: float
+
+
+def _horizon(remaining: float, include_scheduled: bool) -> float | None:
+    """How far ahead `drain` looks for pending jobs; None is "any pending job"."""
+    if not include_scheduled:
+        return 0.0
+    return max(remaining, 0.0) if math.isfinite(remaining) else None
 
 
 def new_worker_id() -> str:
@@ -75,12 +83,12 @@ class Worker:
         await self._listen()
         for state in self._queues.values():
             self._tasks.append(
-                asyncio.create_task(self._claim_loop(state), name=f"starlette_jobs claim {state.name}")
+                asyncio.create_task(
+                    self._claim_loop(state), name=f"starlette_jobs claim {state.name}"
+                )
             )
         self._maintenance = asyncio.create_task(self._maintain(), name="starlette_jobs leases")
-        logger.info(
-            "worker %s started on queues %s", self.worker_id, dict(self._settings.queues)
-        )
+        logger.info("worker %s started on queues %s", self.worker_id, dict(self._settings.queues))
 
     def wake(self, queue: str) -> None:
         state = self._queues.get(queue)
@@ -177,7 +185,8 @@ class Worker:
             if job_id not in kept:
                 logger.warning(
                     "job %s: lease lost (expired and rescued, or released); its outcome will "
-                    "not be recorded by this worker", job_id
+                    "not be recorded by this worker",
+                    job_id,
                 )
 
     async def _rescue_expired(self) -> None:
@@ -188,18 +197,18 @@ class Worker:
 
     # -- drain and shutdown -------------------------------------------------------------------
 
-    async def drain(self, timeout: float) -> None:
+    async def drain(self, timeout: float, *, include_scheduled: bool) -> None:
         """Waits until no job of this worker's queues is running anywhere, or pending and due
-        before the timeout ends."""
+        now (or, with `include_scheduled`, before the timeout ends)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        async with asyncio.timeout_at(deadline):
+        async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
             while True:
                 for queue in self._queues:
                     self.wake(queue)
                 if self.running_count() == 0:
                     await self._outcomes.flush()
-                    horizon = max(deadline - loop.time(), 0.0)
+                    horizon = _horizon(deadline - loop.time(), include_scheduled)
                     if await self._store.count_unfinished(self.queue_names, horizon) == 0:
                         return
                 self._outcomes.written.clear()
@@ -214,13 +223,13 @@ class Worker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
         running = {
-            task: claim
-            for state in self._queues.values()
-            for task, claim in state.running.values()
+            task: claim for state in self._queues.values() for task, claim in state.running.values()
         }
         if running:
             logger.info(
-                "waiting up to %.1f s for %d running job(s)", self._settings.shutdown_grace, len(running)
+                "waiting up to %.1f s for %d running job(s)",
+                self._settings.shutdown_grace,
+                len(running),
             )
             _, unfinished = await asyncio.wait(running, timeout=self._settings.shutdown_grace)
             for task in unfinished:
@@ -244,7 +253,9 @@ class Worker:
         except DATABASE_ERRORS as error:
             logger.error(
                 "could not release %d job(s) at shutdown (%s); they run again once their lease "
-                "expires", len(held), error
+                "expires",
+                len(held),
+                error,
             )
             return
         logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))

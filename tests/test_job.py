@@ -54,7 +54,8 @@ def test_arguments_round_trip_into_the_functions_own_types() -> None:
         "address": Address(city="Paris", zip_code="75001"),
         "note": "none",
     }
-    assert type(kwargs["when"]) is datetime and type(kwargs["ref"]) is uuid.UUID
+    assert type(kwargs["when"]) is datetime
+    assert type(kwargs["ref"]) is uuid.UUID
 
 
 def test_only_the_given_arguments_are_stored_so_defaults_apply_at_run_time() -> None:
@@ -184,4 +185,4 @@ async def test_enqueue_without_a_started_jobs_says_how_to_start_one() -> None:
 
 async def test_validation_happens_before_any_database_is_needed() -> None:
     with pytest.raises(JobArgumentsError):
-        await typed_job.enqueue(user_id="x")  # type: ignore[call-arg]
+        await typed_job.enqueue(user_id="x")  # type: ignore[arg-type, call-arg]

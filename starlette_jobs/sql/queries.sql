@@ -179,11 +179,12 @@ SELECT status, count(*) AS jobs FROM starlette_jobs
 -- name: count_unfinished
 -- Jobs of these queues that are running, or pending and due within $2 seconds (retries
 -- waiting for their delay included): what `drain` waits for.
--- $1 queue names, $2 horizon in seconds
+-- $1 queue names, $2 horizon in seconds (0: due now; NULL: any pending job)
 SELECT count(*) FROM starlette_jobs
  WHERE queue = ANY($1::text[])
    AND (status = 'running'
-        OR (status = 'pending' AND run_at <= now() + make_interval(secs => $2)));
+        OR (status = 'pending'
+            AND ($2::float8 IS NULL OR run_at <= now() + make_interval(secs => $2))));
 
 -- name: cancel_job
 -- A pending job becomes cancelled; returns its queue, or nothing if it was not pending.

@@ -55,9 +55,14 @@ async def test_an_enqueued_job_runs_and_its_result_is_kept(start_jobs: StartJobs
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
     assert stored is not None
-    assert (stored.status, stored.attempts, stored.result) == (JobStatus.SUCCEEDED, 1, {"doubled": 42})
+    assert (stored.status, stored.attempts, stored.result) == (
+        JobStatus.SUCCEEDED,
+        1,
+        {"doubled": 42},
+    )
     assert stored.arguments == {"value": 21, "label": "hello"}
-    assert stored.started_at is not None and stored.finished_at is not None
+    assert stored.started_at is not None
+    assert stored.finished_at is not None
     assert ran == [(21, "hello", 1)]
 
 
@@ -66,7 +71,9 @@ async def test_sync_functions_run_in_a_thread(start_jobs: StartJobs) -> None:
         job_id = await record_sync.enqueue(value=5)
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
-    assert stored is not None and stored.status == JobStatus.SUCCEEDED and stored.result == 5
+    assert stored is not None
+    assert stored.status == JobStatus.SUCCEEDED
+    assert stored.result == 5
 
 
 async def test_bad_arguments_write_no_row(
@@ -88,11 +95,13 @@ async def test_bad_arguments_write_no_row(
 async def test_enqueue_many_writes_all_in_order(start_jobs: StartJobs) -> None:
     async with start_jobs() as jobs:
         ids = await jobs.enqueue_many(record, [{"value": n} for n in range(50)])
-        assert ids == sorted(ids) and len(set(ids)) == 50
+        assert ids == sorted(ids)
+        assert len(set(ids)) == 50
         assert await record.enqueue_many([]) == []
         await jobs.drain(timeout=10)
         first = await jobs.get(ids[0])
-        assert first is not None and first.arguments == {"value": 0}
+        assert first is not None
+        assert first.arguments == {"value": 0}
     assert sorted(value for value, *_ in ran) == list(range(50))
 
 
@@ -101,9 +110,10 @@ async def test_enqueue_by_name(start_jobs: StartJobs) -> None:
         job_id = await jobs.enqueue("tests.integration.test_enqueue_and_run.record", value=3)
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
-        with pytest.raises(UnknownJobError, match="no.such.job"):
+        with pytest.raises(UnknownJobError, match=r"no\.such\.job"):
             await jobs.enqueue("no.such.job")
-    assert stored is not None and stored.status == JobStatus.SUCCEEDED
+    assert stored is not None
+    assert stored.status == JobStatus.SUCCEEDED
 
 
 async def test_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
@@ -126,12 +136,16 @@ async def test_a_stored_payload_that_no_longer_validates_fails_with_the_validati
 ) -> None:
     async with start_jobs() as jobs:
         [job_id] = await jobs.store.insert_jobs(
-            NewJobs(record.name, "default", ['{"value": "forty"}'], 0, None, None, 5, None, None, True)
+            NewJobs(
+                record.name, "default", ['{"value": "forty"}'], 0, None, None, 5, None, None, True
+            )
         )
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
-    assert stored is not None and stored.status == JobStatus.FAILED
-    assert stored.last_error is not None and "value" in stored.last_error
+    assert stored is not None
+    assert stored.status == JobStatus.FAILED
+    assert stored.last_error is not None
+    assert "value" in stored.last_error
     assert "valid integer" in stored.last_error
     assert ran == []
 
@@ -142,7 +156,8 @@ async def test_a_notify_wakes_an_idle_worker_long_before_its_poll(start_jobs: St
         job_id = await record.enqueue(value=1)
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
-    assert stored is not None and stored.status == JobStatus.SUCCEEDED
+    assert stored is not None
+    assert stored.status == JobStatus.SUCCEEDED
 
 
 async def test_priority_then_run_at_order_the_claims(start_jobs: StartJobs) -> None:
@@ -167,7 +182,8 @@ async def test_delay_and_run_at_hold_a_job_back(start_jobs: StartJobs) -> None:
         statuses = [(await jobs.get(i)).status for i in (later, at, soon)]  # type: ignore[union-attr]
         scheduled = await jobs.get(at)
     assert statuses == [JobStatus.PENDING, JobStatus.PENDING, JobStatus.SUCCEEDED]
-    assert scheduled is not None and abs(scheduled.run_at - future) < timedelta(milliseconds=1)
+    assert scheduled is not None
+    assert abs(scheduled.run_at - future) < timedelta(milliseconds=1)
 
 
 async def test_queue_option_sends_a_job_elsewhere(start_jobs: StartJobs) -> None:
@@ -176,9 +192,11 @@ async def test_queue_option_sends_a_job_elsewhere(start_jobs: StartJobs) -> None
         stays = await record.enqueue(value=10)
         await jobs.drain(timeout=10)
         moved_job, stayed_job = await jobs.get(moved), await jobs.get(stays)
-    assert moved_job is not None and moved_job.queue == "elsewhere"
+    assert moved_job is not None
+    assert moved_job.queue == "elsewhere"
     assert moved_job.status == JobStatus.SUCCEEDED
-    assert stayed_job is not None and stayed_job.status == JobStatus.PENDING
+    assert stayed_job is not None
+    assert stayed_job.status == JobStatus.PENDING
 
 
 async def test_an_enqueue_on_a_connection_joins_its_transaction(
@@ -231,7 +249,8 @@ async def test_list_count_cancel_and_retry(start_jobs: StartJobs) -> None:
         async with start_jobs() as worker:
             await worker.drain(timeout=10)
         retried = await producer.get(ids[0])
-        assert retried is not None and retried.status == JobStatus.SUCCEEDED
+        assert retried is not None
+        assert retried.status == JobStatus.SUCCEEDED
         with pytest.raises(JobNotFoundError):
             await producer.retry(10**12)
 
@@ -241,7 +260,8 @@ async def test_sql_looking_text_is_stored_verbatim(start_jobs: StartJobs) -> Non
     async with start_jobs(queues={}) as jobs:
         job_id = await record.configure(unique_key=text).enqueue(value=1, label=text)
         stored = await jobs.get(job_id)
-    assert stored is not None and stored.arguments["label"] == text
+    assert stored is not None
+    assert stored.arguments["label"] == text
 
 
 async def test_jobs_started_twice_is_refused(start_jobs: StartJobs) -> None:
@@ -255,4 +275,5 @@ async def test_concurrent_enqueues_from_many_tasks(start_jobs: StartJobs) -> Non
         ids = await asyncio.gather(*(record.enqueue(value=n) for n in range(100)))
         await jobs.drain(timeout=20)
         counts = await jobs.count_by_status()
-    assert len(set(ids)) == 100 and counts[JobStatus.SUCCEEDED] == 100
+    assert len(set(ids)) == 100
+    assert counts[JobStatus.SUCCEEDED] == 100

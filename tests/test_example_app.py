@@ -1,0 +1,40 @@
+"""The example app, driven the way a user would drive it."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from example_app.app import app, jobs
+
+
+@pytest.fixture
+def client(database_dsn: str, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    monkeypatch.setattr(jobs, "config", jobs.replace(dsn=database_dsn).config)
+    return TestClient(app)
+
+
+def test_signup_enqueues_jobs_that_succeed_including_one_after_two_retries(
+    client: TestClient,
+) -> None:
+    with client:
+        response = client.post("/signup", json={"email": "ada@example.com", "name": "Ada"})
+        assert response.status_code == 202
+        body = response.json()
+        client.portal.call(jobs.drain, 20)  # type: ignore[union-attr]
+        welcome = client.get(f"/jobs/{body['job_id']}").json()
+        crm = client.get(f"/jobs/{body['crm_job_id']}").json()
+        listed = client.get("/jobs").json()["jobs"]
+    assert welcome["status"] == "succeeded"
+    assert welcome["result"] == {"to": "ada@example.com", "subject": "Welcome, Ada!"}
+    assert (crm["status"], crm["attempts"], len(crm["errors"])) == ("succeeded", 3, 2)
+    assert {job["id"] for job in listed} == {int(body["job_id"]), int(body["crm_job_id"])}
+
+
+def test_signup_with_bad_input_answers_422_and_enqueues_nothing(client: TestClient) -> None:
+    with client:
+        assert client.post("/signup", json={"email": 5}).status_code == 422
+        assert client.post("/signup", content=b"not json").status_code == 400
+        assert client.get("/jobs").json() == {"jobs": []}
+        assert client.get("/jobs/999").status_code == 404
+        assert client.get("/jobs/abc").status_code == 404
