@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, JobStatus
+from starlette_jobs._cli import _load_jobs, main
 from tests.integration.cli_app import record_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,20 +71,19 @@ def test_sigterm_stops_a_worker_cleanly(database_dsn: str, tmp_path: Path) -> No
     assert "stopped" in output
 
 
-def test_migrate_and_status(database_dsn: str, tmp_path: Path) -> None:
+def test_migrate_and_status(database_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
     async def reset() -> None:
         connection = await asyncpg.connect(database_dsn)
         await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
         await connection.close()
 
-    import asyncio
-
     asyncio.run(reset())
-    output = finish(cli("migrate", dsn=database_dsn))
-    assert "applied 0001_initial.sql" in output
-    assert "migrations up to date" in finish(cli("migrate", dsn=database_dsn))
-    status = finish(cli("status", "tests.integration.cli_app:jobs", dsn=database_dsn))
-    assert [line.split() for line in status.strip().splitlines()[-5:]] == [
+    assert main(["migrate", "--dsn", database_dsn]) == 0
+    assert "applied 0001_initial.sql" in capsys.readouterr().out
+    assert main(["migrate", "--dsn", database_dsn]) == 0
+    assert capsys.readouterr().out.strip() == "migrations up to date"
+    assert main(["status", "tests.integration.cli_app:jobs", "--dsn", database_dsn]) == 0
+    assert [line.split() for line in capsys.readouterr().out.strip().splitlines()] == [
         ["pending", "0"],
         ["running", "0"],
         ["succeeded", "0"],
@@ -97,10 +98,18 @@ def test_migrate_and_status(database_dsn: str, tmp_path: Path) -> None:
         (["worker", "no_such_module_x:jobs"], "cannot import 'no_such_module_x'"),
         (["worker", "tests.integration.cli_app:nothing"], "has no attribute 'nothing'"),
         (["worker", "tests.integration.cli_app:jobs", "--queue", "q=x"], "NAME=CONCURRENCY"),
+        (["worker", "tests.integration"], "expected a Jobs instance"),
     ],
 )
-def test_cli_errors_are_clear(database_dsn: str, args: list[str], message: str) -> None:
-    process = cli(*args, dsn=database_dsn)
-    output, _ = process.communicate(timeout=60)
-    assert process.returncode == 2
-    assert message in output
+def test_cli_errors_are_clear(
+    database_dsn: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*args, "--dsn", database_dsn]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_app_path_finds_the_jobs_instance_of_its_module() -> None:
+    import example_app.app
+
+    assert _load_jobs("example_app.app:app") is example_app.app.jobs
+    assert _load_jobs("example_app.app") is example_app.app.jobs

@@ -1,0 +1,30 @@
+"""Read by mypy only (never run): `enqueue` is typed against each job's own signature.
+
+An unused `type: ignore` is itself an error under mypy --strict, so every ignore below proves
+that the line it sits on is rejected by the type checker.
+"""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+from starlette_jobs import ConfiguredJob, Job, JobId, JobRecord, Jobs, job
+
+
+@job
+async def resize(image_id: int, width: int = 100) -> str:
+    return f"{image_id}:{width}"
+
+
+async def checks(jobs: Jobs) -> None:
+    assert isinstance(resize, Job)
+    assert_type(await resize.enqueue(1, width=2), JobId)
+    assert isinstance(resize.configure(delay=1.0), ConfiguredJob)
+    assert_type(await resize.configure(delay=1.0).enqueue(image_id=3), JobId)
+    assert_type(await jobs.get(1), JobRecord | None)
+    assert_type(await resize.enqueue_many([{"image_id": 1}]), list[JobId])
+
+    await resize.enqueue("one")  # type: ignore[arg-type]
+    await resize.enqueue(1, height=3)  # type: ignore[call-arg]
+    await resize.enqueue()  # type: ignore[call-arg]
+    await resize.configure(delay=1.0).enqueue(image_id="x")  # type: ignore[arg-type]
