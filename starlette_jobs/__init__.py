@@ -9,7 +9,6 @@ from ._context import current_job as current_job
 from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from ._correlation import correlation_id as correlation_id
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
-from ._errors import InvalidJobStateError as InvalidJobStateError
 from ._errors import JobArgumentsError as JobArgumentsError
 from ._errors import JobDefinitionError as JobDefinitionError
 from ._errors import JobNotFoundError as JobNotFoundError
@@ -29,7 +28,6 @@ __all__ = [
     "ConfiguredJob",
     "CorrelationIdMiddleware",
     "EmbeddedPostgresUnavailable",
-    "InvalidJobStateError",
     "Job",
     "JobArgumentsError",
     "JobDefinitionError",

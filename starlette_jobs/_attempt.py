@@ -85,7 +85,8 @@ def _failed(claim: Claim, status: JobStatus, delay: float | None, error: str) ->
 
 
 def _error_text(error: BaseException) -> str:
-    text = "".join(traceback.format_exception(error)).strip()
+    # PostgreSQL text cannot hold NUL characters.
+    text = "".join(traceback.format_exception(error)).strip().replace("\x00", "\\x00")
     if len(text) > _MAX_ERROR_LENGTH:
         # Keep the end: the exception line and the innermost frames say the most.
         text = "...\n" + text[-_MAX_ERROR_LENGTH:]
@@ -96,7 +97,11 @@ def _result_json(claim: Claim, result: object) -> str | None:
     if result is None:
         return None
     try:
-        return pydantic_core.to_json(result).decode()
-    except pydantic_core.PydanticSerializationError as error:
+        text = pydantic_core.to_json(result).decode()
+    except (pydantic_core.PydanticSerializationError, ValueError) as error:
         logger.warning("job %s (%s): result not stored, not JSON: %s", claim.id, claim.name, error)
         return None
+    if "\\u0000" in text:
+        logger.warning("job %s (%s): result not stored, it holds a NUL", claim.id, claim.name)
+        return None
+    return text

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ._errors import StarletteJobsError
 from ._jobs import Jobs
 
 logger = logging.getLogger("starlette_jobs.cli")
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "migrate":
             return asyncio.run(_migrate(jobs))
         return asyncio.run(_status(jobs))
-    except CommandError as error:
+    except (CommandError, StarletteJobsError) as error:
         print(f"starlette-jobs: error: {error}", file=sys.stderr)
         return 2
 
@@ -100,7 +101,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
                 changes[option] = getattr(args, option)
     else:
         changes["queues"] = {}  # migrate and status run no worker
-        changes["migrate"] = args.command == "status"  # `migrate` applies them itself, below
+        changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
     return found.replace(**changes)
 
 

@@ -42,10 +42,6 @@ class JobNotFoundError(StarletteJobsError, LookupError):
     """No job row has this id."""
 
 
-class InvalidJobStateError(StarletteJobsError):
-    """The job is not in a state that allows the operation (e.g. cancelling a running job)."""
-
-
 class NotStartedError(StarletteJobsError, RuntimeError):
     """`Jobs` was used before it was started.
 

@@ -170,7 +170,8 @@ class Job(Generic[P, R]):
             run_at: a timezone-aware instant before which the job does not run.
             priority: overrides the job's priority; higher runs first.
             queue: overrides the job's queue.
-            unique_key: stored with the row for de-duplication (reserved; see the docs).
+            unique_key: while a pending or running job holds this key, enqueueing another with
+                the same key writes nothing and returns the live job's id.
             connection: an asyncpg connection whose transaction the insert joins, so the job
                 exists only if that transaction commits.
             jobs: the `Jobs` instance to write through (default: the one started last).
@@ -235,6 +236,10 @@ class ConfiguredJob(Generic[P, R]):
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """See `Job.enqueue_many`."""
+        if self.options.unique_key is not None:
+            raise JobDefinitionError(
+                "unique_key names one job; it cannot be shared by the jobs of enqueue_many"
+            )
         payloads = []
         for index, item in enumerate(items):
             try:
@@ -304,9 +309,12 @@ class _ArgumentsModel:
         arguments = self._bind(args, kwargs) if args else kwargs
         try:
             validated = self.model.model_validate(arguments)
-            # Only what the caller gave is stored: defaults are applied when the job runs, so a
-            # changed default reaches jobs that are already queued.
-            plain = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            # Only the arguments the caller gave are stored: defaults of the function's own
+            # parameters are applied when the job runs, so a changed default reaches queued jobs.
+            # Nested models are stored whole (a default_factory value made now is kept).
+            plain = validated.model_dump(
+                mode="json", by_alias=True, include=set(validated.model_fields_set)
+            )
             return json.dumps(plain, allow_nan=False, separators=(",", ":"))
         except pydantic.ValidationError as error:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None

@@ -148,12 +148,13 @@ class Jobs:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self in _started:
-            _started.remove(self)
         try:
             if self._worker is not None:
+                # Still registered meanwhile: a job finishing in the grace period may enqueue.
                 await self._worker.stop()
         finally:
+            if self in _started:
+                _started.remove(self)
             self._worker = None
             if self._store is not None:
                 store, self._store = self._store, None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from uuid import UUID
 
 from ._connectivity import DATABASE_ERRORS, Backoff
 from ._store import Outcome, Store
@@ -19,6 +20,7 @@ class OutcomeWriter:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._buffer: list[Outcome] = []
+        self._in_flight: list[Outcome] = []
         self._pending = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -34,6 +36,12 @@ class OutcomeWriter:
         self._idle.clear()
         self._pending.set()
 
+    def held(self) -> list[tuple[int, UUID]]:
+        """Leases of jobs that have ended but whose outcome is not written yet: they must be
+        renewed like those of running jobs, or a long outage would hand finished jobs to
+        another worker."""
+        return [(o.id, o.lease_token) for o in (*self._in_flight, *self._buffer)]
+
     async def flush(self) -> None:
         """Returns once everything added so far is written (or refused by the fence)."""
         await self._idle.wait()
@@ -46,7 +54,7 @@ class OutcomeWriter:
             logger.error(
                 "%d job outcome(s) could not be recorded before shutdown; those jobs will run "
                 "again once their lease expires",
-                len(self._buffer),
+                len(self.held()),
             )
         if self._task is not None:
             self._task.cancel()
@@ -57,27 +65,59 @@ class OutcomeWriter:
         while True:
             await self._pending.wait()
             self._pending.clear()
-            batch, self._buffer = self._buffer, []
+            self._in_flight, self._buffer = self._buffer, []
             try:
-                written = await self._store.record_outcomes(batch)
+                written = await self._write(self._in_flight)
             except DATABASE_ERRORS as error:
-                # Keep them: the outcome is written once the database answers again. Until then
-                # the leases are not extended, so a long outage may hand them to another worker.
-                self._buffer[:0] = batch
+                # Keep them: they are written once the database answers again, and their leases
+                # are renewed meanwhile (see `held`).
+                self._buffer[:0] = self._in_flight
+                self._in_flight = []
                 self._pending.set()
                 logger.warning(
-                    "could not record %d job outcome(s), retrying: %s", len(batch), error
+                    "could not record %d job outcome(s), retrying: %s", len(self._buffer), error
                 )
                 await backoff.wait()
                 continue
             backoff.reset()
-            for outcome in batch:
+            for outcome in self._in_flight:
                 if outcome.id not in written:
                     logger.warning(
                         "job %s: outcome %r not recorded: this worker no longer holds its lease "
                         "(it expired and the job was rescued, or it was released)",
                         outcome.id, outcome.status.value,
                     )  # fmt: skip
+            self._in_flight = []
             if not self._buffer:
                 self._idle.set()
             self.written.set()
+
+    async def _write(self, batch: list[Outcome]) -> set[int]:
+        try:
+            return await self._store.record_outcomes(batch)
+        except DATABASE_ERRORS:
+            raise
+        except Exception:
+            # Not the connection: one outcome the database refuses (a value it cannot store)
+            # must not keep the others from being written. Write them one at a time.
+            logger.exception("writing %d outcome(s) failed; writing them one by one", len(batch))
+        written: set[int] = set()
+        for outcome in batch:
+            written |= await self._write_one(outcome)
+        return written
+
+    async def _write_one(self, outcome: Outcome, *, stripped: bool = False) -> set[int]:
+        try:
+            return await self._store.record_outcomes([outcome])
+        except DATABASE_ERRORS:
+            raise
+        except Exception:
+            logger.exception("job %s: outcome refused by the database", outcome.id)
+            if stripped:
+                return set()  # the lease expires and the job is rescued
+            # Keep what happened (the status); give up on the values that could not be stored.
+            plain = outcome._replace(
+                error=None if outcome.error is None else "(the error text could not be stored)",
+                result=None,
+            )
+            return await self._write_one(plain, stripped=True)

@@ -6,6 +6,7 @@ stores the answer as the row's next `run_at`.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +38,8 @@ class Retry:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        if self.base_delay < 0 or self.max_delay < 0:
-            raise ValueError("retry delays must not be negative")
+        if not (0 <= self.base_delay < math.inf and 0 <= self.max_delay < math.inf):
+            raise ValueError("retry delays must be finite numbers of seconds >= 0")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"jitter is a fraction of the delay in [0, 1], got {self.jitter}")
 

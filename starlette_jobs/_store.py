@@ -18,6 +18,7 @@ from ._record import JobRecord, JobStatus
 _MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
+_UNIQUE_KEY_TRIES = 5
 
 
 def channel_for(queue: str) -> str:
@@ -90,14 +91,21 @@ Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
 class Store:
     """Typed methods over one asyncpg pool, one per named query."""
 
-    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+    def __init__(self, pool: asyncpg.Pool[Any], dsn: str) -> None:
         self.pool = pool
+        self.dsn = dsn
         self._q = queries()
 
     @classmethod
-    async def open(cls, dsn: str, *, min_size: int, max_size: int) -> Store:
-        pool = await asyncpg.create_pool(dsn, min_size=min_size, max_size=max_size)
-        return cls(pool)
+    async def open(
+        cls, dsn: str, *, min_size: int, max_size: int, command_timeout: float = 30.0
+    ) -> Store:
+        """A pool on `dsn`. No statement of ours takes long; `command_timeout` keeps a hung
+        server or a silent network from blocking a worker (and its shutdown) forever."""
+        pool = await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, command_timeout=command_timeout
+        )
+        return cls(pool, dsn)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -105,26 +113,40 @@ class Store:
     async def migrate(self) -> list[str]:
         """Applies the migrations this database lacks, in one transaction; returns their names."""
         applied_now = []
-        async with self.pool.acquire() as connection, connection.transaction():
-            await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
-            await connection.execute(self._q["create_migrations_table"])
-            done = {row[0] for row in await connection.fetch(self._q["applied_migrations"])}
-            for version, name, sql in migrations():
-                if version not in done:
-                    await connection.execute(sql)
-                    await connection.execute(self._q["record_migration"], version, name)
-                    applied_now.append(name)
+        # A connection of its own, without the pool's statement timeout: a migration may
+        # legitimately take long on a large table.
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(self.dsn)
+        try:
+            async with connection.transaction():
+                await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
+                await connection.execute(self._q["create_migrations_table"])
+                done = {row[0] for row in await connection.fetch(self._q["applied_migrations"])}
+                for version, name, sql in migrations():
+                    if version not in done:
+                        await connection.execute(sql)
+                        await connection.execute(self._q["record_migration"], version, name)
+                        applied_now.append(name)
+        finally:
+            await connection.close()
         return applied_now
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         executor = connection or self.pool
         if len(new.payloads) == 1:
-            job_id = await executor.fetchval(
-                self._q["insert_job"],
-                new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
-                new.max_attempts, new.trace_context, new.unique_key, new.notify,
-            )  # fmt: skip
-            return [job_id]
+            for _ in range(_UNIQUE_KEY_TRIES):
+                job_id = await executor.fetchval(
+                    self._q["insert_job"],
+                    new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                    new.max_attempts, new.trace_context, new.unique_key, new.notify,
+                )  # fmt: skip
+                if job_id is not None:
+                    return [job_id]
+                # The key's holder committed after this statement's snapshot was taken, so
+                # neither the insert nor the look-up saw it: a new statement will.
+            raise RuntimeError(
+                f"unique key {new.unique_key!r}: could neither insert nor find the live job "
+                "holding it (is the connection's transaction REPEATABLE READ or SERIALIZABLE?)"
+            )
         ids = await executor.fetchval(
             self._q["insert_jobs"],
             new.name, new.queue, new.payloads, new.priority, new.delay, new.run_at,

@@ -24,6 +24,9 @@ from ._tracing import Tracing
 logger = logging.getLogger("starlette_jobs.worker")
 
 _RESCUE_LIMIT = 1000
+# How long shutdown waits for a statement in flight (a claim, the last outcomes) before giving up
+# on it; the database may hang or be gone.
+_STATEMENT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,7 @@ class Worker:
         self._outcomes = OutcomeWriter(store)
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._maintenance: asyncio.Task[None] | None = None
         self._listener: asyncpg.Connection[Any] | None = None
 
     @property
@@ -79,15 +83,25 @@ class Worker:
         return list(self._queues)
 
     async def start(self) -> None:
-        self._outcomes.start()
-        await self._listen()
-        for state in self._queues.values():
-            self._tasks.append(
-                asyncio.create_task(
-                    self._claim_loop(state), name=f"starlette_jobs claim {state.name}"
+        try:
+            self._outcomes.start()
+            await self._listen()
+            for state in self._queues.values():
+                self._tasks.append(
+                    asyncio.create_task(
+                        self._claim_loop(state), name=f"starlette_jobs claim {state.name}"
+                    )
                 )
-            )
-        self._maintenance = asyncio.create_task(self._maintain(), name="starlette_jobs leases")
+            self._maintenance = asyncio.create_task(self._maintain(), name="starlette_jobs leases")
+        except BaseException:
+            # Nothing may outlive a start that failed: the pool is closed next.
+            for task in (*self._tasks, self._maintenance):
+                if task is not None:
+                    task.cancel()
+            await self._outcomes.stop(timeout=0)
+            if self._listener is not None:
+                self._listener.terminate()
+            raise
         logger.info("worker %s started on queues %s", self.worker_id, dict(self._settings.queues))
 
     def wake(self, queue: str) -> None:
@@ -117,6 +131,12 @@ class Worker:
                     )
                 except DATABASE_ERRORS as error:
                     logger.warning("claiming from queue %r failed, retrying: %s", state.name, error)
+                    await backoff.wait()
+                    continue
+                except Exception:
+                    # E.g. a read-only server after a failover, or too many connections: the
+                    # loop must outlive them, or the process looks healthy and never claims.
+                    logger.exception("claiming from queue %r failed, retrying", state.name)
                     await backoff.wait()
                     continue
                 backoff.reset()
@@ -171,23 +191,34 @@ class Worker:
                         self.wake(queue)  # notifications may have been missed meanwhile
             except DATABASE_ERRORS as error:
                 logger.warning("lease upkeep failed, retrying in %.1f s: %s", interval, error)
+            except Exception:
+                logger.exception("lease upkeep failed, retrying in %.1f s", interval)
 
     async def _extend_leases(self) -> None:
-        held = [
-            (claim.id, claim.lease_token)
+        tasks = {
+            claim.id: task
             for state in self._queues.values()
-            for _, claim in state.running.values()
-        ]
+            for task, claim in state.running.values()
+        }
+        held = [(claim.id, claim.lease_token) for _, claim in self._running_claims()]
+        held += self._outcomes.held()
         if not held:
             return
         kept = await self._store.extend_leases(held, self._settings.lease_duration)
         for job_id, _ in held:
-            if job_id not in kept:
-                logger.warning(
-                    "job %s: lease lost (expired and rescued, or released); its outcome will "
-                    "not be recorded by this worker",
-                    job_id,
-                )
+            if job_id in kept:
+                continue
+            task = tasks.get(job_id)
+            logger.warning(
+                "job %s: lease lost (it expired and the job was rescued, or it was released)%s",
+                job_id, "; cancelling this worker's attempt" if task else "",
+            )  # fmt: skip
+            if task is not None:
+                # Another worker may be running it now: stop this copy's side effects early.
+                task.cancel()
+
+    def _running_claims(self) -> list[tuple[asyncio.Task[None], Claim]]:
+        return [entry for state in self._queues.values() for entry in state.running.values()]
 
     async def _rescue_expired(self) -> None:
         rescued = await self._store.rescue_expired(_RESCUE_LIMIT)
@@ -220,11 +251,13 @@ class Worker:
         self._stopping = True
         for state in self._queues.values():
             state.wake.set()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # A claim in flight finishes (and its jobs start) unless the database hangs.
+        if self._tasks:
+            _, hung = await asyncio.wait(self._tasks, timeout=_STATEMENT_TIMEOUT)
+            for task in hung:
+                task.cancel()
 
-        running = {
-            task: claim for state in self._queues.values() for task, claim in state.running.values()
-        }
+        running = dict(self._running_claims())
         if running:
             logger.info(
                 "waiting up to %.1f s for %d running job(s)",
@@ -237,12 +270,24 @@ class Worker:
             if unfinished:
                 # Well-behaved jobs unwind at once; one that ignores cancellation is left behind.
                 await asyncio.wait(unfinished, timeout=0.5)
-                await self._release([(running[t].id, running[t].lease_token) for t in unfinished])
-        await self._outcomes.stop(timeout=self._settings.shutdown_grace + 5)
-        self._maintenance.cancel()
-        await asyncio.gather(self._maintenance, return_exceptions=True)
+                # A job that caught the cancellation and returned has its outcome buffered:
+                # release only the jobs that are still running or ended cancelled.
+                await self._release(
+                    [
+                        (running[task].id, running[task].lease_token)
+                        for task in unfinished
+                        if not task.done() or task.cancelled()
+                    ]
+                )
+        await self._outcomes.stop(timeout=_STATEMENT_TIMEOUT)
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            await asyncio.gather(self._maintenance, return_exceptions=True)
         if self._listener is not None and not self._listener.is_closed():
-            await self._listener.close(timeout=5)
+            try:
+                await self._listener.close(timeout=5)
+            except Exception:  # closing a connection the server already dropped
+                self._listener.terminate()
         logger.info("worker %s stopped", self.worker_id)
 
     async def _release(self, held: list[tuple[int, Any]]) -> None:

@@ -1,13 +1,12 @@
 """Fixtures: a real PostgreSQL (DATABASE_URL, else the embedded one), one database per test.
 
 A template database is migrated once per session; each test gets a clone of it, so tests are
-isolated and cheap. Async tests run on asyncio through anyio's pytest plugin.
+isolated and cheap. Async tests run on asyncio through anyio's pytest plugin (anyio_mode = auto).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import os
 import tempfile
@@ -23,12 +22,6 @@ import pytest
 from starlette_jobs import Jobs
 from starlette_jobs._embedded import start_embedded_postgres
 from starlette_jobs._store import Store
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
-            item.add_marker(pytest.mark.anyio)
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from starlette_jobs._job import _started
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
@@ -118,3 +120,4 @@ async def test_python_blocks_run(
         result = eval(block.compiled(), namespace)
         if inspect.iscoroutine(result):
             await result
+    assert not _started, f"{page.name} leaves a Jobs instance started"

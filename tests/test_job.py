@@ -186,3 +186,23 @@ async def test_enqueue_without_a_started_jobs_says_how_to_start_one() -> None:
 async def test_validation_happens_before_any_database_is_needed() -> None:
     with pytest.raises(JobArgumentsError):
         await typed_job.enqueue(user_id="x")  # type: ignore[arg-type, call-arg]
+
+
+class Order(pydantic.BaseModel):
+    idempotency_key: uuid.UUID = pydantic.Field(default_factory=uuid.uuid4)
+    amount: int
+
+
+def test_a_default_factory_value_inside_an_argument_is_made_once_at_enqueue() -> None:
+    @job
+    async def charge(order: Order, note: str = "none") -> None: ...
+
+    payload = charge.serialize_arguments((), {"order": {"amount": 5}})
+    first, second = charge.parse_arguments(payload), charge.parse_arguments(payload)
+    assert first["order"].idempotency_key == second["order"].idempotency_key
+    assert "note" not in payload
+
+
+def test_a_retry_policy_with_an_infinite_delay_is_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        Retry.fixed(delay=math.inf)

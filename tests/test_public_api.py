@@ -8,7 +8,6 @@ def test_exported_names_are_pinned() -> None:
         "ConfiguredJob",
         "CorrelationIdMiddleware",
         "EmbeddedPostgresUnavailable",
-        "InvalidJobStateError",
         "Job",
         "JobArgumentsError",
         "JobDefinitionError",

@@ -113,3 +113,10 @@ def test_an_app_path_finds_the_jobs_instance_of_its_module() -> None:
 
     assert _load_jobs("example_app.app:app") is example_app.app.jobs
     assert _load_jobs("example_app.app") is example_app.app.jobs
+
+
+def test_an_invalid_concurrency_is_a_usage_error(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["worker", "tests.integration.cli_app:jobs", "--queue", "q=0"]) == 2
+    assert "concurrency must be a positive integer" in capsys.readouterr().err

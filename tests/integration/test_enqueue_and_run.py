@@ -277,3 +277,49 @@ async def test_concurrent_enqueues_from_many_tasks(start_jobs: StartJobs) -> Non
         counts = await jobs.count_by_status()
     assert len(set(ids)) == 100
     assert counts[JobStatus.SUCCEEDED] == 100
+
+
+async def test_concurrent_enqueues_with_one_unique_key_all_get_the_same_id(
+    start_jobs: StartJobs,
+) -> None:
+    async with start_jobs(queues={}, pool_max_size=10):
+        for round_number in range(5):
+            key = f"race-{round_number}"
+            ids = await asyncio.gather(
+                *(record.configure(unique_key=key).enqueue(value=n) for n in range(8))
+            )
+            assert None not in ids
+            assert len(set(ids)) == 1
+
+
+async def test_unique_key_with_enqueue_many_is_refused(start_jobs: StartJobs) -> None:
+    from starlette_jobs import JobDefinitionError
+
+    async with start_jobs(queues={}):
+        with pytest.raises(JobDefinitionError, match="unique_key"):
+            await record.configure(unique_key="k").enqueue_many([{"value": 1}, {"value": 2}])
+
+
+async def test_a_job_may_enqueue_another_while_the_worker_shuts_down(
+    start_jobs: StartJobs,
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    enqueued: list[int] = []
+
+    @job(retry=Retry.none())
+    async def chain() -> None:
+        started.set()
+        await release.wait()
+        enqueued.append(await record.enqueue(value=1))
+
+    async with start_jobs(shutdown_grace=10):
+        job_id = await chain.enqueue()
+        await asyncio.wait_for(started.wait(), timeout=10)
+        # Let it finish only once the shutdown has begun.
+        asyncio.get_running_loop().call_later(0.1, release.set)
+    async with start_jobs(queues={}) as reader:
+        stored = await reader.get(job_id)
+        assert stored is not None
+        assert stored.status == JobStatus.SUCCEEDED
+        assert len(enqueued) == 1
+        assert await reader.get(enqueued[0]) is not None

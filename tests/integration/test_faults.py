@@ -1,0 +1,122 @@
+"""Faults the worker must outlive: values PostgreSQL refuses, SQL errors, lost leases."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import asyncpg
+
+from starlette_jobs import JobStatus, Retry, job
+from tests.conftest import StartJobs
+
+
+@job(retry=Retry.none())
+async def fails_with_nul() -> None:
+    raise ValueError("bad byte \x00 in here")
+
+
+@job(retry=Retry.none())
+async def returns_nul() -> str:
+    return "text with \x00"
+
+
+@job(retry=Retry.none())
+async def fine(n: int) -> int:
+    return n
+
+
+async def test_values_postgres_cannot_store_do_not_stop_outcomes_being_written(
+    start_jobs: StartJobs,
+) -> None:
+    async with start_jobs() as jobs:
+        bad_error = await fails_with_nul.enqueue()
+        bad_result = await returns_nul.enqueue()
+        good = [await fine.enqueue(n=n) for n in range(5)]
+        await jobs.drain(timeout=10)
+        records = {i: await jobs.get(i) for i in [bad_error, bad_result, *good]}
+    failed = records[bad_error]
+    assert failed is not None
+    assert failed.status == JobStatus.FAILED
+    assert "bad byte \\x00 in here" in (failed.last_error or "")
+    succeeded = records[bad_result]
+    assert succeeded is not None
+    assert (succeeded.status, succeeded.result) == (JobStatus.SUCCEEDED, None)
+    assert [records[i].status for i in good] == [JobStatus.SUCCEEDED] * 5  # type: ignore[union-attr]
+
+
+async def test_the_claim_loop_outlives_sql_errors_and_resumes(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(poll_interval=0.05) as jobs:
+        await jobs.drain(timeout=5)
+        # Every claim now fails with "relation does not exist", not a connection error.
+        await connection.execute("ALTER TABLE starlette_jobs RENAME TO starlette_jobs_away")
+        await asyncio.sleep(0.3)  # several failed claims
+        await connection.execute("ALTER TABLE starlette_jobs_away RENAME TO starlette_jobs")
+        job_id = await fine.enqueue(n=1)
+        await jobs.drain(timeout=15)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert record.status == JobStatus.SUCCEEDED
+
+
+async def test_shutdown_keeps_the_outcome_of_a_job_that_finished_while_being_cancelled(
+    start_jobs: StartJobs,
+) -> None:
+    started = asyncio.Event()
+
+    @job(retry=Retry.none())
+    async def finishes_anyway() -> str:
+        started.set()
+        # It chooses to finish its work instead of giving up when cancelled.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        return "done"
+
+    async with start_jobs(shutdown_grace=0.1) as jobs:
+        job_id = await finishes_anyway.enqueue()
+        await asyncio.wait_for(started.wait(), timeout=10)
+    async with start_jobs(queues={}) as reader:
+        record = await reader.get(job_id)
+    assert record is not None
+    assert (record.status, record.result, record.attempts) == (JobStatus.SUCCEEDED, "done", 1)
+    assert jobs.worker_id is None
+
+
+async def test_a_worker_that_loses_a_lease_cancels_its_own_attempt(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @job(retry=Retry.none())
+    async def long_job() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async with start_jobs(lease_duration=0.3) as jobs:
+        job_id = await long_job.enqueue()
+        await asyncio.wait_for(started.wait(), timeout=10)
+        # Another worker now holds the job (as after a rescue and a new claim).
+        other_token = uuid.uuid4()
+        await connection.execute(
+            "UPDATE starlette_jobs SET lease_token = $1, worker_id = 'other' WHERE id = $2",
+            other_token,
+            job_id,
+        )
+        await asyncio.wait_for(cancelled.wait(), timeout=5)
+        assert jobs._worker is not None
+        assert jobs._worker.running_count() == 0
+    row = await connection.fetchrow("SELECT * FROM starlette_jobs WHERE id = $1", job_id)
+    assert row is not None
+    assert (row["status"], row["worker_id"], row["lease_token"]) == (
+        "running",
+        "other",
+        other_token,
+    )
