@@ -14,6 +14,7 @@ from ._errors import JobDefinitionError as JobDefinitionError
 from ._errors import JobNotFoundError as JobNotFoundError
 from ._errors import NotStartedError as NotStartedError
 from ._errors import StarletteJobsError as StarletteJobsError
+from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
 from ._errors import UnknownJobError as UnknownJobError
 from ._job import ConfiguredJob as ConfiguredJob
 from ._job import Job as Job
@@ -40,6 +41,7 @@ __all__ = [
     "Retry",
     "RunningJob",
     "StarletteJobsError",
+    "UniqueKeyTakenError",
     "UnknownJobError",
     "__version__",
     "correlation_id",

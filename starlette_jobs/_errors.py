@@ -42,6 +42,10 @@ class JobNotFoundError(StarletteJobsError, LookupError):
     """No job row has this id."""
 
 
+class UniqueKeyTakenError(StarletteJobsError):
+    """The job cannot be retried: another live (pending or running) job holds its unique key."""
+
+
 class NotStartedError(StarletteJobsError, RuntimeError):
     """`Jobs` was used before it was started.
 

@@ -276,6 +276,7 @@ class Jobs:
 
         Raises:
             JobNotFoundError: no job has this id.
+            UniqueKeyTakenError: another live job holds this job's unique key.
         """
         return await self._change(job_id, self.store.retry_job)
 

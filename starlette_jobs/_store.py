@@ -12,6 +12,7 @@ from uuid import UUID
 
 import asyncpg
 
+from ._errors import UniqueKeyTakenError
 from ._record import JobRecord, JobStatus
 
 # pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
@@ -208,7 +209,13 @@ class Store:
         return await self.pool.fetchval(self._q["cancel_job"], job_id) is not None
 
     async def retry_job(self, job_id: int) -> bool:
-        return await self.pool.fetchrow(self._q["retry_job"], job_id) is not None
+        try:
+            return await self.pool.fetchrow(self._q["retry_job"], job_id) is not None
+        except asyncpg.UniqueViolationError:
+            raise UniqueKeyTakenError(
+                f"job {job_id} cannot be retried: another pending or running job holds its "
+                "unique key; retry it once that job has finished"
+            ) from None
 
     async def job_status(self, job_id: int) -> JobStatus | None:
         status = await self.pool.fetchval(self._q["job_status"], job_id)

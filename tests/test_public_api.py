@@ -20,6 +20,7 @@ def test_exported_names_are_pinned() -> None:
         "Retry",
         "RunningJob",
         "StarletteJobsError",
+        "UniqueKeyTakenError",
         "UnknownJobError",
         "__version__",
         "correlation_id",

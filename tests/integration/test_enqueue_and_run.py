@@ -323,3 +323,14 @@ async def test_a_job_may_enqueue_another_while_the_worker_shuts_down(
         assert stored.status == JobStatus.SUCCEEDED
         assert len(enqueued) == 1
         assert await reader.get(enqueued[0]) is not None
+
+
+async def test_retrying_a_job_whose_unique_key_is_taken_says_so(start_jobs: StartJobs) -> None:
+    from starlette_jobs import UniqueKeyTakenError
+
+    async with start_jobs(queues={}) as jobs:
+        first = await record.configure(unique_key="k").enqueue(value=1)
+        assert await jobs.cancel(first)
+        await record.configure(unique_key="k").enqueue(value=2)  # the key is free again
+        with pytest.raises(UniqueKeyTakenError, match="unique key"):
+            await jobs.retry(first)
