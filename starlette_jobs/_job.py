@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import math
 import re
 import typing
@@ -14,8 +13,8 @@ from datetime import datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import asyncpg
-import pydantic
 
+from ._arguments import ArgumentsModel
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
 from ._retry import Retry
 
@@ -141,7 +140,7 @@ class Job(Generic[P, R]):
         self.priority = _check_priority(priority)
         self.non_retryable = non_retryable
         self.is_async = inspect.iscoroutinefunction(func)
-        self._arguments = _ArgumentsModel(func, self.name)
+        self._arguments = ArgumentsModel(func, self.name)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
@@ -251,95 +250,6 @@ class ConfiguredJob(Generic[P, R]):
             return []
         jobs = self._jobs or started_enqueuer()
         return await jobs._insert_jobs(self.job, payloads, self.options)
-
-
-class _ArgumentsModel:
-    """A pydantic model of a function's parameters, built once per job.
-
-    Fields get internal names with the parameter names as aliases, so a parameter called
-    `json` or `copy` cannot clash with pydantic's own attributes.
-    """
-
-    def __init__(self, func: Callable[..., Any], job_name: str) -> None:
-        self.job_name = job_name
-        self.signature = inspect.signature(func)
-        try:
-            hints = typing.get_type_hints(func, include_extras=True)
-        except Exception as error:
-            raise JobDefinitionError(
-                f"cannot resolve the type annotations of job {job_name!r}: {error}"
-            ) from error
-        fields: dict[str, Any] = {}
-        self.field_of_parameter: dict[str, str] = {}
-        for index, parameter in enumerate(self.signature.parameters.values()):
-            if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
-                raise JobDefinitionError(
-                    f"job {job_name!r}: parameter {parameter.name!r} is "
-                    f"{parameter.kind.description}; jobs take named parameters only, so that "
-                    "stored arguments stay readable"
-                )
-            field_name = f"p{index}"
-            self.field_of_parameter[parameter.name] = field_name
-            default = ... if parameter.default is parameter.empty else parameter.default
-            fields[field_name] = (
-                hints.get(parameter.name, Any),
-                pydantic.Field(default, alias=parameter.name),
-            )
-        config = pydantic.ConfigDict(
-            extra="forbid",
-            allow_inf_nan=False,
-            validate_by_name=False,
-            # Keep NaN/infinity as floats in untyped values, so json.dumps(allow_nan=False)
-            # refuses them instead of pydantic's default of storing null in their place.
-            ser_json_inf_nan="constants",
-        )
-        self.model: type[pydantic.BaseModel] = pydantic.create_model(
-            "JobArguments", __config__=config, **fields
-        )
-
-    def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            return dict(self.signature.bind_partial(*args, **kwargs).arguments)
-        except TypeError as error:
-            raise JobArgumentsError(
-                self.job_name, [{"loc": (), "msg": str(error), "type": "arguments"}]
-            ) from None
-
-    def serialize(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-        arguments = self._bind(args, kwargs) if args else kwargs
-        try:
-            validated = self.model.model_validate(arguments)
-            # Only the arguments the caller gave are stored: defaults of the function's own
-            # parameters are applied when the job runs, so a changed default reaches queued jobs.
-            # Nested models are stored whole (a default_factory value made now is kept).
-            plain = validated.model_dump(
-                mode="json", by_alias=True, include=set(validated.model_fields_set)
-            )
-            return json.dumps(plain, allow_nan=False, separators=(",", ":"))
-        except pydantic.ValidationError as error:
-            raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
-        except (ValueError, TypeError) as error:
-            # json.dumps refuses NaN/infinity nested in untyped values; pydantic refuses
-            # values it cannot serialize at all.
-            raise JobArgumentsError(
-                self.job_name,
-                [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}],
-            ) from None
-
-    def parse(self, payload: str) -> dict[str, Any]:
-        try:
-            validated = self.model.model_validate_json(payload)
-        except pydantic.ValidationError as error:
-            raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
-        return {
-            parameter: getattr(validated, field)
-            for parameter, field in self.field_of_parameter.items()
-        }
-
-
-def _plain_errors(error: pydantic.ValidationError) -> list[dict[str, Any]]:
-    # include_url and include_context would make the errors noisy and not JSON-serializable.
-    return [dict(e) for e in error.errors(include_url=False, include_context=False)]
 
 
 @overload

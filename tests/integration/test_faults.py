@@ -120,3 +120,37 @@ async def test_a_worker_that_loses_a_lease_cancels_its_own_attempt(
         "other",
         other_token,
     )
+
+
+@job(retry=Retry.none())
+async def returns(value: str) -> str:
+    return value
+
+
+async def test_a_row_the_database_refuses_is_written_without_its_result_and_others_are_not_held_up(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    # A trigger of the user's (an audit rule, a constraint) refuses one outcome outright.
+    await connection.execute(
+        """
+        CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.result::text LIKE '%poison%' THEN
+                RAISE EXCEPTION 'this result is not allowed';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_poison BEFORE UPDATE ON starlette_jobs
+            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+        """
+    )
+    async with start_jobs(queues={}) as producer:
+        ids = await returns.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
+        async with start_jobs() as worker:
+            await worker.drain(timeout=10)
+        records = [await producer.get(i) for i in ids]
+    assert [(r.status, r.result) for r in records if r] == [
+        (JobStatus.SUCCEEDED, "ok-1"),
+        (JobStatus.SUCCEEDED, None),
+        (JobStatus.SUCCEEDED, "ok-2"),
+    ]
