@@ -173,7 +173,7 @@ class Worker:
     async def _listen(self) -> None:
         try:
             self._listener = await self._store.listen(self._dsn, list(self._queues), self.wake)
-        except DATABASE_ERRORS as error:
+        except Exception as error:  # unreachable, too many connections...: polling still works
             self._listener = None
             logger.warning("LISTEN connection failed, polling until it is back: %s", error)
 
@@ -195,13 +195,9 @@ class Worker:
                 logger.exception("lease upkeep failed, retrying in %.1f s", interval)
 
     async def _extend_leases(self) -> None:
-        tasks = {
-            claim.id: task
-            for state in self._queues.values()
-            for task, claim in state.running.values()
-        }
-        held = [(claim.id, claim.lease_token) for _, claim in self._running_claims()]
-        held += self._outcomes.held()
+        running = self._running_claims()
+        tasks = {claim.id: task for task, claim in running}
+        held = [(claim.id, claim.lease_token) for _, claim in running] + self._outcomes.held()
         if not held:
             return
         kept = await self._store.extend_leases(held, self._settings.lease_duration)
@@ -295,7 +291,7 @@ class Worker:
             return
         try:
             released = await self._store.release_jobs(held)
-        except DATABASE_ERRORS as error:
+        except Exception as error:  # shutdown goes on: the leases expire instead
             logger.error(
                 "could not release %d job(s) at shutdown (%s); they run again once their lease "
                 "expires",
