@@ -22,7 +22,7 @@ _MAX_ERROR_LENGTH = 8000
 
 async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
     """Runs the job and returns how the attempt ended. Never raises, except `CancelledError`
-    when the task itself is cancelled (shutdown); the caller then releases the job."""
+    when the worker cancels the attempt (shutdown, or its lease was lost): no outcome then."""
     try:
         job = registered_job(claim.name)
         kwargs = job.parse_arguments(claim.payload)
@@ -48,7 +48,7 @@ async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
-                raise  # we are being cancelled: shutdown, the job goes back to pending
+                raise  # the worker cancels this attempt (shutdown or lost lease)
             # The job raised CancelledError on its own (e.g. from a cancelled inner task).
             return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
         except BaseException as error:  # a job must never take the worker down
