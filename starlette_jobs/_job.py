@@ -8,7 +8,7 @@ import math
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
@@ -222,9 +222,6 @@ class ConfiguredJob(Generic[P, R]):
         self.job = job
         self.options = options
         self._jobs = jobs
-
-    def with_options(self, **changes: Any) -> ConfiguredJob[P, R]:
-        return ConfiguredJob(self.job, replace(self.options, **changes), self._jobs)
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """See `Job.enqueue`."""

@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -209,16 +209,14 @@ class Jobs:
         Example:
             >>> job_id = await jobs.enqueue(send_welcome, user_id=42, email="ada@example.com")
         """
-        declared = registered_job(job) if isinstance(job, str) else job
-        return await declared.configure(jobs=self).enqueue(*args, **kwargs)
+        return await _declared(job).configure(jobs=self).enqueue(*args, **kwargs)
 
     async def enqueue_many(
         self, job: Job[..., Any] | str, items: Iterable[Mapping[str, Any]], /
     ) -> builtins.list[JobId]:
         """Enqueue one job per mapping of keyword arguments, in one round trip; all are
         validated first, and one invalid item refuses the whole batch."""
-        declared = registered_job(job) if isinstance(job, str) else job
-        return await declared.configure(jobs=self).enqueue_many(items)
+        return await _declared(job).configure(jobs=self).enqueue_many(items)
 
     async def _insert_jobs(
         self, job: Job[Any, Any], payloads: builtins.list[str], options: EnqueueOptions
@@ -280,7 +278,7 @@ class Jobs:
         """
         return await self._change(job_id, self.store.retry_job)
 
-    async def _change(self, job_id: JobId, change: Any) -> bool:
+    async def _change(self, job_id: JobId, change: Callable[[int], Awaitable[bool]]) -> bool:
         if await change(int(job_id)):
             return True
         if await self.store.job_status(int(job_id)) is None:
@@ -311,8 +309,17 @@ class Jobs:
         await self._worker.drain(timeout, include_scheduled=include_scheduled)
 
 
+def _declared(job: Job[..., Any] | str) -> Job[..., Any]:
+    """A `@job` function given as itself or by its registered name."""
+    return registered_job(job) if isinstance(job, str) else job
+
+
 def _due_now(options: EnqueueOptions) -> bool:
-    """Whether a worker could run the job at once, so a NOTIFY is worth sending."""
+    """Whether a worker could run the job at once, so a NOTIFY is worth sending.
+
+    The local clock is good enough here: this only decides whether to wake workers. When the
+    job runs is decided by `run_at` against the database's clock.
+    """
     if options.delay:
         return False
     return options.run_at is None or options.run_at <= datetime.now(UTC)

@@ -110,9 +110,8 @@ class Worker:
             state.may_have_more = True
             state.wake.set()
 
-    def running_count(self, queue: str | None = None) -> int:
-        states = self._queues.values() if queue is None else [self._queues[queue]]
-        return sum(len(state.running) for state in states)
+    def running_count(self) -> int:
+        return sum(len(state.running) for state in self._queues.values())
 
     # -- claiming -----------------------------------------------------------------------------
 
