@@ -13,6 +13,9 @@ import pydantic
 
 from ._errors import JobArgumentsError, JobDefinitionError
 
+# Made once: json.dumps with options builds a new encoder on every call.
+_ENCODE_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
 
 class ArgumentsModel:
     """A pydantic model of a function's parameters, built once per job.
@@ -76,7 +79,7 @@ class ArgumentsModel:
             plain = validated.model_dump(
                 mode="json", by_alias=True, include=set(validated.model_fields_set)
             )
-            return json.dumps(plain, allow_nan=False, separators=(",", ":"))
+            return _ENCODE_JSON(plain)
         except pydantic.ValidationError as error:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
         except (ValueError, TypeError) as error:

@@ -161,7 +161,7 @@ class Jobs:
                 try:
                     await asyncio.wait_for(store.close(), timeout=10)
                 except TimeoutError:
-                    store.pool.terminate()
+                    store.terminate()
 
     @asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -100,10 +101,15 @@ async def _keep_session(connection: asyncpg.Connection[Any]) -> None:
 class Store:
     """Typed methods over one asyncpg pool, one per named query."""
 
-    def __init__(self, pool: asyncpg.Pool[Any], dsn: str) -> None:
+    def __init__(self, pool: asyncpg.Pool[Any], dsn: str, command_timeout: float = 30.0) -> None:
         self.pool = pool
         self.dsn = dsn
         self._q = queries()
+        self._command_timeout = command_timeout
+        # The enqueue fast path: a connection of its own, used by one enqueue at a time. A pool
+        # checkout costs a shielded task and timers per call; concurrent enqueues use the pool.
+        self._producer: asyncpg.Connection[Any] | None = None
+        self._producer_lock = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -118,10 +124,20 @@ class Store:
             command_timeout=command_timeout,
             reset=_keep_session,
         )
-        return cls(pool, dsn)
+        return cls(pool, dsn, command_timeout)
 
     async def close(self) -> None:
+        async with self._producer_lock:
+            producer, self._producer = self._producer, None
+            if producer is not None and not producer.is_closed():
+                await producer.close()
         await self.pool.close()
+
+    def terminate(self) -> None:
+        """Closes every connection at once, without waiting for statements in flight."""
+        if self._producer is not None:
+            self._producer.terminate()
+        self.pool.terminate()
 
     async def migrate(self) -> list[str]:
         """Applies the migrations this database lacks, in one transaction; returns their names."""
@@ -144,11 +160,32 @@ class Store:
         return applied_now
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
-        executor = connection or self.pool
+        """Inserts the jobs and returns their ids, in order. With `connection`, in its
+        transaction; otherwise on the producer connection, or the pool when it is busy."""
+        if connection is not None or self._producer_lock.locked():
+            return await self._insert_jobs(new, connection or self.pool)
+        async with self._producer_lock:
+            producer = self._producer
+            if producer is None or producer.is_closed():
+                # Opened on first use (a worker-only process never needs it), and again after
+                # the server dropped it.
+                producer = self._producer = await asyncpg.connect(
+                    self.dsn, command_timeout=self._command_timeout
+                )
+            return await self._insert_jobs(new, producer)
+
+    async def _insert_jobs(self, new: NewJobs, executor: Executor) -> list[int]:
+        if len(new.payloads) == 1 and new.unique_key is None:
+            job_id: int = await executor.fetchval(
+                self._q["insert_job"],
+                new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                new.max_attempts, new.trace_context, new.notify,
+            )  # fmt: skip
+            return [job_id]
         if len(new.payloads) == 1:
             for _ in range(_UNIQUE_KEY_TRIES):
                 job_id = await executor.fetchval(
-                    self._q["insert_job"],
+                    self._q["insert_unique_job"],
                     new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
                     new.max_attempts, new.trace_context, new.unique_key, new.notify,
                 )  # fmt: skip

@@ -15,7 +15,14 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    Link,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    SpanKind,
+    Status,
+    StatusCode,
+)
 
 from . import __version__
 from ._correlation import correlation_id, correlation_scope
@@ -28,13 +35,28 @@ class Tracing:
     """Spans for one `Jobs` instance (its own tracer provider, or the global one)."""
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._provider = tracer_provider
         self._tracer = trace.get_tracer(
             "starlette_jobs", __version__, tracer_provider=tracer_provider
         )
 
+    def _sdk_installed(self) -> bool:
+        """Whether a real tracer provider is in use. Without one, the API's tracer makes no span
+        of its own (it hands back the current one), so building attributes and entering its
+        context managers would cost time per job for nothing. Asked per call: the global
+        provider may be set after this `Jobs` was created."""
+        provider = self._provider
+        if provider is None or isinstance(provider, ProxyTracerProvider):
+            provider = trace.get_tracer_provider()
+        return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+
     @contextmanager
     def send(self, queue: str, job_name: str) -> Iterator[SendScope]:
         """A PRODUCER span around the insert; the scope carries what is stored with the job."""
+        if not self._sdk_installed():
+            # What the no-op tracer's span would carry: the current context as it is.
+            yield SendScope(trace.get_current_span(), _stored_carrier())
+            return
         with self._tracer.start_as_current_span(
             f"send {queue}",
             kind=SpanKind.PRODUCER,
@@ -46,12 +68,7 @@ class Tracing:
                 "starlette_jobs.job.name": job_name,
             },
         ) as span:
-            carrier: dict[str, str] = {}
-            propagate.inject(carrier)
-            request_id = correlation_id()
-            if request_id is not None:
-                carrier[CORRELATION_ID_KEY] = request_id
-            yield SendScope(span, json.dumps(carrier) if carrier else None)
+            yield SendScope(span, _stored_carrier())
 
     @contextmanager
     def process(
@@ -60,6 +77,16 @@ class Tracing:
         """Restores the enqueuer's context and runs the block in a CONSUMER span."""
         carrier = _parse_carrier(stored_context)
         parent = propagate.extract(carrier)
+        if not self._sdk_installed():
+            # The no-op tracer would make the extracted parent the current span: attach it, so
+            # baggage and the correlation id still reach the job.
+            token = otel_context.attach(parent)
+            try:
+                with correlation_scope(carrier.get(CORRELATION_ID_KEY)):
+                    yield ProcessScope(trace.get_current_span(parent))
+            finally:
+                otel_context.detach(token)
+            return
         parent_span_context = trace.get_current_span(parent).get_span_context()
         links = [Link(parent_span_context)] if parent_span_context.is_valid else []
         token = otel_context.attach(parent)
@@ -116,6 +143,16 @@ class ProcessScope:
         self._span.record_exception(error)
         self._span.set_attribute("error.type", type(error).__qualname__)
         self._span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+
+
+def _stored_carrier() -> str | None:
+    """The current context (traceparent, tracestate, baggage) and correlation id, as JSON."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    request_id = correlation_id()
+    if request_id is not None:
+        carrier[CORRELATION_ID_KEY] = request_id
+    return json.dumps(carrier) if carrier else None
 
 
 def _parse_carrier(stored_context: str | None) -> dict[str, str]:

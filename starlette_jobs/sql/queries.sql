@@ -21,7 +21,17 @@ SELECT version FROM starlette_jobs_migrations ORDER BY version;
 INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
 
 -- name: insert_job
--- One job; returns its id. With a unique key that a live job already holds, returns that
+-- One job without a unique key; returns its id.
+-- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
+-- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL,
+-- $9 whether to NOTIFY the queue's channel (false for delayed jobs)
+INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
+VALUES ($1, $2, $3::jsonb, $4, coalesce($6, now() + make_interval(secs => coalesce($5, 0))),
+        $7, $8::jsonb)
+RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified;
+
+-- name: insert_unique_job
+-- One job with a unique key; returns its id. With a unique key that a live job already holds, returns that
 -- job's id instead and writes nothing.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL, $9 unique key or NULL,
