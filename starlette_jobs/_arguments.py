@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
+import pydantic_core
 
 from ._errors import JobArgumentsError, JobDefinitionError
 
@@ -60,6 +61,7 @@ class ArgumentsModel:
         self.model: type[pydantic.BaseModel] = pydantic.create_model(
             "JobArguments", __config__=config, **fields
         )
+        self._many: pydantic.TypeAdapter[list[pydantic.BaseModel]] | None = None
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -89,6 +91,44 @@ class ArgumentsModel:
                 self.job_name,
                 [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}],
             ) from None
+
+    def serialize_batch(self, items: list[Mapping[str, Any]]) -> list[str] | None:
+        """`serialize` for many items in one pydantic call, when every item is a dict with the
+        same keys (then one `include` fits all). None when that does not hold or anything is
+        wrong: `serialize` item by item then says what, and where."""
+        keys = items[0].keys()
+        for item in items:
+            if type(item) is not dict or item.keys() != keys:
+                return None
+        try:
+            given = {self.field_of_parameter[name] for name in keys}
+        except KeyError:
+            return None
+        if self._many is None:
+            # Built on the first batch, not at declaration: most jobs never see one.
+            # The list's own config decides how untyped floats are dumped: keep NaN/infinity.
+            self._many = pydantic.TypeAdapter(
+                list[self.model],  # type: ignore[name-defined]
+                config=pydantic.ConfigDict(ser_json_inf_nan="constants"),
+            )
+        try:
+            plain = self._many.dump_python(
+                self._many.validate_python(items),
+                mode="json",
+                by_alias=True,
+                include={"__all__": given},
+            )
+            texts = [
+                pydantic_core.to_json(arguments, inf_nan_mode="constants").decode()
+                for arguments in plain
+            ]
+        except (pydantic.ValidationError, ValueError, TypeError):
+            return None
+        # NaN and infinity come out as bare constants, which is not JSON: `serialize` refuses
+        # them. A string that merely holds these words also takes the slow path, which is right.
+        if any("NaN" in text or "Infinity" in text for text in texts):
+            return None
+        return texts
 
     def parse(self, payload: str) -> dict[str, Any]:
         try:

@@ -236,15 +236,18 @@ class ConfiguredJob(Generic[P, R]):
             raise JobDefinitionError(
                 "unique_key names one job; it cannot be shared by the jobs of enqueue_many"
             )
-        payloads = []
-        for index, item in enumerate(items):
-            try:
-                payloads.append(self.job.serialize_arguments((), item))
-            except JobArgumentsError as error:
-                located = [{**e, "loc": (index, *e.get("loc", ()))} for e in error.errors]
-                raise JobArgumentsError(self.job.name, located) from None
-        if not payloads:
+        items = list(items)
+        if not items:
             return []
+        payloads = self.job._arguments.serialize_batch(items)
+        if payloads is None:
+            payloads = []
+            for index, item in enumerate(items):
+                try:
+                    payloads.append(self.job.serialize_arguments((), item))
+                except JobArgumentsError as error:
+                    located = [{**e, "loc": (index, *e.get("loc", ()))} for e in error.errors]
+                    raise JobArgumentsError(self.job.name, located) from None
         jobs = self._jobs or started_enqueuer()
         return await jobs._insert_jobs(self.job, payloads, self.options)
 

@@ -199,7 +199,7 @@ class Store:
             )
         ids = await executor.fetchval(
             self._q["insert_jobs"],
-            new.name, new.queue, new.payloads, new.priority, new.delay, new.run_at,
+            new.name, new.queue, f"[{','.join(new.payloads)}]", new.priority, new.delay, new.run_at,
             new.max_attempts, new.trace_context, new.notify,
         )  # fmt: skip
         return list(ids)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -206,3 +207,48 @@ def test_a_default_factory_value_inside_an_argument_is_made_once_at_enqueue() ->
 def test_a_retry_policy_with_an_infinite_delay_is_refused() -> None:
     with pytest.raises(ValueError, match="finite"):
         Retry.fixed(delay=math.inf)
+
+
+def _batch(target: Job[..., Any], items: list[dict[str, Any]]) -> list[str] | None:
+    return target._arguments.serialize_batch(items)
+
+
+def test_a_batch_is_stored_as_each_item_would_be_alone() -> None:
+    @job
+    async def charge_many(order: Order, note: str = "none", data: Any = None) -> None: ...
+
+    items: list[dict[str, Any]] = [
+        {"order": {"amount": n}, "data": {"text": "héllo", "n": [n, 1.5]}} for n in range(3)
+    ]
+    texts = _batch(charge_many, items)
+    assert texts is not None
+    for text, item in zip(texts, items, strict=True):
+        alone = charge_many.serialize_arguments((), item)
+        stored, expected = json.loads(text), json.loads(alone)
+        # The default_factory value is made anew for each; everything else is the same.
+        del stored["order"]["idempotency_key"], expected["order"]["idempotency_key"]
+        assert stored == expected
+        assert "note" not in text and "idempotency_key" in text
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{**GOOD, "user_id": 1}, {**GOOD, "user_id": "bad"}],  # invalid
+        [GOOD, {k: v for k, v in GOOD.items() if k != "ref"}],  # keys differ: no one include
+        [GOOD, {**GOOD, "unexpected": 1}],
+    ],
+)
+def test_a_batch_that_is_not_uniform_and_valid_takes_the_item_by_item_path(
+    items: list[dict[str, Any]],
+) -> None:
+    assert _batch(typed_job, items) is None
+
+
+def test_a_batch_holding_nan_or_infinity_anywhere_takes_the_item_by_item_path() -> None:
+    @job
+    async def untyped_many(data: Any) -> None: ...
+
+    assert _batch(untyped_many, [{"data": 1}, {"data": {"deep": [math.inf]}}]) is None
+    assert _batch(untyped_many, [{"data": math.nan}]) is None
+    assert _batch(untyped_many, [{"data": [1, "two"]}]) == ['{"data":[1,"two"]}']

@@ -55,13 +55,14 @@ SELECT id, NULL FROM starlette_jobs
 
 -- name: insert_jobs
 -- Many jobs of one name in one statement, one NOTIFY for all; returns their ids in order.
--- $1 name, $2 queue, $3 payloads (JSON text[]), $4 priority, $5 delay in seconds or NULL,
--- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL, $9 whether to NOTIFY
+-- $1 name, $2 queue, $3 payloads (one JSON array, an element per job: the server parses one
+-- text instead of one per row), $4 priority, $5 delay in seconds or NULL, $6 run_at or NULL,
+-- $7 max_attempts, $8 trace context (JSON text) or NULL, $9 whether to NOTIFY
 WITH inserted AS (
     INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
-    SELECT $1, $2, payload::jsonb, $4,
+    SELECT $1, $2, payload, $4,
            coalesce($6, now() + make_interval(secs => coalesce($5, 0))), $7, $8::jsonb
-      FROM unnest($3::text[]) WITH ORDINALITY AS given(payload, position)
+      FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS given(payload, position)
      ORDER BY position
     RETURNING id
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from starlette_jobs import (
     current_job,
     job,
 )
+from starlette_jobs._connectivity import DATABASE_ERRORS
 from starlette_jobs._store import NewJobs
 from tests.conftest import StartJobs
 
@@ -98,11 +100,36 @@ async def test_enqueue_many_writes_all_in_order(start_jobs: StartJobs) -> None:
         assert ids == sorted(ids)
         assert len(set(ids)) == 50
         assert await record.enqueue_many([]) == []
+        for n, job_id in enumerate(ids):
+            stored = await jobs.get(job_id)
+            assert stored is not None
+            assert stored.arguments == {"value": n}
         await jobs.drain(timeout=10)
         first = await jobs.get(ids[0])
         assert first is not None
         assert first.arguments == {"value": 0}
     assert sorted(value for value, *_ in ran) == list(range(50))
+
+
+async def test_concurrent_enqueues_all_land_and_one_survives_a_dropped_connection(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}) as jobs:
+        # One at a time they share the producer connection; at once, the others use the pool.
+        ids = await asyncio.gather(*(record.enqueue(n) for n in range(30)))
+        assert len(set(ids)) == 30
+        await connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        # The call that finds the connection dropped fails like a pool call would; the next
+        # one connects again.
+        with contextlib.suppress(*DATABASE_ERRORS, Exception):
+            await record.enqueue(100)
+        job_id = await record.enqueue(101)
+        stored = await jobs.get(job_id)
+        assert stored is not None
+        assert stored.arguments == {"value": 101}
 
 
 async def test_enqueue_by_name(start_jobs: StartJobs) -> None:
