@@ -8,6 +8,7 @@ from ._context import RunningJob as RunningJob
 from ._context import current_job as current_job
 from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from ._correlation import correlation_id as correlation_id
+from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
 from ._errors import JobArgumentsError as JobArgumentsError
 from ._errors import JobDefinitionError as JobDefinitionError
@@ -28,6 +29,7 @@ from ._retry import Retry as Retry
 __all__ = [
     "ConfiguredJob",
     "CorrelationIdMiddleware",
+    "DatabaseUnavailableError",
     "EmbeddedPostgresUnavailable",
     "Job",
     "JobArgumentsError",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
@@ -92,7 +92,7 @@ class ArgumentsModel:
                 [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}],
             ) from None
 
-    def serialize_batch(self, items: list[Mapping[str, Any]]) -> list[str] | None:
+    def serialize_batch(self, items: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """`serialize` for many items in one pydantic call, when every item is a dict with the
         same keys (then one `include` fits all). None when that does not hold or anything is
         wrong: `serialize` item by item then says what, and where."""

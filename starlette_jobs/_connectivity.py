@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import asyncpg
+
+from ._errors import DatabaseUnavailableError
 
 # Raised while PostgreSQL restarts or the network drops; the worker retries after these.
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (
@@ -34,3 +38,15 @@ class Backoff:
     async def wait(self) -> None:
         await asyncio.sleep(self._next * (0.5 + random.random() / 2))
         self._next = min(self._next * 2, self._cap)
+
+
+@contextmanager
+def unavailable_as_error(action: str) -> Iterator[None]:
+    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`."""
+    try:
+        yield
+    except DATABASE_ERRORS as error:
+        detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        raise DatabaseUnavailableError(
+            f"could not {action}: PostgreSQL is unreachable or stopped answering ({detail})"
+        ) from error

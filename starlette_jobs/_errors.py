@@ -55,3 +55,14 @@ class NotStartedError(StarletteJobsError, RuntimeError):
 
 class EmbeddedPostgresUnavailable(StarletteJobsError, RuntimeError):
     """No database was configured and the embedded PostgreSQL extra is not installed."""
+
+
+class DatabaseUnavailableError(StarletteJobsError, ConnectionError):
+    """PostgreSQL could not be reached, or stopped answering, during a call.
+
+    Raised by `enqueue` and the other calls of `Jobs` instead of hanging or leaking the
+    driver's own exception. When it is raised before the statement reached the server (the
+    usual case: connection refused, server restarting), nothing was written; when the
+    connection dropped while the statement ran, the job may have been stored: give it a
+    `unique_key` to make enqueueing again safe.
+    """

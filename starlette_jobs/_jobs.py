@@ -16,8 +16,15 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
+from ._connectivity import DATABASE_ERRORS, Backoff, unavailable_as_error
 from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
-from ._errors import JobDefinitionError, JobNotFoundError, NotStartedError
+from ._errors import (
+    DatabaseUnavailableError,
+    JobArgumentsError,
+    JobDefinitionError,
+    JobNotFoundError,
+    NotStartedError,
+)
 from ._job import EnqueueOptions, Job, JobId, _started, check_queue_name, registered_job
 from ._record import JobRecord, JobStatus
 from ._store import NewJobs, Store
@@ -25,6 +32,8 @@ from ._tracing import Tracing
 from ._worker import Worker, WorkerSettings
 
 logger = logging.getLogger("starlette_jobs")
+
+_DAY = 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,9 @@ class JobsConfig:
     embedded_data_dir: Path = DEFAULT_DATA_DIR
     tracer_provider: TracerProvider | None = None
     pool_max_size: int = 10
+    retention: float | None = 7 * _DAY
+    max_payload_bytes: int = 1024 * 1024
+    require_database: bool = False
 
     def __post_init__(self) -> None:
         for queue, concurrency in self.queues.items():
@@ -49,7 +61,7 @@ class JobsConfig:
                 raise JobDefinitionError(
                     f"queue {queue!r}: concurrency must be a positive integer, got {concurrency!r}"
                 )
-        for name in ("batch_size", "pool_max_size"):
+        for name in ("batch_size", "pool_max_size", "max_payload_bytes"):
             if getattr(self, name) < 1:
                 raise JobDefinitionError(f"{name} must be at least 1")
         for name in ("poll_interval", "lease_duration"):
@@ -57,6 +69,10 @@ class JobsConfig:
                 raise JobDefinitionError(f"{name} must be a positive number of seconds")
         if self.shutdown_grace < 0:
             raise JobDefinitionError("shutdown_grace must not be negative")
+        if self.retention is not None and not self.retention > 0:
+            raise JobDefinitionError(
+                "retention must be a positive number of seconds, or None to keep every job"
+            )
 
 
 class Jobs:
@@ -77,6 +93,14 @@ class Jobs:
         embedded_data_dir: data directory of the embedded PostgreSQL.
         tracer_provider: OpenTelemetry tracer provider; default the global one.
         pool_max_size: connections in the pool.
+        retention: seconds a finished (succeeded, failed or cancelled) job is kept; the workers
+            delete older ones. None keeps every job. Default: 7 days.
+        max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB).
+            Bigger arguments belong in your own storage, with a key in the job.
+        require_database: True: starting raises `DatabaseUnavailableError` when PostgreSQL
+            cannot be reached. False (default): the app starts anyway; migrations and the
+            worker start as soon as the database answers, and calls made meanwhile raise
+            `DatabaseUnavailableError`.
 
     Example:
         >>> jobs = Jobs()
@@ -96,6 +120,9 @@ class Jobs:
         embedded_data_dir: str | Path = DEFAULT_DATA_DIR,
         tracer_provider: TracerProvider | None = None,
         pool_max_size: int = 10,
+        retention: float | None = 7 * _DAY,
+        max_payload_bytes: int = 1024 * 1024,
+        require_database: bool = False,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,
@@ -108,11 +135,16 @@ class Jobs:
             embedded_data_dir=Path(embedded_data_dir),
             tracer_provider=tracer_provider,
             pool_max_size=pool_max_size,
+            retention=retention,
+            max_payload_bytes=max_payload_bytes,
+            require_database=require_database,
         )
         self._tracing = Tracing(tracer_provider)
         self._store: Store | None = None
         self._worker: Worker | None = None
         self._dsn: str | None = None
+        # Migrates and starts the worker once the database answers, when it did not at start.
+        self._preparing: asyncio.Task[None] | None = None
 
     def replace(self, **changes: Any) -> Jobs:
         """A new, unstarted `Jobs` with some settings changed (e.g. `queues=` for a worker)."""
@@ -125,22 +157,57 @@ class Jobs:
         if self._store is not None:
             raise RuntimeError("this Jobs instance is already started")
         self._dsn = await self._resolve_dsn()
-        store = await Store.open(self._dsn, min_size=1, max_size=self.config.pool_max_size)
+        # min_size=0: opening the pool does not need the server; `_prepare` is the first use.
+        store = await Store.open(self._dsn, min_size=0, max_size=self.config.pool_max_size)
         try:
-            if self.config.migrate:
-                applied = await store.migrate()
-                if applied:
-                    logger.info("applied migrations: %s", ", ".join(applied))
-            if self.config.queues:
-                worker = Worker(store, self._dsn, self._worker_settings(), self._tracing)
-                await worker.start()
-                self._worker = worker
+            await self._prepare(store)
+        except DATABASE_ERRORS as error:
+            if self.config.require_database:
+                await store.close()
+                raise DatabaseUnavailableError(
+                    f"PostgreSQL is unreachable at start ({type(error).__name__}: {error}); "
+                    "with require_database=False the app would start and keep trying"
+                ) from error
+            logger.warning(
+                "PostgreSQL is unreachable at start (%s); starting anyway, retrying in the "
+                "background. Calls raise DatabaseUnavailableError until it answers",
+                error,
+            )
+            self._preparing = asyncio.create_task(
+                self._prepare_when_reachable(store), name="starlette_jobs start"
+            )
         except BaseException:
             await store.close()
             raise
         self._store = store
         _started.append(self)
         return self
+
+    async def _prepare(self, store: Store) -> None:
+        """Applies the migrations, then starts the worker."""
+        if self.config.migrate:
+            applied = await store.migrate()
+            if applied:
+                logger.info("applied migrations: %s", ", ".join(applied))
+        if self.config.queues:
+            worker = Worker(store, store.dsn, self._worker_settings(), self._tracing)
+            await worker.start()
+            self._worker = worker
+
+    async def _prepare_when_reachable(self, store: Store) -> None:
+        backoff = Backoff()
+        while True:
+            await backoff.wait()
+            try:
+                await self._prepare(store)
+            except DATABASE_ERRORS as error:
+                logger.debug("PostgreSQL still unreachable: %s", error)
+                continue
+            except Exception:
+                logger.exception("starting on the database failed; retrying")
+                continue
+            logger.info("PostgreSQL is reachable: started")
+            return
 
     async def __aexit__(
         self,
@@ -149,6 +216,10 @@ class Jobs:
         traceback: TracebackType | None,
     ) -> None:
         try:
+            if self._preparing is not None:
+                self._preparing.cancel()
+                await asyncio.gather(self._preparing, return_exceptions=True)
+                self._preparing = None
             if self._worker is not None:
                 # Still registered meanwhile: a job finishing in the grace period may enqueue.
                 await self._worker.stop()
@@ -180,7 +251,7 @@ class Jobs:
     def _worker_settings(self) -> WorkerSettings:
         c = self.config
         return WorkerSettings(
-            c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace
+            c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace, c.retention
         )
 
     @property
@@ -222,8 +293,9 @@ class Jobs:
         self, job: Job[Any, Any], payloads: builtins.list[str], options: EnqueueOptions
     ) -> builtins.list[JobId]:
         store = self.store
+        self._check_payload_sizes(job, payloads)
         queue = options.queue or job.queue
-        with self._tracing.send(queue, job.name) as scope:
+        with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
             ids = await store.insert_jobs(
                 NewJobs(
                     name=job.name,
@@ -242,23 +314,42 @@ class Jobs:
             scope.set_job_ids(ids)
         return ids
 
+    def _check_payload_sizes(self, job: Job[Any, Any], payloads: builtins.list[str]) -> None:
+        limit = self.config.max_payload_bytes
+        too_large = [
+            {
+                "loc": (index,) if len(payloads) > 1 else (),
+                "msg": f"the arguments take {size} bytes as JSON, over the limit of {limit} "
+                "(max_payload_bytes); store large data elsewhere and pass a key",
+                "type": "payload_too_large",
+            }
+            for index, payload in enumerate(payloads)
+            # Characters count at least one byte each: only long texts need encoding.
+            if len(payload) > limit // 4 and (size := len(payload.encode())) > limit
+        ]
+        if too_large:
+            raise JobArgumentsError(job.name, too_large)
+
     # -- looking at jobs ----------------------------------------------------------------------
 
     async def get(self, job_id: JobId) -> JobRecord | None:
         """The job with this id, or None."""
-        return await self.store.get_job(int(job_id))
+        with unavailable_as_error(f"get job {job_id}"):
+            return await self.store.get_job(int(job_id))
 
     async def list(
         self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
     ) -> builtins.list[JobRecord]:
         """Jobs, most recent first, optionally of one status and one queue."""
-        return await self.store.list_jobs(
-            None if status is None else JobStatus(status), queue, limit
-        )
+        with unavailable_as_error("list jobs"):
+            return await self.store.list_jobs(
+                None if status is None else JobStatus(status), queue, limit
+            )
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
         """How many jobs there are in each status (every status present, zeros included)."""
-        return await self.store.count_by_status(queue)
+        with unavailable_as_error("count jobs"):
+            return await self.store.count_by_status(queue)
 
     async def cancel(self, job_id: JobId) -> bool:
         """Cancels a pending job. Returns False if it is not pending (running or finished).
@@ -266,7 +357,7 @@ class Jobs:
         Raises:
             JobNotFoundError: no job has this id.
         """
-        return await self._change(job_id, self.store.cancel_job)
+        return await self._change(job_id, "cancel", self.store.cancel_job)
 
     async def retry(self, job_id: JobId) -> bool:
         """Runs a failed or cancelled job again, from its first attempt. Returns False if the
@@ -276,18 +367,41 @@ class Jobs:
             JobNotFoundError: no job has this id.
             UniqueKeyTakenError: another live job holds this job's unique key.
         """
-        return await self._change(job_id, self.store.retry_job)
+        return await self._change(job_id, "retry", self.store.retry_job)
 
-    async def _change(self, job_id: JobId, change: Callable[[int], Awaitable[bool]]) -> bool:
-        if await change(int(job_id)):
-            return True
-        if await self.store.job_status(int(job_id)) is None:
-            raise JobNotFoundError(f"no job with id {job_id}")
+    async def release(self, job_id: JobId) -> bool:
+        """Hands a running job back to pending at once, its attempt given back, without waiting
+        for its lease to expire: for a job stuck on a worker you know is gone. Returns False if
+        the job is not running.
+
+        If its worker is in fact alive, that worker's result is refused (the job may then run
+        twice), and it cancels its copy at its next lease renewal.
+
+        Raises:
+            JobNotFoundError: no job has this id.
+        """
+        return await self._change(job_id, "release", self.store.release_job)
+
+    async def release_worker_jobs(self, worker_id: str) -> builtins.list[JobId]:
+        """`release` for every job a worker is running (see `JobRecord.worker_id`, and a worker's
+        start-up log line); returns their ids. For a worker that crashed or was stopped hard."""
+        with unavailable_as_error(f"release the jobs of worker {worker_id!r}"):
+            return await self.store.release_worker_jobs(worker_id)
+
+    async def _change(
+        self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
+    ) -> bool:
+        with unavailable_as_error(f"{action} job {job_id}"):
+            if await change(int(job_id)):
+                return True
+            if await self.store.job_status(int(job_id)) is None:
+                raise JobNotFoundError(f"no job with id {job_id}")
         return False
 
     async def migrate(self) -> builtins.list[str]:
         """Applies the migrations this database lacks; returns their names."""
-        return await self.store.migrate()
+        with unavailable_as_error("migrate"):
+            return await self.store.migrate()
 
     async def drain(self, timeout: float = 30.0, *, include_scheduled: bool = True) -> None:
         """Runs this process's queues until no job of them is running, or pending and due before

@@ -21,6 +21,9 @@ _MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
 _UNIQUE_KEY_TRIES = 5
+# Seconds to wait for a new connection: an unreachable server (a dropped route, a firewall that
+# swallows packets) fails a call in this time instead of asyncpg's default minute.
+CONNECT_TIMEOUT = 10.0
 
 
 def channel_for(queue: str) -> str:
@@ -116,12 +119,14 @@ class Store:
         cls, dsn: str, *, min_size: int, max_size: int, command_timeout: float = 30.0
     ) -> Store:
         """A pool on `dsn`. No statement of ours takes long; `command_timeout` keeps a hung
-        server or a silent network from blocking a worker (and its shutdown) forever."""
+        server or a silent network from blocking a worker (and its shutdown) forever.
+        With `min_size=0` the pool opens without reaching the server."""
         pool = await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             command_timeout=command_timeout,
+            timeout=CONNECT_TIMEOUT,
             reset=_keep_session,
         )
         return cls(pool, dsn, command_timeout)
@@ -144,7 +149,9 @@ class Store:
         applied_now = []
         # A connection of its own, without the pool's statement timeout: a migration may
         # legitimately take long on a large table.
-        connection: asyncpg.Connection[Any] = await asyncpg.connect(self.dsn)
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(
+            self.dsn, timeout=CONNECT_TIMEOUT
+        )
         try:
             async with connection.transaction():
                 await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
@@ -170,7 +177,7 @@ class Store:
                 # Opened on first use (a worker-only process never needs it), and again after
                 # the server dropped it.
                 producer = self._producer = await asyncpg.connect(
-                    self.dsn, command_timeout=self._command_timeout
+                    self.dsn, timeout=CONNECT_TIMEOUT, command_timeout=self._command_timeout
                 )
             return await self._insert_jobs(new, producer)
 
@@ -228,6 +235,17 @@ class Store:
         rows = await self.pool.fetch(self._q["release_jobs"], ids, tokens)
         return {row[0] for row in rows}
 
+    async def release_job(self, job_id: int) -> bool:
+        return await self.pool.fetchrow(self._q["release_job"], job_id) is not None
+
+    async def release_worker_jobs(self, worker_id: str) -> list[int]:
+        rows = await self.pool.fetch(self._q["release_worker_jobs"], worker_id)
+        return [row[0] for row in rows]
+
+    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        deleted: int = await self.pool.fetchval(self._q["prune_finished"], retention_seconds, limit)
+        return deleted
+
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
         rows = await self.pool.fetch(self._q["rescue_expired"], limit)
         return [(row[0], row[1], JobStatus(row[2])) for row in rows]
@@ -274,7 +292,7 @@ class Store:
         self, dsn: str, queues: Sequence[str], on_notify: Callable[[str], None]
     ) -> asyncpg.Connection[Any]:
         """A connection of its own that calls `on_notify(queue)` when a queue's channel fires."""
-        connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
         for queue in queues:
             await connection.add_listener(
                 channel_for(queue), lambda *_args, queue=queue: on_notify(queue)

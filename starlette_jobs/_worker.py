@@ -24,6 +24,9 @@ from ._tracing import Tracing
 logger = logging.getLogger("starlette_jobs.worker")
 
 _RESCUE_LIMIT = 1000
+# Retention deletes in batches of this many rows, so no statement holds locks for long.
+_PRUNE_BATCH = 1000
+_PRUNE_BATCHES_PER_ROUND = 20
 # How long shutdown waits for a statement in flight (a claim, the last outcomes) before giving up
 # on it; the database may hang or be gone.
 _STATEMENT_TIMEOUT = 10.0
@@ -36,6 +39,7 @@ class WorkerSettings:
     poll_interval: float
     lease_duration: float
     shutdown_grace: float
+    retention: float | None
 
 
 def _horizon(remaining: float, include_scheduled: bool) -> float | None:
@@ -184,6 +188,7 @@ class Worker:
             try:
                 await self._extend_leases()
                 await self._rescue_expired()
+                await self._prune_finished()
                 if self._listener is None or self._listener.is_closed():
                     await self._listen()
                     for queue in self._queues:
@@ -220,6 +225,21 @@ class Worker:
         for job_id, queue, status in rescued:
             logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
             self.wake(queue)
+
+    async def _prune_finished(self) -> None:
+        """Deletes jobs finished longer than the retention ago, a bounded amount per round, so
+        upkeep stays short; a backlog is worked off over the next rounds."""
+        retention = self._settings.retention
+        if retention is None:
+            return
+        deleted = 0
+        for _ in range(_PRUNE_BATCHES_PER_ROUND):
+            batch = await self._store.prune_finished(retention, _PRUNE_BATCH)
+            deleted += batch
+            if batch < _PRUNE_BATCH or self._stopping:
+                break
+        if deleted:
+            logger.info("deleted %d job(s) finished more than %.0f s ago", deleted, retention)
 
     # -- drain and shutdown -------------------------------------------------------------------
 

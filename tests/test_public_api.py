@@ -7,6 +7,7 @@ def test_exported_names_are_pinned() -> None:
     assert starlette_jobs.__all__ == [
         "ConfiguredJob",
         "CorrelationIdMiddleware",
+        "DatabaseUnavailableError",
         "EmbeddedPostgresUnavailable",
         "Job",
         "JobArgumentsError",

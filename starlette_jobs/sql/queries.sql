@@ -141,6 +141,50 @@ UPDATE starlette_jobs AS job
  WHERE job.id = held.id AND job.lease_token = held.lease_token
 RETURNING job.id;
 
+-- name: release_job
+-- An operator hands a running job back to pending, its attempt given back, whichever worker
+-- holds it. That worker's lease is gone: its outcome will be refused, and its next heartbeat
+-- cancels its copy. Returns the queue, or nothing if the job was not running.
+-- $1 job id
+WITH released AS (
+    UPDATE starlette_jobs
+       SET status = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE id = $1 AND status = 'running'
+    RETURNING queue
+)
+SELECT queue, pg_notify('starlette_jobs:' || queue, '') FROM released;
+
+-- name: release_worker_jobs
+-- The same for every job a worker (typically a dead one) is running. Returns their ids.
+-- $1 worker id
+WITH released AS (
+    UPDATE starlette_jobs
+       SET status = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE worker_id = $1 AND status = 'running'
+    RETURNING id, queue
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '') FROM (SELECT DISTINCT queue FROM released) q
+)
+SELECT id FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
+
+-- name: prune_finished
+-- Deletes up to $2 jobs that finished more than $1 seconds ago; returns how many it deleted.
+-- SKIP LOCKED: workers pruning at the same time share the work instead of queueing.
+-- $1 retention in seconds, $2 how many at most
+WITH old AS (
+    SELECT id FROM starlette_jobs
+     WHERE status IN ('succeeded', 'failed', 'cancelled')
+       AND finished_at < now() - make_interval(secs => $1)
+     ORDER BY finished_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), deleted AS (
+    DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id RETURNING 1
+)
+SELECT count(*) FROM deleted;
+
 -- name: rescue_expired
 -- Jobs whose worker stopped renewing the lease (it crashed or stalled): back to pending, or
 -- failed when no attempt is left. The lost attempt is recorded like any failed attempt.
