@@ -34,14 +34,17 @@ async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
     with tracing.process(
         claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
     ) as scope:
-        deadline = asyncio.timeout(job.timeout)
+        deadline = None if job.timeout is None else asyncio.timeout(job.timeout)
         me = RunningJob(claim.id, claim.name, claim.queue, claim.attempts, claim.max_attempts)
         try:
             with running(me):
-                async with deadline:
+                if deadline is None:
                     result = await job.run(kwargs)
+                else:
+                    async with deadline:
+                        result = await job.run(kwargs)
         except TimeoutError as error:
-            if not deadline.expired():
+            if deadline is None or not deadline.expired():
                 return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError
             timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
             return _attempt_failed(claim, job, timed_out, scope)

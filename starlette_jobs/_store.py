@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -101,6 +102,42 @@ async def _keep_session(connection: asyncpg.Connection[Any]) -> None:
     advisory lock), so there is nothing to reset."""
 
 
+class _Lane:
+    """A connection of its own for one hot path, used by one caller at a time; a caller that
+    finds it busy uses the pool instead. Opened on first use (a process that never enqueues
+    never opens the producer's), and again after the server dropped it. Statements run on it
+    one at a time, outside any transaction, so it keeps no state between them."""
+
+    def __init__(self, pool: asyncpg.Pool[Any], dsn: str, command_timeout: float) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._command_timeout = command_timeout
+        self._connection: asyncpg.Connection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[Executor]:
+        if self._lock.locked():
+            yield self._pool
+            return
+        async with self._lock:
+            if self._connection is None or self._connection.is_closed():
+                self._connection = await asyncpg.connect(
+                    self._dsn, timeout=CONNECT_TIMEOUT, command_timeout=self._command_timeout
+                )
+            yield self._connection
+
+    async def close(self) -> None:
+        async with self._lock:
+            connection, self._connection = self._connection, None
+            if connection is not None and not connection.is_closed():
+                await connection.close()
+
+    def terminate(self) -> None:
+        if self._connection is not None:
+            self._connection.terminate()
+
+
 class Store:
     """Typed methods over one asyncpg pool, one per named query."""
 
@@ -108,11 +145,11 @@ class Store:
         self.pool = pool
         self.dsn = dsn
         self._q = queries()
-        self._command_timeout = command_timeout
-        # The enqueue fast path: a connection of its own, used by one enqueue at a time. A pool
-        # checkout costs a shielded task and timers per call; concurrent enqueues use the pool.
-        self._producer: asyncpg.Connection[Any] | None = None
-        self._producer_lock = asyncio.Lock()
+        # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
+        # checkout costs a shielded task and timers per statement, and hops between backends.
+        self._producer = _Lane(pool, dsn, command_timeout)
+        self._claimer = _Lane(pool, dsn, command_timeout)
+        self._writer = _Lane(pool, dsn, command_timeout)
 
     @classmethod
     async def open(
@@ -132,16 +169,14 @@ class Store:
         return cls(pool, dsn, command_timeout)
 
     async def close(self) -> None:
-        async with self._producer_lock:
-            producer, self._producer = self._producer, None
-            if producer is not None and not producer.is_closed():
-                await producer.close()
+        for lane in (self._producer, self._claimer, self._writer):
+            await lane.close()
         await self.pool.close()
 
     def terminate(self) -> None:
         """Closes every connection at once, without waiting for statements in flight."""
-        if self._producer is not None:
-            self._producer.terminate()
+        for lane in (self._producer, self._claimer, self._writer):
+            lane.terminate()
         self.pool.terminate()
 
     async def migrate(self) -> list[str]:
@@ -169,17 +204,10 @@ class Store:
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
-        if connection is not None or self._producer_lock.locked():
-            return await self._insert_jobs(new, connection or self.pool)
-        async with self._producer_lock:
-            producer = self._producer
-            if producer is None or producer.is_closed():
-                # Opened on first use (a worker-only process never needs it), and again after
-                # the server dropped it.
-                producer = self._producer = await asyncpg.connect(
-                    self.dsn, timeout=CONNECT_TIMEOUT, command_timeout=self._command_timeout
-                )
-            return await self._insert_jobs(new, producer)
+        if connection is not None:
+            return await self._insert_jobs(new, connection)
+        async with self._producer.use() as executor:
+            return await self._insert_jobs(new, executor)
 
     async def _insert_jobs(self, new: NewJobs, executor: Executor) -> list[int]:
         if len(new.payloads) == 1 and new.unique_key is None:
@@ -214,13 +242,17 @@ class Store:
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
     ) -> list[Claim]:
-        rows = await self.pool.fetch(self._q["claim_batch"], queue, limit, worker_id, lease_seconds)
+        async with self._claimer.use() as executor:
+            rows = await executor.fetch(
+                self._q["claim_batch"], queue, limit, worker_id, lease_seconds
+            )
         return [Claim(*row) for row in rows]
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
         columns = list(zip(*outcomes, strict=True))
-        rows = await self.pool.fetch(self._q["record_outcomes"], *columns)
+        async with self._writer.use() as executor:
+            rows = await executor.fetch(self._q["record_outcomes"], *columns)
         return {row[0] for row in rows}
 
     async def extend_leases(

@@ -75,6 +75,12 @@ class Tracing:
         self, queue: str, job_name: str, job_id: int, attempt: int, stored_context: str | None
     ) -> Iterator[ProcessScope]:
         """Restores the enqueuer's context and runs the block in a CONSUMER span."""
+        if not stored_context and not self._sdk_installed():
+            # Nothing to restore and nothing records: the current context is already the one
+            # the job would see.
+            with correlation_scope(None):
+                yield ProcessScope(trace.get_current_span())
+            return
         carrier = _parse_carrier(stored_context)
         parent = propagate.extract(carrier)
         if not self._sdk_installed():

@@ -153,8 +153,11 @@ class Worker:
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more and len(state.running) < state.concurrency:
                     continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.wake.wait(), settings.poll_interval)
+            if not state.wake.is_set():
+                # asyncio.timeout rather than wait_for: no task of its own per wait.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(settings.poll_interval):
+                        await state.wake.wait()
             if not state.wake.is_set():
                 state.may_have_more = True  # the poll: delayed jobs may have come due
 
@@ -205,8 +208,11 @@ class Worker:
         if not held:
             return
         kept = await self._store.extend_leases(held, self._settings.lease_duration)
+        # An outcome written while the extension was in flight cleared its lease: not a loss.
+        still_held = {claim.id for _, claim in self._running_claims()}
+        still_held.update(job_id for job_id, _ in self._outcomes.held())
         for job_id, _ in held:
-            if job_id in kept:
+            if job_id in kept or job_id not in still_held:
                 continue
             task = tasks.get(job_id)
             logger.warning(
