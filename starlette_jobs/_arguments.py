@@ -62,6 +62,8 @@ class ArgumentsModel:
             "JobArguments", __config__=config, **fields
         )
         self._many: pydantic.TypeAdapter[list[pydantic.BaseModel]] | None = None
+        self._validate = self.model.__pydantic_validator__.validate_python
+        self._to_json = self.model.__pydantic_serializer__.to_json
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -73,6 +75,20 @@ class ArgumentsModel:
 
     def serialize(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         arguments = self._bind(args, kwargs) if args else kwargs
+        # The common case in two calls into pydantic-core. NaN and infinity come out as bare
+        # constants here (not JSON): they, and anything that fails, take the checked path below,
+        # which refuses them with the error to show.
+        try:
+            validated = self._validate(arguments)
+            text = self._to_json(validated, by_alias=True, include=validated.model_fields_set)
+        except (pydantic.ValidationError, ValueError, TypeError):
+            pass
+        else:
+            if b"NaN" not in text and b"Infinity" not in text:
+                return text.decode()
+        return self._serialize_checked(arguments)
+
+    def _serialize_checked(self, arguments: Mapping[str, Any]) -> str:
         try:
             validated = self.model.model_validate(arguments)
             # Only the arguments the caller gave are stored: defaults of the function's own

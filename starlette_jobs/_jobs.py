@@ -25,7 +25,15 @@ from ._errors import (
     JobNotFoundError,
     NotStartedError,
 )
-from ._job import EnqueueOptions, Job, JobId, _started, check_queue_name, registered_job
+from ._job import (
+    _NO_OPTIONS,
+    EnqueueOptions,
+    Job,
+    JobId,
+    _started,
+    check_queue_name,
+    registered_job,
+)
 from ._record import JobRecord, JobStatus
 from ._store import NewJobs, Store
 from ._tracing import Tracing
@@ -280,7 +288,10 @@ class Jobs:
         Example:
             >>> job_id = await jobs.enqueue(send_welcome, user_id=42, email="ada@example.com")
         """
-        return await _declared(job).configure(jobs=self).enqueue(*args, **kwargs)
+        declared = _declared(job)
+        payload = declared.serialize_arguments(args, kwargs)
+        (job_id,) = await self._insert_jobs(declared, [payload], _NO_OPTIONS)
+        return job_id
 
     async def enqueue_many(
         self, job: Job[..., Any] | str, items: Iterable[Mapping[str, Any]], /

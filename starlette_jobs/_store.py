@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -91,7 +90,7 @@ class NewJobs(NamedTuple):
     notify: bool
 
 
-Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
+Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | _Lane"
 
 
 async def _keep_session(connection: asyncpg.Connection[Any]) -> None:
@@ -115,17 +114,24 @@ class _Lane:
         self._connection: asyncpg.Connection[Any] | None = None
         self._lock = asyncio.Lock()
 
-    @asynccontextmanager
-    async def use(self) -> AsyncIterator[Executor]:
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         if self._lock.locked():
-            yield self._pool
-            return
+            return await self._pool.fetch(query, *args)
         async with self._lock:
-            if self._connection is None or self._connection.is_closed():
-                self._connection = await asyncpg.connect(
-                    self._dsn, timeout=CONNECT_TIMEOUT, command_timeout=self._command_timeout
-                )
-            yield self._connection
+            return await (await self._connected()).fetch(query, *args)
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        if self._lock.locked():
+            return await self._pool.fetchval(query, *args)
+        async with self._lock:
+            return await (await self._connected()).fetchval(query, *args)
+
+    async def _connected(self) -> asyncpg.Connection[Any]:
+        if self._connection is None or self._connection.is_closed():
+            self._connection = await asyncpg.connect(
+                self._dsn, timeout=CONNECT_TIMEOUT, command_timeout=self._command_timeout
+            )
+        return self._connection
 
     async def close(self) -> None:
         async with self._lock:
@@ -204,10 +210,7 @@ class Store:
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
-        if connection is not None:
-            return await self._insert_jobs(new, connection)
-        async with self._producer.use() as executor:
-            return await self._insert_jobs(new, executor)
+        return await self._insert_jobs(new, connection or self._producer)
 
     async def _insert_jobs(self, new: NewJobs, executor: Executor) -> list[int]:
         if len(new.payloads) == 1 and new.unique_key is None:
@@ -242,17 +245,15 @@ class Store:
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
     ) -> list[Claim]:
-        async with self._claimer.use() as executor:
-            rows = await executor.fetch(
-                self._q["claim_batch"], queue, limit, worker_id, lease_seconds
-            )
+        rows = await self._claimer.fetch(
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds
+        )
         return [Claim(*row) for row in rows]
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
         columns = list(zip(*outcomes, strict=True))
-        async with self._writer.use() as executor:
-            rows = await executor.fetch(self._q["record_outcomes"], *columns)
+        rows = await self._writer.fetch(self._q["record_outcomes"], *columns)
         return {row[0] for row in rows}
 
     async def extend_leases(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -50,13 +50,15 @@ class Tracing:
             provider = trace.get_tracer_provider()
         return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
 
-    @contextmanager
-    def send(self, queue: str, job_name: str) -> Iterator[SendScope]:
+    def send(self, queue: str, job_name: str) -> AbstractContextManager[SendScope]:
         """A PRODUCER span around the insert; the scope carries what is stored with the job."""
         if not self._sdk_installed():
             # What the no-op tracer's span would carry: the current context as it is.
-            yield SendScope(trace.get_current_span(), _stored_carrier())
-            return
+            return nullcontext(SendScope(trace.get_current_span(), _stored_carrier()))
+        return self._send_span(queue, job_name)
+
+    @contextmanager
+    def _send_span(self, queue: str, job_name: str) -> Iterator[SendScope]:
         with self._tracer.start_as_current_span(
             f"send {queue}",
             kind=SpanKind.PRODUCER,
