@@ -64,6 +64,7 @@ class ArgumentsModel:
         self._many: pydantic.TypeAdapter[list[pydantic.BaseModel]] | None = None
         self._validate = self.model.__pydantic_validator__.validate_python
         self._to_json = self.model.__pydantic_serializer__.to_json
+        self._validate_json = self.model.__pydantic_validator__.validate_json
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -148,13 +149,11 @@ class ArgumentsModel:
 
     def parse(self, payload: str) -> dict[str, Any]:
         try:
-            validated = self.model.model_validate_json(payload)
+            validated = self._validate_json(payload)
         except pydantic.ValidationError as error:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
-        return {
-            parameter: getattr(validated, field)
-            for parameter, field in self.field_of_parameter.items()
-        }
+        values = validated.__dict__
+        return {parameter: values[field] for parameter, field in self.field_of_parameter.items()}
 
 
 def _plain_errors(error: pydantic.ValidationError) -> list[dict[str, Any]]:

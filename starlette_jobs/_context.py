@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 
@@ -35,10 +33,18 @@ def current_job() -> RunningJob | None:
     return _current.get()
 
 
-@contextmanager
-def running(job: RunningJob) -> Iterator[None]:
-    token = _current.set(job)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+class running:
+    """Makes `job` the current job for the duration of the block. A class rather than a
+    generator: the worker enters one per attempt, and this costs a third as much."""
+
+    __slots__ = ("_job", "_token")
+    _token: Token[RunningJob | None]
+
+    def __init__(self, job: RunningJob) -> None:
+        self._job = job
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._job)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)

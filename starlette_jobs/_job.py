@@ -6,8 +6,7 @@ import asyncio
 import inspect
 import math
 import re
-import typing
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
@@ -207,9 +206,11 @@ class Job(Generic[P, R]):
 
     async def run(self, kwargs: dict[str, Any]) -> Any:
         """Await the function with already-validated arguments (sync functions run in a thread)."""
+        # No typing.cast here: it would build a generic alias on every attempt.
+        func: Any = self.func
         if self.is_async:
-            return await typing.cast(Callable[..., Awaitable[Any]], self.func)(**kwargs)
-        return await asyncio.to_thread(typing.cast(Callable[..., Any], self.func), **kwargs)
+            return await func(**kwargs)
+        return await asyncio.to_thread(func, **kwargs)
 
 
 _NO_OPTIONS = EnqueueOptions()

@@ -45,10 +45,13 @@ class Tracing:
         of its own (it hands back the current one), so building attributes and entering its
         context managers would cost time per job for nothing. Asked per call: the global
         provider may be set after this `Jobs` was created."""
+        # Exact types: isinstance against these ABCs costs more than the rest of this together.
         provider = self._provider
-        if provider is None or isinstance(provider, ProxyTracerProvider):
+        if provider is None or type(provider) is ProxyTracerProvider:
             provider = trace.get_tracer_provider()
-        return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
+        return (
+            type(provider) is not ProxyTracerProvider and type(provider) is not NoOpTracerProvider
+        )
 
     def send(self, queue: str, job_name: str) -> AbstractContextManager[SendScope]:
         """A PRODUCER span around the insert; the scope carries what is stored with the job."""
@@ -72,17 +75,20 @@ class Tracing:
         ) as span:
             yield SendScope(span, _stored_carrier())
 
-    @contextmanager
     def process(
         self, queue: str, job_name: str, job_id: int, attempt: int, stored_context: str | None
-    ) -> Iterator[ProcessScope]:
+    ) -> AbstractContextManager[ProcessScope]:
         """Restores the enqueuer's context and runs the block in a CONSUMER span."""
-        if not stored_context and not self._sdk_installed():
+        if not stored_context and correlation_id() is None and not self._sdk_installed():
             # Nothing to restore and nothing records: the current context is already the one
             # the job would see.
-            with correlation_scope(None):
-                yield ProcessScope(trace.get_current_span())
-            return
+            return nullcontext(ProcessScope(trace.get_current_span()))
+        return self._process_span(queue, job_name, job_id, attempt, stored_context)
+
+    @contextmanager
+    def _process_span(
+        self, queue: str, job_name: str, job_id: int, attempt: int, stored_context: str | None
+    ) -> Iterator[ProcessScope]:
         carrier = _parse_carrier(stored_context)
         parent = propagate.extract(carrier)
         if not self._sdk_installed():
