@@ -147,7 +147,7 @@ class Jobs:
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
-        self.abandoned_attempts = 0
+        self._abandoned_attempts = 0
 
     def replace(self, **changes: Any) -> Jobs:
         """A new, unstarted `Jobs` with some settings changed (e.g. `queues=` for a worker)."""
@@ -226,7 +226,7 @@ class Jobs:
             if self._worker is not None:
                 # Still registered meanwhile: a job finishing in the grace period may enqueue.
                 await self._worker.stop()
-                self.abandoned_attempts = self._worker.abandoned
+                self._abandoned_attempts = self._worker.abandoned
         finally:
             if self in _started:
                 _started.remove(self)
