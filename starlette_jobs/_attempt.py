@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Callable
 
 import pydantic_core
 
@@ -20,9 +21,12 @@ logger = logging.getLogger("starlette_jobs.worker")
 _MAX_ERROR_LENGTH = 8000
 
 
-async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
+async def run_attempt(
+    claim: Claim, tracing: Tracing, cancelled_by_worker: Callable[[], bool]
+) -> Outcome:
     """Runs the job and returns how the attempt ended. Never raises, except `CancelledError`
-    when the worker cancels the attempt (shutdown, or its lease was lost): no outcome then."""
+    when the worker cancelled the attempt (shutdown, or its lease was lost), as
+    `cancelled_by_worker()` tells: no outcome then."""
     try:
         job = registered_job(claim.name)
         kwargs = job.parse_arguments(claim.payload)
@@ -49,10 +53,14 @@ async def run_attempt(claim: Claim, tracing: Tracing) -> Outcome:
             timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
             return _attempt_failed(claim, job, timed_out, scope)
         except asyncio.CancelledError:
+            if cancelled_by_worker():
+                raise
+            # The job cancelled itself, or let the CancelledError of an inner task through:
+            # an ordinary failed attempt. Undo its own cancel requests, so the worker's code
+            # that runs next in this task is not cancelled too.
             current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # the worker cancels this attempt (shutdown or lost lease)
-            # The job raised CancelledError on its own (e.g. from a cancelled inner task).
+            while current is not None and current.cancelling():
+                current.uncancel()
             return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
         except BaseException as error:  # a job must never take the worker down
             return _attempt_failed(claim, job, error, scope)

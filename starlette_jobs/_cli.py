@@ -169,6 +169,17 @@ async def _worker(jobs: Jobs, *, burst: bool) -> int:
                 drained.cancel()
         else:
             await stop.wait()
+    if jobs._abandoned_attempts:
+        # Their jobs are released, and everything else is closed; but asyncio.run() would wait
+        # for a task that ignores cancellation, and the interpreter for a thread, forever.
+        logger.warning(
+            "%d job attempt(s) ignored cancellation and still run; exiting without them",
+            jobs._abandoned_attempts,
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -153,6 +154,8 @@ class Jobs:
         self._dsn: str | None = None
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
+        # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
+        self._abandoned_attempts = 0
 
     def replace(self, **changes: Any) -> Jobs:
         """A new, unstarted `Jobs` with some settings changed (e.g. `queues=` for a worker)."""
@@ -231,6 +234,7 @@ class Jobs:
             if self._worker is not None:
                 # Still registered meanwhile: a job finishing in the grace period may enqueue.
                 await self._worker.stop()
+                self._abandoned_attempts = self._worker.abandoned
         finally:
             if self in _started:
                 _started.remove(self)
@@ -267,6 +271,11 @@ class Jobs:
         if self._store is None:
             raise NotStartedError(
                 "Jobs is not started: use `async with jobs:` or `Starlette(lifespan=jobs.lifespan)`"
+            )
+        if self._preparing is not None and not self._preparing.done():
+            raise DatabaseUnavailableError(
+                "PostgreSQL has not been reachable since start; migrations and the worker start "
+                "as soon as it answers"
             )
         return self._store
 
@@ -427,11 +436,17 @@ class Jobs:
         Raises:
             TimeoutError: work was still left after `timeout` seconds.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if self._preparing is not None:
+            # Started while PostgreSQL was unreachable: the worker starts once it answers.
+            async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
+                await asyncio.shield(self._preparing)
         if self._worker is None:
             raise NotStartedError(
                 "drain needs a running worker: start Jobs with at least one queue in `queues=`"
             )
-        await self._worker.drain(timeout, include_scheduled=include_scheduled)
+        await self._worker.drain(deadline - loop.time(), include_scheduled=include_scheduled)
 
 
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:

@@ -17,6 +17,8 @@ import asyncpg
 
 from ._attempt import run_attempt
 from ._connectivity import DATABASE_ERRORS, Backoff
+from ._errors import UnknownJobError
+from ._job import registered_job
 from ._outcomes import OutcomeWriter
 from ._store import Claim, Store
 from ._tracing import Tracing
@@ -81,6 +83,11 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._maintenance: asyncio.Task[None] | None = None
         self._listener: asyncpg.Connection[Any] | None = None
+        # Attempts this worker cancelled (shutdown, lost lease), as opposed to a job that
+        # cancelled itself.
+        self._cancelled: set[int] = set()
+        # Attempts still running in a task or thread after shutdown gave up on them.
+        self.abandoned = 0
 
     @property
     def queue_names(self) -> list[str]:
@@ -163,8 +170,9 @@ class Worker:
 
     async def _execute(self, state: _QueueState, claim: Claim) -> None:
         try:
-            outcome = await run_attempt(claim, self._tracing)
+            outcome = await run_attempt(claim, self._tracing, lambda: claim.id in self._cancelled)
         finally:
+            self._cancelled.discard(claim.id)
             del state.running[claim.id]
             if state.may_have_more:
                 state.wake.set()
@@ -216,12 +224,17 @@ class Worker:
                 continue
             task = tasks.get(job_id)
             logger.warning(
-                "job %s: lease lost (it expired and the job was rescued, or it was released)%s",
+                "job %s: this worker no longer holds its lease (it expired and the job was "
+                "rescued, or it was released)%s",
                 job_id, "; cancelling this worker's attempt" if task else "",
             )  # fmt: skip
             if task is not None:
                 # Another worker may be running it now: stop this copy's side effects early.
-                task.cancel()
+                self._cancel(job_id, task)
+
+    def _cancel(self, job_id: int, task: asyncio.Task[None]) -> None:
+        self._cancelled.add(job_id)
+        task.cancel()
 
     def _running_claims(self) -> list[tuple[asyncio.Task[None], Claim]]:
         return [entry for state in self._queues.values() for entry in state.running.values()]
@@ -261,8 +274,12 @@ class Worker:
                 if self.running_count() == 0:
                     await self._outcomes.flush()
                     horizon = _horizon(deadline - loop.time(), include_scheduled)
-                    if await self._store.count_unfinished(self.queue_names, horizon) == 0:
-                        return
+                    try:
+                        if await self._store.count_unfinished(self.queue_names, horizon) == 0:
+                            return
+                    except DATABASE_ERRORS as error:  # e.g. PostgreSQL restarting: keep going
+                        logger.warning("drain: counting the jobs left failed, retrying: %s", error)
+                        await asyncio.sleep(0.5)
                 self._outcomes.written.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._outcomes.written.wait(), 0.05)
@@ -287,10 +304,16 @@ class Worker:
             )
             _, unfinished = await asyncio.wait(running, timeout=self._settings.shutdown_grace)
             for task in unfinished:
-                task.cancel()
+                self._cancel(running[task].id, task)
             if unfinished:
-                # Well-behaved jobs unwind at once; one that ignores cancellation is left behind.
+                # Well-behaved jobs unwind at once; one that ignores cancellation is left behind,
+                # and so is a sync job: its thread cannot be interrupted.
                 await asyncio.wait(unfinished, timeout=0.5)
+                self.abandoned = sum(
+                    1
+                    for task in unfinished
+                    if not task.done() or not _is_async_job(running[task].name)
+                )
                 # A job that caught the cancellation and returned has its outcome buffered:
                 # release only the jobs that are still running or ended cancelled.
                 await self._release(
@@ -325,3 +348,10 @@ class Worker:
             )
             return
         logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))
+
+
+def _is_async_job(name: str) -> bool:
+    try:
+        return registered_job(name).is_async
+    except UnknownJobError:
+        return True  # never started: nothing runs in a thread

@@ -20,7 +20,13 @@ from starlette_jobs._job import _started
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
-EXPECTED_DOCS = {"getting-started.md", "jobs-and-retries.md", "tracing.md", "workers.md"}
+EXPECTED_DOCS = {
+    "getting-started.md",
+    "jobs-and-retries.md",
+    "reliability.md",
+    "tracing.md",
+    "workers.md",
+}
 
 _FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 _NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(\S.*?)\s*-->$")

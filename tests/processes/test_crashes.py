@@ -1,0 +1,98 @@
+"""Worker processes that die or freeze mid-job: nothing is lost, and the lease fence decides
+which attempt's outcome counts."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import asyncpg
+
+from starlette_jobs import Jobs, JobStatus
+from tests.processes.conftest import StartWorker
+from tests.processes.support import count, read_run_log, wait_until
+from tests.processes.worker_app import work
+
+
+async def test_sigkill_mid_batch_loses_nothing_and_reruns_only_the_jobs_in_flight(
+    database_dsn: str, start_worker: StartWorker, run_log: Path, connection: asyncpg.Connection
+) -> None:
+    async with Jobs(database_dsn, queues={}) as jobs:
+        ids = await work.enqueue_many([{"n": n, "seconds": 0.05} for n in range(300)])
+        first = start_worker("--queue", "default=20", "--lease-duration", "2", dsn=database_dsn)
+        await asyncio.to_thread(
+            wait_until, lambda: sum(count(read_run_log(run_log), "done").values()) >= 60,
+            what="the first worker to finish 60 jobs",
+        )  # fmt: skip
+        first.send(signal.SIGKILL)
+        assert first.wait() == -signal.SIGKILL
+        # The dead worker changes nothing any more: its running rows are the jobs in flight.
+        in_flight = {
+            int(n)
+            for (n,) in await connection.fetch(
+                "SELECT payload->>'n' FROM starlette_jobs WHERE status = 'running'"
+            )
+        }
+        assert 0 < len(in_flight) <= 20
+
+        second = start_worker(
+            "--queue", "default=20", "--lease-duration", "2", "--burst", dsn=database_dsn
+        )
+        assert await asyncio.to_thread(second.wait) == 0, second.output
+        records = [await jobs.get(job_id) for job_id in ids]
+
+    assert all(r is not None and r.status is JobStatus.SUCCEEDED for r in records)
+    events = read_run_log(run_log)
+    starts = count(events, "start")
+    ran_twice = {n for n, times in starts.items() if times > 1}
+    print(f"{len(in_flight)} job(s) in flight at the kill, {len(ran_twice)} ran twice")
+    assert sorted(starts) == list(range(300))
+    assert ran_twice == in_flight
+    assert max(starts.values()) == 2
+    for record in records:
+        assert record is not None
+        n = record.arguments["n"]
+        assert record.attempts == (2 if n in in_flight else 1)
+        if n in in_flight:
+            assert "lease expired" in record.errors[0]["error"]
+
+
+async def test_a_stalled_worker_is_fenced_off_and_keeps_working_when_it_resumes(
+    database_dsn: str, start_worker: StartWorker, run_log: Path
+) -> None:
+    async with Jobs(database_dsn, queues={}) as jobs:
+        stalled = start_worker("--lease-duration", "1", dsn=database_dsn)
+        await asyncio.to_thread(stalled.wait_for, "started on queues")
+        job_id = await work.enqueue(n=1, seconds=2.5)
+        await asyncio.to_thread(
+            wait_until, lambda: count(read_run_log(run_log), "start")[1] == 1, what="job start"
+        )
+        stalled.send(signal.SIGSTOP)
+        await asyncio.sleep(2)  # twice the lease: it expires while the process is frozen
+
+        rescuer = start_worker("--lease-duration", "1", "--burst", dsn=database_dsn)
+        assert await asyncio.to_thread(rescuer.wait) == 0, rescuer.output
+        taken_over = await jobs.get(job_id)
+        assert taken_over is not None
+        assert taken_over.status is JobStatus.SUCCEEDED
+        assert taken_over.result == rescuer.pid
+        assert taken_over.attempts == 2
+
+        stalled.send(signal.SIGCONT)
+        # Its attempt's time is up: either its heartbeat finds the lease gone and cancels the
+        # attempt, or the attempt ends first and the fence refuses its outcome. Both are logged.
+        await asyncio.to_thread(stalled.wait_for, "no longer holds its lease")
+        assert await jobs.get(job_id) == taken_over
+
+        # Still a healthy worker: it runs the next job.
+        next_id = await work.enqueue(n=2)
+        await asyncio.to_thread(
+            wait_until, lambda: count(read_run_log(run_log), "done")[2] == 1, what="next job"
+        )
+        stalled.send(signal.SIGTERM)
+        assert await asyncio.to_thread(stalled.wait) == 0, stalled.output
+        after = await jobs.get(next_id)
+    assert after is not None
+    assert after.status is JobStatus.SUCCEEDED
+    assert after.result == stalled.pid

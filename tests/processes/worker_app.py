@@ -1,0 +1,92 @@
+"""The worker module the process tests start with `python -m starlette_jobs worker`.
+
+Every job appends "<event> <n> <pid> <attempt>" lines to the file named by $RUN_LOG, so a test
+can tell which process ran what, how often, and whether it got to the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from starlette_jobs import Jobs, Retry, current_job, job
+
+jobs = Jobs(queues={"default": 10}, poll_interval=0.2)
+
+
+def log(event: str, n: int) -> None:
+    me = current_job()
+    attempt = me.attempt if me is not None else 0
+    line = f"{event} {n} {os.getpid()} {attempt} {time.time():.6f}\n".encode()
+    # One short write per line with O_APPEND: lines from several processes never interleave.
+    fd = os.open(os.environ["RUN_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0.1))
+async def work(n: int, seconds: float = 0.0) -> int:
+    log("start", n)
+    await asyncio.sleep(seconds)
+    log("done", n)
+    return os.getpid()
+
+
+@job(queue="other", retry=Retry.fixed(max_attempts=3, delay=0.1))
+async def other_work(n: int, seconds: float = 0.0) -> int:
+    log("start", n)
+    await asyncio.sleep(seconds)
+    log("done", n)
+    return os.getpid()
+
+
+@job(timeout=0.5, retry=Retry.fixed(max_attempts=2, delay=0.1))
+async def hang(n: int) -> None:
+    log("start", n)
+    await asyncio.sleep(3600)
+
+
+@job(retry=Retry.none())
+async def stubborn(n: int) -> None:
+    """Ignores every cancellation: the worst a job can do to shutdown."""
+    log("start", n)
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            log("ignored-cancel", n)
+
+
+class Custom(BaseException):
+    pass
+
+
+@job(retry=Retry.none())
+async def poison(n: int, kind: str) -> None:
+    log("start", n)
+    if kind == "system-exit":
+        raise SystemExit(3)
+    if kind == "keyboard-interrupt":
+        raise KeyboardInterrupt
+    if kind == "base-exception":
+        raise Custom("not an Exception")
+    if kind == "generator-exit":
+        raise GeneratorExit
+    if kind == "self-cancel":
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(1)
+    if kind == "inner-cancel":
+        inner = asyncio.create_task(asyncio.sleep(10))
+        inner.cancel()
+        await inner
+    raise AssertionError(f"unknown kind {kind}")
+
+
+@job(retry=Retry.none())
+def poison_in_thread(n: int) -> None:
+    raise SystemExit(4)
