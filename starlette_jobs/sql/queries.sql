@@ -72,8 +72,12 @@ SELECT array_agg(id ORDER BY id) AS ids,
 
 -- name: claim_batch
 -- Takes up to $2 due pending jobs of one queue for this worker, skipping rows another worker
--- is claiming at the same moment, and leases them.
--- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds
+-- is claiming at the same moment, and leases them. The ids go to the UPDATE as one array, so
+-- that the plan is the same whatever $2 is: the claim connection reuses one generic plan
+-- instead of planning every claim (see _store.py).
+-- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
+-- $5 the lease token of this claim (fresh for every claim; its jobs share it, and every fenced
+-- statement matches the job id and the token together)
 WITH picked AS (
     SELECT id FROM starlette_jobs
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
@@ -85,11 +89,10 @@ UPDATE starlette_jobs AS job
    SET status = 'running',
        attempts = job.attempts + 1,
        worker_id = $3,
-       lease_token = gen_random_uuid(),
+       lease_token = $5,
        lease_expires_at = now() + make_interval(secs => $4),
        started_at = now()
-  FROM picked
- WHERE job.id = picked.id
+ WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
           job.max_attempts, job.lease_token, job.trace_context::text AS trace_context;
 
