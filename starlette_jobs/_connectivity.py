@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 import asyncpg
 
@@ -40,13 +39,29 @@ class Backoff:
         self._next = min(self._next * 2, self._cap)
 
 
-@contextmanager
-def unavailable_as_error(action: str) -> Iterator[None]:
-    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`."""
-    try:
-        yield
-    except DATABASE_ERRORS as error:
-        detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        raise DatabaseUnavailableError(
-            f"could not {action}: PostgreSQL is unreachable or stopped answering ({detail})"
-        ) from error
+class unavailable_as_error:  # lower case: used like the context-manager function it was
+    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`.
+
+    A class rather than a generator: every enqueue enters one, and this costs a third as much.
+    """
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: str) -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is not None and isinstance(error, DATABASE_ERRORS):
+            detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            raise DatabaseUnavailableError(
+                f"could not {self._action}: PostgreSQL is unreachable or stopped answering "
+                f"({detail})"
+            ) from error

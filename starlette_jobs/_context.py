@@ -33,7 +33,7 @@ def current_job() -> RunningJob | None:
     return _current.get()
 
 
-class running:
+class running:  # lower case: used like the context-manager function it was
     """Makes `job` the current job for the duration of the block. A class rather than a
     generator: the worker enters one per attempt, and this costs a third as much."""
 

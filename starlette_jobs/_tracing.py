@@ -57,7 +57,8 @@ class Tracing:
         """A PRODUCER span around the insert; the scope carries what is stored with the job."""
         if not self._sdk_installed():
             # What the no-op tracer's span would carry: the current context as it is.
-            return nullcontext(SendScope(trace.get_current_span(), _stored_carrier()))
+            # Nothing records: the span is only there to be handed the job ids, in vain.
+            return nullcontext(SendScope(trace.INVALID_SPAN, _stored_carrier()))
         return self._send_span(queue, job_name)
 
     @contextmanager

@@ -23,6 +23,7 @@ PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 EXPECTED_DOCS = {
     "getting-started.md",
     "jobs-and-retries.md",
+    "performance.md",
     "reliability.md",
     "tracing.md",
     "workers.md",
