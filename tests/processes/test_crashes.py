@@ -48,7 +48,9 @@ async def test_sigkill_mid_batch_loses_nothing_and_reruns_only_the_jobs_in_fligh
     ran_twice = {n for n, times in starts.items() if times > 1}
     print(f"{len(in_flight)} job(s) in flight at the kill, {len(ran_twice)} ran twice")
     assert sorted(starts) == list(range(300))
-    assert ran_twice == in_flight
+    # A job claimed just before the kill may not have started yet: it runs once, on the second
+    # worker. No job outside the claimed set ran twice.
+    assert ran_twice <= in_flight
     assert max(starts.values()) == 2
     for record in records:
         assert record is not None
