@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple, TypeAlias
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import asyncpg
 
@@ -259,7 +259,7 @@ class Store:
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
     ) -> list[Claim]:
         rows = await self._claimer.fetch(
-            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, uuid4()
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds
         )
         return [Claim(*row) for row in rows]
 

@@ -75,9 +75,7 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- is claiming at the same moment, and leases them. The ids go to the UPDATE as one array, so
 -- that the plan is the same whatever $2 is: the claim connection reuses one generic plan
 -- instead of planning every claim (see _store.py).
--- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
--- $5 the lease token of this claim (fresh for every claim; its jobs share it, and every fenced
--- statement matches the job id and the token together)
+-- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds
 WITH picked AS (
     SELECT id FROM starlette_jobs
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
@@ -89,7 +87,7 @@ UPDATE starlette_jobs AS job
    SET status = 'running',
        attempts = job.attempts + 1,
        worker_id = $3,
-       lease_token = $5,
+       lease_token = gen_random_uuid(),
        lease_expires_at = now() + make_interval(secs => $4),
        started_at = now()
  WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
