@@ -27,14 +27,15 @@ async def test_sigkill_mid_batch_loses_nothing_and_reruns_only_the_jobs_in_fligh
         )  # fmt: skip
         first.send(signal.SIGKILL)
         assert first.wait() == -signal.SIGKILL
-        # The dead worker changes nothing any more: its running rows are the jobs in flight.
+        # The dead worker changes nothing any more: its running rows are the jobs in flight,
+        # those it was running and those whose outcome it had not written yet.
         in_flight = {
             int(n)
             for (n,) in await connection.fetch(
                 "SELECT payload->>'n' FROM starlette_jobs WHERE status = 'running'"
             )
         }
-        assert 0 < len(in_flight) <= 20
+        assert in_flight
 
         second = start_worker(
             "--queue", "default=20", "--lease-duration", "2", "--burst", dsn=database_dsn
