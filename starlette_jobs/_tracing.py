@@ -9,6 +9,7 @@ CONSUMER span `process {queue}` is started as its child and with a link to it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
@@ -48,7 +49,7 @@ class Tracing:
         # Exact types: isinstance against these ABCs costs more than the rest of this together.
         provider = self._provider
         if provider is None or type(provider) is ProxyTracerProvider:
-            provider = trace.get_tracer_provider()
+            provider = _global_tracer_provider()
         return (
             type(provider) is not ProxyTracerProvider and type(provider) is not NoOpTracerProvider
         )
@@ -158,6 +159,22 @@ class ProcessScope:
         self._span.record_exception(error)
         self._span.set_attribute("error.type", type(error).__qualname__)
         self._span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+
+
+# Read once: OpenTelemetry loads a provider named by this variable on first use.
+_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+
+
+def _global_tracer_provider() -> trace.TracerProvider:
+    """`trace.get_tracer_provider()`, minus its look-up of the environment on every call while
+    no provider is set (an exception raised and caught inside os.environ, per job). It reads
+    the API's module global when there is one, and falls back to the public call otherwise."""
+    if not _PROVIDER_FROM_ENVIRONMENT and getattr(trace, "_TRACER_PROVIDER", False) is None:
+        return _PROXY
+    return trace.get_tracer_provider()
+
+
+_PROXY = ProxyTracerProvider()
 
 
 def _stored_carrier() -> str | None:
