@@ -79,7 +79,7 @@ def test_migrate_and_status(database_dsn: str, capsys: pytest.CaptureFixture[str
 
     asyncio.run(reset())
     assert main(["migrate", "--dsn", database_dsn]) == 0
-    assert "applied 0001_initial.sql" in capsys.readouterr().out
+    assert "applied 0001_initial.sql, 0002_autovacuum.sql" in capsys.readouterr().out
     assert main(["migrate", "--dsn", database_dsn]) == 0
     assert capsys.readouterr().out.strip() == "migrations up to date"
     assert main(["status", "tests.integration.cli_app:jobs", "--dsn", database_dsn]) == 0
