@@ -93,14 +93,6 @@ class NewJobs(NamedTuple):
 Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | _Lane"
 
 
-async def _keep_session(connection: asyncpg.Connection[Any]) -> None:
-    """The pool's reset, which asyncpg runs on every release after rolling back any transaction
-    left open. Its default sends UNLISTEN, RESET ALL, CLOSE ALL and an advisory unlock: a round
-    trip per statement, a third of the enqueue rate. The pool is this module's alone, and no
-    statement run through it leaves session state behind (no SET, LISTEN, cursor or session-level
-    advisory lock), so there is nothing to reset."""
-
-
 class _Lane:
     """A connection of its own for one hot path, used by one caller at a time; a caller that
     finds it busy uses the pool instead. Opened on first use (a process that never enqueues
@@ -125,13 +117,34 @@ class _Lane:
         if self._lock.locked():
             return await self._pool.fetch(query, *args)
         async with self._lock:
-            return await (await self._connected()).fetch(query, *args)
+            connection = await self._connected()
+            try:
+                return await connection.fetch(query, *args)
+            except asyncpg.PostgresError:
+                raise  # the server refused the statement: the connection is as good as before
+            except BaseException:
+                self._discard(connection)
+                raise
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         if self._lock.locked():
             return await self._pool.fetchval(query, *args)
         async with self._lock:
-            return await (await self._connected()).fetchval(query, *args)
+            connection = await self._connected()
+            try:
+                return await connection.fetchval(query, *args)
+            except asyncpg.PostgresError:
+                raise
+            except BaseException:
+                self._discard(connection)
+                raise
+
+    def _discard(self, connection: asyncpg.Connection[Any]) -> None:
+        """After a timeout, a cancellation or a driver error the connection may be mid-way
+        through a statement: like the pool when a reset fails, start afresh next time."""
+        if self._connection is connection:
+            self._connection = None
+        connection.terminate()
 
     async def _connected(self) -> asyncpg.Connection[Any]:
         if self._connection is None or self._connection.is_closed():
@@ -183,7 +196,6 @@ class Store:
             max_size=max_size,
             command_timeout=command_timeout,
             timeout=CONNECT_TIMEOUT,
-            reset=_keep_session,
         )
         return cls(pool, dsn, command_timeout)
 

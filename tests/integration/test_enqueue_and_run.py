@@ -361,3 +361,20 @@ async def test_retrying_a_job_whose_unique_key_is_taken_says_so(start_jobs: Star
         await record.configure(unique_key="k").enqueue(value=2)  # the key is free again
         with pytest.raises(UniqueKeyTakenError, match="unique key"):
             await jobs.retry(first)
+
+
+async def test_a_statement_cancelled_on_a_connection_of_its_own_leaves_the_next_one_working(
+    start_jobs: StartJobs,
+) -> None:
+    async with start_jobs(queues={}) as jobs:
+        lane = jobs.store._producer
+        slow = asyncio.create_task(lane.fetchval("SELECT pg_sleep(5)"))
+        await asyncio.sleep(0.3)
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        assert await lane.fetchval("SELECT 41 + 1") == 42
+        job_id = await record.enqueue(7)
+        stored = await jobs.get(job_id)
+        assert stored is not None
+        assert stored.arguments == {"value": 7}
