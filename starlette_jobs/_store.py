@@ -114,27 +114,22 @@ class _Lane:
         self._lock = asyncio.Lock()
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        if self._lock.locked():
-            return await self._pool.fetch(query, *args)
-        async with self._lock:
-            connection = await self._connected()
-            try:
-                return await connection.fetch(query, *args)
-            except asyncpg.PostgresError:
-                raise  # the server refused the statement: the connection is as good as before
-            except BaseException:
-                self._discard(connection)
-                raise
+        rows: list[asyncpg.Record] = await self._run("fetch", query, args)
+        return rows
 
     async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self._run("fetchval", query, args)
+
+    async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
+        """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""
         if self._lock.locked():
-            return await self._pool.fetchval(query, *args)
+            return await getattr(self._pool, method)(query, *args)
         async with self._lock:
             connection = await self._connected()
             try:
-                return await connection.fetchval(query, *args)
+                return await getattr(connection, method)(query, *args)
             except asyncpg.PostgresError:
-                raise
+                raise  # the server refused the statement: the connection is as good as before
             except BaseException:
                 self._discard(connection)
                 raise

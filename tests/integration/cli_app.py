@@ -6,6 +6,7 @@ import asyncio
 import os
 
 from starlette_jobs import Jobs, Retry, job
+from tests.processes.worker_app import append_to_run_log
 
 jobs = Jobs(queues={"default": 5}, poll_interval=0.2)
 
@@ -13,10 +14,4 @@ jobs = Jobs(queues={"default": 5}, poll_interval=0.2)
 @job(retry=Retry.fixed(max_attempts=3, delay=0.1))
 async def record_run(n: int) -> None:
     await asyncio.sleep(0.005)  # a little work, so both workers get a share
-    # One short write per line with O_APPEND: lines from two processes never interleave.
-    line = f"{n} {os.getpid()}\n".encode()
-    fd = os.open(os.environ["RUN_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_to_run_log(f"{n} {os.getpid()}\n")

@@ -15,16 +15,19 @@ from starlette_jobs import Jobs, Retry, current_job, job
 jobs = Jobs(queues={"default": 10}, poll_interval=0.2)
 
 
-def log(event: str, n: int) -> None:
-    me = current_job()
-    attempt = me.attempt if me is not None else 0
-    line = f"{event} {n} {os.getpid()} {attempt} {time.time():.6f}\n".encode()
+def append_to_run_log(line: str) -> None:
     # One short write per line with O_APPEND: lines from several processes never interleave.
     fd = os.open(os.environ["RUN_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
-        os.write(fd, line)
+        os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def log(event: str, n: int) -> None:
+    me = current_job()
+    attempt = me.attempt if me is not None else 0
+    append_to_run_log(f"{event} {n} {os.getpid()} {attempt} {time.time():.6f}\n")
 
 
 @job(retry=Retry.fixed(max_attempts=3, delay=0.1))
