@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
-import pydantic_core
 
 from ._errors import JobArgumentsError, JobDefinitionError
 
@@ -123,21 +122,13 @@ class ArgumentsModel:
             return None
         if self._many is None:
             # Built on the first batch, not at declaration: most jobs never see one.
-            # The list's own config decides how untyped floats are dumped: keep NaN/infinity.
-            self._many = pydantic.TypeAdapter(
-                list[self.model],  # type: ignore[name-defined]
-                config=pydantic.ConfigDict(ser_json_inf_nan="constants"),
-            )
+            self._many = pydantic.TypeAdapter(list[self.model])  # type: ignore[name-defined]
+        to_json = self._to_json
         try:
-            plain = self._many.dump_python(
-                self._many.validate_python(items),
-                mode="json",
-                by_alias=True,
-                include={"__all__": given},
-            )
+            # Each model straight to JSON, as `serialize` does: one call per item, no dicts.
             texts = [
-                pydantic_core.to_json(arguments, inf_nan_mode="constants").decode()
-                for arguments in plain
+                to_json(validated, by_alias=True, include=given).decode()
+                for validated in self._many.validate_python(items)
             ]
         except (pydantic.ValidationError, ValueError, TypeError):
             return None
