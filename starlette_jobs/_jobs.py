@@ -337,13 +337,9 @@ class Jobs:
 
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: builtins.list[str]) -> None:
         limit = self.config.max_payload_bytes
-        # Characters count at least one byte each: only long texts need a closer look.
-        quarter = limit // 4
-        for payload in payloads:
-            if len(payload) > quarter:
-                break
-        else:
-            return
+        # A character takes at most 4 bytes in UTF-8: only texts longer than a quarter of the
+        # limit can be over it, and only those are encoded to count their bytes.
+        longest_safe = limit // 4
         too_large = [
             {
                 "loc": (index,) if len(payloads) > 1 else (),
@@ -352,8 +348,7 @@ class Jobs:
                 "type": "payload_too_large",
             }
             for index, payload in enumerate(payloads)
-            # Characters count at least one byte each: only long texts need encoding.
-            if len(payload) > limit // 4 and (size := len(payload.encode())) > limit
+            if len(payload) > longest_safe and (size := len(payload.encode())) > limit
         ]
         if too_large:
             raise JobArgumentsError(job.name, too_large)
