@@ -23,6 +23,12 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def connection_lost(error: BaseException) -> bool:
+    """Whether `error` says the connection is gone (the server dropped it, or the network did),
+    rather than that a statement ran out of time on a connection that may still be good."""
+    return isinstance(error, DATABASE_ERRORS) and not isinstance(error, TimeoutError)
+
+
 class Backoff:
     """Exponential backoff with jitter, from 0.1 s up to 5 s."""
 

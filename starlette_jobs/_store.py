@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -13,6 +13,7 @@ from uuid import UUID
 
 import asyncpg
 
+from ._connectivity import connection_lost
 from ._errors import UniqueKeyTakenError
 from ._record import JobRecord, JobStatus
 
@@ -95,22 +96,26 @@ Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | _Lane"
 
 class _Lane:
     """A connection of its own for one hot path, used by one caller at a time; a caller that
-    finds it busy uses the pool instead. Opened on first use (a process that never enqueues
-    never opens the producer's), and again after the server dropped it. Statements run on it
-    one at a time, outside any transaction, so it keeps no state between them."""
+    finds it busy goes to the pool instead, through `pooled`. Opened on first use (a process
+    that never enqueues never opens the producer's), and again after the server dropped it.
+    Statements run on it one at a time, outside any transaction, so it keeps no state between
+    them."""
 
     def __init__(
         self,
-        pool: asyncpg.Pool[Any],
         dsn: str,
         command_timeout: float,
+        pooled: Callable[..., Awaitable[Any]],
+        on_connection_lost: Callable[[], Awaitable[None]],
         server_settings: dict[str, str] | None = None,
     ) -> None:
-        self._pool = pool
         self._dsn = dsn
         self._command_timeout = command_timeout
+        self._pooled = pooled
+        self._on_connection_lost = on_connection_lost
         self._server_settings = server_settings
         self._connection: asyncpg.Connection[Any] | None = None
+        self._expired = False
         self._lock = asyncio.Lock()
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
@@ -123,25 +128,35 @@ class _Lane:
     async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
         """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""
         if self._lock.locked():
-            return await getattr(self._pool, method)(query, *args)
+            return await self._pooled(method, query, *args)
         async with self._lock:
             connection = await self._connected()
             try:
                 return await getattr(connection, method)(query, *args)
-            except asyncpg.PostgresError:
-                raise  # the server refused the statement: the connection is as good as before
-            except BaseException:
-                self._discard(connection)
+            except BaseException as error:
+                lost = connection_lost(error)  # "terminating connection due to ..." is too
+                if lost or not isinstance(error, asyncpg.PostgresError):
+                    # Unless the server merely refused the statement, the connection is gone
+                    # or may be mid-way through it: like the pool when a reset fails, start
+                    # afresh next time.
+                    self._discard(connection)
+                if lost:
+                    await self._on_connection_lost()
                 raise
 
     def _discard(self, connection: asyncpg.Connection[Any]) -> None:
-        """After a timeout, a cancellation or a driver error the connection may be mid-way
-        through a statement: like the pool when a reset fails, start afresh next time."""
         if self._connection is connection:
             self._connection = None
         connection.terminate()
 
+    def expire(self) -> None:
+        """Open a new connection on next use: another one found the server gone."""
+        self._expired = True
+
     async def _connected(self) -> asyncpg.Connection[Any]:
+        if self._expired and self._connection is not None:
+            self._discard(self._connection)
+        self._expired = False
         if self._connection is None or self._connection.is_closed():
             self._connection = await asyncpg.connect(
                 self._dsn,
@@ -171,12 +186,19 @@ class Store:
         self._q = queries()
         # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
         # checkout costs a shielded task and timers per statement, and hops between backends.
-        self._producer = _Lane(pool, dsn, command_timeout)
+        self._producer = _Lane(dsn, command_timeout, self._write, self._connections_lost)
         # PostgreSQL keeps planning the claim afresh (a custom plan for each LIMIT), which costs
         # about as much as running it; its generic plan is as good. Only this connection runs
         # claims, so forcing generic plans here changes nothing else.
-        self._claimer = _Lane(pool, dsn, command_timeout, {"plan_cache_mode": "force_generic_plan"})
-        self._writer = _Lane(pool, dsn, command_timeout)
+        self._claimer = _Lane(
+            dsn,
+            command_timeout,
+            self._write,
+            self._connections_lost,
+            {"plan_cache_mode": "force_generic_plan"},
+        )
+        self._writer = _Lane(dsn, command_timeout, self._write, self._connections_lost)
+        self._lanes = (self._producer, self._claimer, self._writer)
 
     @classmethod
     async def open(
@@ -195,15 +217,45 @@ class Store:
         return cls(pool, dsn, command_timeout)
 
     async def close(self) -> None:
-        for lane in (self._producer, self._claimer, self._writer):
+        for lane in self._lanes:
             await lane.close()
         await self.pool.close()
 
     def terminate(self) -> None:
         """Closes every connection at once, without waiting for statements in flight."""
-        for lane in (self._producer, self._claimer, self._writer):
+        for lane in self._lanes:
             lane.terminate()
         self.pool.terminate()
+
+    async def _connections_lost(self) -> None:
+        """A connection found itself dropped. When the server restarts (or an operator ends
+        the backends) every connection is dropped, but asyncpg notices only once it reads the
+        closing, and until then a dropped connection is handed out and fails its statement,
+        not always with a connection error. Have all of them replaced on next use."""
+        await self.pool.expire_connections()
+        for lane in self._lanes:
+            lane.expire()
+
+    async def _read(self, method: str, query: str, *args: Any) -> Any:
+        """`pool.<method>(query, *args)` for a statement that changes nothing, run once more if
+        its connection turned out dropped: a read is safe to repeat."""
+        try:
+            return await getattr(self.pool, method)(query, *args)
+        except BaseException as error:
+            if not connection_lost(error):
+                raise
+        await self._connections_lost()
+        return await getattr(self.pool, method)(query, *args)
+
+    async def _write(self, method: str, query: str, *args: Any) -> Any:
+        """`pool.<method>(query, *args)` for a statement that changes rows. Not repeated if its
+        connection turned out dropped: the server may have run it before dropping it."""
+        try:
+            return await getattr(self.pool, method)(query, *args)
+        except BaseException as error:
+            if connection_lost(error):
+                await self._connections_lost()
+            raise
 
     async def migrate(self) -> list[str]:
         """Applies the migrations this database lacks, in one transaction; returns their names."""
@@ -280,57 +332,59 @@ class Store:
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
     ) -> set[int]:
         ids, tokens = zip(*held, strict=True)
-        rows = await self.pool.fetch(self._q["extend_leases"], ids, tokens, lease_seconds)
+        rows = await self._write("fetch", self._q["extend_leases"], ids, tokens, lease_seconds)
         return {row[0] for row in rows}
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         ids, tokens = zip(*held, strict=True)
-        rows = await self.pool.fetch(self._q["release_jobs"], ids, tokens)
+        rows = await self._write("fetch", self._q["release_jobs"], ids, tokens)
         return {row[0] for row in rows}
 
     async def release_job(self, job_id: int) -> bool:
-        return await self.pool.fetchrow(self._q["release_job"], job_id) is not None
+        return await self._write("fetchrow", self._q["release_job"], job_id) is not None
 
     async def release_worker_jobs(self, worker_id: str) -> list[int]:
-        rows = await self.pool.fetch(self._q["release_worker_jobs"], worker_id)
+        rows = await self._write("fetch", self._q["release_worker_jobs"], worker_id)
         return [row[0] for row in rows]
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
-        deleted: int = await self.pool.fetchval(self._q["prune_finished"], retention_seconds, limit)
+        deleted: int = await self._write(
+            "fetchval", self._q["prune_finished"], retention_seconds, limit
+        )
         return deleted
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
-        rows = await self.pool.fetch(self._q["rescue_expired"], limit)
+        rows = await self._write("fetch", self._q["rescue_expired"], limit)
         return [(row[0], row[1], JobStatus(row[2])) for row in rows]
 
     async def get_job(self, job_id: int) -> JobRecord | None:
-        row = await self.pool.fetchrow(self._q["get_job"], job_id)
+        row = await self._read("fetchrow", self._q["get_job"], job_id)
         return None if row is None else JobRecord.from_row(row)
 
     async def list_jobs(
         self, status: JobStatus | None, queue: str | None, limit: int
     ) -> list[JobRecord]:
-        rows = await self.pool.fetch(self._q["list_jobs"], status, queue, limit)
+        rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit)
         return [JobRecord.from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)
-        for status, jobs in await self.pool.fetch(self._q["count_by_status"], queue):
+        for status, jobs in await self._read("fetch", self._q["count_by_status"], queue):
             counts[JobStatus(status)] = jobs
         return counts
 
     async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
-        count: int = await self.pool.fetchval(
-            self._q["count_unfinished"], list(queues), horizon_seconds
+        count: int = await self._read(
+            "fetchval", self._q["count_unfinished"], list(queues), horizon_seconds
         )
         return count
 
     async def cancel_job(self, job_id: int) -> bool:
-        return await self.pool.fetchval(self._q["cancel_job"], job_id) is not None
+        return await self._write("fetchval", self._q["cancel_job"], job_id) is not None
 
     async def retry_job(self, job_id: int) -> bool:
         try:
-            return await self.pool.fetchrow(self._q["retry_job"], job_id) is not None
+            return await self._write("fetchrow", self._q["retry_job"], job_id) is not None
         except asyncpg.UniqueViolationError:
             raise UniqueKeyTakenError(
                 f"job {job_id} cannot be retried: another pending or running job holds its "
@@ -338,7 +392,7 @@ class Store:
             ) from None
 
     async def job_status(self, job_id: int) -> JobStatus | None:
-        status = await self.pool.fetchval(self._q["job_status"], job_id)
+        status = await self._read("fetchval", self._q["job_status"], job_id)
         return None if status is None else JobStatus(status)
 
     async def listen(
