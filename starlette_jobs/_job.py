@@ -13,7 +13,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import asyncpg
 
-from ._arguments import ArgumentsModel
+from ._arguments import ArgumentsSchema
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
 from ._retry import Retry
 
@@ -139,7 +139,7 @@ class Job(Generic[P, R]):
         self.priority = _check_priority(priority)
         self.non_retryable = non_retryable
         self.is_async = inspect.iscoroutinefunction(func)
-        self._arguments = ArgumentsModel(func, self.name)
+        self._arguments = ArgumentsSchema(func, self.name)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
