@@ -110,6 +110,22 @@ def test_too_many_positional_arguments_are_refused() -> None:
         typed_job.serialize_arguments((1, 2, 3, 4, 5, 6), {})
 
 
+class FiniteOnly(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(allow_inf_nan=False)
+    x: float
+
+
+@job
+async def takes_finite_only(m: FiniteOnly) -> None: ...
+
+
+def test_nan_inside_a_model_argument_is_refused_when_the_model_refuses_it() -> None:
+    # The guidance in docs/reliability.md (Known limits) for models that allow NaN by default.
+    with pytest.raises(JobArgumentsError, match="finite number"):
+        takes_finite_only.serialize_arguments((), {"m": {"x": math.nan}})
+    assert takes_finite_only.serialize_arguments((), {"m": {"x": 1.5}}) == '{"m":{"x":1.5}}'
+
+
 def test_values_json_cannot_hold_are_refused_even_untyped() -> None:
     @job
     async def untyped(data: Any) -> None: ...
