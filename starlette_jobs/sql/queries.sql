@@ -26,7 +26,7 @@ INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL,
 -- $9 whether to NOTIFY the queue's channel (false for delayed jobs)
 INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
-VALUES ($1, $2, $3::jsonb, $4, coalesce($6, now() + make_interval(secs => coalesce($5, 0))),
+VALUES ($1, $2, $3::jsonb, $4, coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
         $7, $8::jsonb)
 RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified;
 
@@ -40,7 +40,7 @@ WITH inserted AS (
     INSERT INTO starlette_jobs
         (name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key)
     VALUES ($1, $2, $3::jsonb, $4,
-            coalesce($6, now() + make_interval(secs => coalesce($5, 0))),
+            coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
             $7, $8::jsonb, $9)
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
     DO NOTHING
@@ -61,7 +61,7 @@ SELECT id, NULL FROM starlette_jobs
 WITH inserted AS (
     INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
     SELECT $1, $2, payload, $4,
-           coalesce($6, now() + make_interval(secs => coalesce($5, 0))), $7, $8::jsonb
+           coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))), $7, $8::jsonb
       FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS given(payload, position)
      ORDER BY position
     RETURNING id

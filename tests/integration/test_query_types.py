@@ -1,0 +1,75 @@
+"""What PostgreSQL infers for every parameter of sql/queries.sql, pinned.
+
+An untyped parameter takes the type of what it meets first: `coalesce($5, 0)` made a delay an
+integer, so 0.6 s became 0 and 2.9 s became 2. Each query is prepared on the real server and
+its parameter types compared with what the query's header says they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import job
+from starlette_jobs._store import queries
+from tests.conftest import StartJobs
+
+INSERT = ["text", "text", "jsonb", "int4", "float8", "timestamptz", "int4", "jsonb"]
+EXPECTED: dict[str, list[str]] = {
+    "lock_migrations": ["int8"],
+    "create_migrations_table": [],
+    "applied_migrations": [],
+    "record_migration": ["int4", "text"],
+    "insert_job": [*INSERT, "bool"],
+    "insert_unique_job": [*INSERT, "text", "bool"],
+    "insert_jobs": [*INSERT, "bool"],
+    "claim_batch": ["text", "int8", "text", "float8"],
+    "record_outcomes": ["int8[]", "uuid[]", "text[]", "float8[]", "text[]", "text[]"],
+    "extend_leases": ["int8[]", "uuid[]", "float8"],
+    "release_jobs": ["int8[]", "uuid[]"],
+    "release_job": ["int8"],
+    "release_worker_jobs": ["text"],
+    "prune_finished": ["float8", "int8"],
+    "rescue_expired": ["int8"],
+    "get_job": ["int8"],
+    "list_jobs": ["text", "text", "int8"],
+    "count_by_status": ["text"],
+    "count_unfinished": ["text[]", "float8"],
+    "cancel_job": ["int8"],
+    "retry_job": ["int8"],
+    "job_status": ["int8"],
+}
+
+
+async def test_every_query_parameter_has_the_type_its_header_promises(
+    connection: asyncpg.Connection[Any],
+) -> None:
+    inferred = {}
+    for name, text in queries().items():
+        statement = await connection.prepare(text)
+        inferred[name] = [parameter.name for parameter in statement.get_parameters()]
+    assert inferred == EXPECTED
+
+
+@job
+async def later(n: int) -> None: ...
+
+
+@pytest.mark.parametrize("delay", [0.6, 2.9, 10.99])
+async def test_a_fractional_delay_is_kept_to_the_millisecond(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any], delay: float
+) -> None:
+    async with start_jobs(queues={}):
+        single = await later.configure(delay=delay).enqueue(n=1)
+        unique = await later.configure(delay=delay, unique_key="k").enqueue(n=2)
+        batch = await later.configure(delay=delay).enqueue_many([{"n": 3}, {"n": 4}])
+    rows = await connection.fetch(
+        "SELECT extract(epoch FROM run_at - created_at)::float8 AS waits FROM starlette_jobs"
+        " WHERE id = ANY($1::bigint[])",
+        [single, unique, *batch],
+    )
+    assert len(rows) == 4
+    for row in rows:
+        assert row["waits"] == pytest.approx(delay, abs=0.05)
