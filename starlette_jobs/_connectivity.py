@@ -1,4 +1,5 @@
-"""What counts as "the database is unreachable", and how long to wait before trying again."""
+"""What counts as "the database is unreachable", how long to wait for it, and how long to wait
+before trying again."""
 
 from __future__ import annotations
 
@@ -9,6 +10,32 @@ from types import TracebackType
 import asyncpg
 
 from ._errors import DatabaseUnavailableError
+
+# Seconds to wait for a new connection: an unreachable server (a dropped route, a firewall that
+# swallows packets) fails a call in this time instead of asyncpg's default minute.
+CONNECT_TIMEOUT = 10.0
+# Seconds a statement on an open connection may go unanswered before the client gives up on it.
+# None of ours takes long, so this is what bounds a call on a network that went silent.
+STATEMENT_TIMEOUT = 10.0
+# The server gives a statement up at this share of the client's timeout: a statement the client
+# stopped waiting for (a claim stuck behind an operator's LOCK TABLE) can then never commit
+# later, behind its back.
+_SERVER_SHARE = 0.8
+
+
+def worker_statement_timeout(lease_duration: float) -> float:
+    """The client-side timeout of a worker's statements: a third of the lease (so a silently
+    dead connection is noticed, and replaced, while the leases it renews still hold), at most
+    `STATEMENT_TIMEOUT` and at least one second."""
+    return max(1.0, min(STATEMENT_TIMEOUT, lease_duration / 3))
+
+
+def session_settings(statement_timeout: float, purpose: str) -> dict[str, str]:
+    """Server settings for a connection whose statements the client waits `statement_timeout`
+    seconds for. `purpose` shows in `pg_stat_activity.application_name`."""
+    server_ms = max(1, int(statement_timeout * _SERVER_SHARE * 1000))
+    return {"statement_timeout": str(server_ms), "application_name": f"starlette_jobs {purpose}"}
+
 
 # Raised while PostgreSQL restarts or the network drops; the worker retries after these.
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (

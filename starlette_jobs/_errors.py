@@ -66,3 +66,8 @@ class DatabaseUnavailableError(StarletteJobsError, ConnectionError):
     connection dropped while the statement ran, the job may have been stored: give it a
     `unique_key` to make enqueueing again safe.
     """
+
+
+class SchemaVersionError(StarletteJobsError, RuntimeError):
+    """The database's schema is not the one this code knows: migrated by a newer release of
+    starlette-jobs (upgrade this one), or not migrated yet (run `starlette-jobs migrate`)."""

@@ -17,7 +17,12 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
-from ._connectivity import DATABASE_ERRORS, Backoff, unavailable_as_error
+from ._connectivity import (
+    DATABASE_ERRORS,
+    Backoff,
+    unavailable_as_error,
+    worker_statement_timeout,
+)
 from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
 from ._errors import (
     DatabaseUnavailableError,
@@ -38,7 +43,7 @@ from ._job import (
 from ._record import JobRecord, JobStatus
 from ._store import NewJobs, Store
 from ._tracing import Tracing
-from ._worker import Worker, WorkerSettings
+from ._worker import CLOSE_SECONDS, Worker, WorkerSettings
 
 logger = logging.getLogger("starlette_jobs")
 
@@ -170,7 +175,12 @@ class Jobs:
             raise RuntimeError("this Jobs instance is already started")
         self._dsn = await self._resolve_dsn()
         # min_size=0: opening the pool does not need the server; `_prepare` is the first use.
-        store = await Store.open(self._dsn, min_size=0, max_size=self.config.pool_max_size)
+        store = await Store.open(
+            self._dsn,
+            min_size=0,
+            max_size=self.config.pool_max_size,
+            worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
+        )
         try:
             await self._prepare(store)
         except DATABASE_ERRORS as error:
@@ -201,8 +211,11 @@ class Jobs:
             applied = await store.migrate()
             if applied:
                 logger.info("applied migrations: %s", ", ".join(applied))
+        else:
+            # A worker on a schema it does not know would fail every claim, forever.
+            await store.check_schema(complete=bool(self.config.queues))
         if self.config.queues:
-            worker = Worker(store, store.dsn, self._worker_settings(), self._tracing)
+            worker = Worker(store, self._worker_settings(), self._tracing)
             await worker.start()
             self._worker = worker
 
@@ -243,7 +256,7 @@ class Jobs:
             if self._store is not None:
                 store, self._store = self._store, None
                 try:
-                    await asyncio.wait_for(store.close(), timeout=10)
+                    await asyncio.wait_for(store.close(), timeout=CLOSE_SECONDS)
                 except TimeoutError:
                     store.terminate()
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -13,8 +12,14 @@ from uuid import UUID
 
 import asyncpg
 
-from ._connectivity import connection_lost
-from ._errors import UniqueKeyTakenError
+from ._connectivity import (
+    CONNECT_TIMEOUT,
+    STATEMENT_TIMEOUT,
+    connection_lost,
+    session_settings,
+)
+from ._errors import SchemaVersionError, UniqueKeyTakenError
+from ._lanes import Lane, Listener
 from ._record import JobRecord, JobStatus
 
 # pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
@@ -22,14 +27,6 @@ _MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
 _UNIQUE_KEY_TRIES = 5
-# Seconds to wait for a new connection: an unreachable server (a dropped route, a firewall that
-# swallows packets) fails a call in this time instead of asyncpg's default minute.
-CONNECT_TIMEOUT = 10.0
-
-
-def channel_for(queue: str) -> str:
-    """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`)."""
-    return f"starlette_jobs:{queue}"
 
 
 @cache
@@ -50,6 +47,24 @@ def migrations() -> list[tuple[int, str, str]]:
         if match:
             found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
     return sorted(found)
+
+
+def _check_schema_version(applied: set[int], *, missing_is_error: bool = False) -> None:
+    known = {version: name for version, name, _ in migrations()}
+    newer = sorted(applied - known.keys())
+    if newer:
+        raise SchemaVersionError(
+            f"the database's schema is newer than this code: it has migration {newer[-1]}, "
+            f"this version of starlette-jobs knows migrations up to {max(known)}. Upgrade "
+            "starlette-jobs here (a newer release migrated this database); the older code would "
+            "misread its rows"
+        )
+    missing = sorted(known.keys() - applied)
+    if missing and missing_is_error:
+        raise SchemaVersionError(
+            f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
+            "`starlette-jobs migrate`, or start Jobs with migrate=True"
+        )
 
 
 class Claim(NamedTuple):
@@ -91,130 +106,63 @@ class NewJobs(NamedTuple):
     notify: bool
 
 
-Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | _Lane"
-
-
-class _Lane:
-    """A connection of its own for one hot path, used by one caller at a time; a caller that
-    finds it busy goes to the pool instead, through `pooled`. Opened on first use (a process
-    that never enqueues never opens the producer's), and again after the server dropped it.
-    Statements run on it one at a time, outside any transaction, so it keeps no state between
-    them."""
-
-    def __init__(
-        self,
-        dsn: str,
-        command_timeout: float,
-        pooled: Callable[..., Awaitable[Any]],
-        on_connection_lost: Callable[[], Awaitable[None]],
-        server_settings: dict[str, str] | None = None,
-    ) -> None:
-        self._dsn = dsn
-        self._command_timeout = command_timeout
-        self._pooled = pooled
-        self._on_connection_lost = on_connection_lost
-        self._server_settings = server_settings
-        self._connection: asyncpg.Connection[Any] | None = None
-        self._expired = False
-        self._lock = asyncio.Lock()
-
-    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await self._run("fetch", query, args)
-        return rows
-
-    async def fetchval(self, query: str, *args: Any) -> Any:
-        return await self._run("fetchval", query, args)
-
-    async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
-        """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""
-        if self._lock.locked():
-            return await self._pooled(method, query, *args)
-        async with self._lock:
-            connection = await self._connected()
-            try:
-                return await getattr(connection, method)(query, *args)
-            except BaseException as error:
-                lost = connection_lost(error)  # "terminating connection due to ..." is too
-                if lost or not isinstance(error, asyncpg.PostgresError):
-                    # Unless the server merely refused the statement, the connection is gone
-                    # or may be mid-way through it: like the pool when a reset fails, start
-                    # afresh next time.
-                    self._discard(connection)
-                if lost:
-                    await self._on_connection_lost()
-                raise
-
-    def _discard(self, connection: asyncpg.Connection[Any]) -> None:
-        if self._connection is connection:
-            self._connection = None
-        connection.terminate()
-
-    def expire(self) -> None:
-        """Open a new connection on next use: another one found the server gone."""
-        self._expired = True
-
-    async def _connected(self) -> asyncpg.Connection[Any]:
-        if self._expired and self._connection is not None:
-            self._discard(self._connection)
-        self._expired = False
-        if self._connection is None or self._connection.is_closed():
-            self._connection = await asyncpg.connect(
-                self._dsn,
-                timeout=CONNECT_TIMEOUT,
-                command_timeout=self._command_timeout,
-                server_settings=self._server_settings,
-            )
-        return self._connection
-
-    async def close(self) -> None:
-        async with self._lock:
-            connection, self._connection = self._connection, None
-            if connection is not None and not connection.is_closed():
-                await connection.close()
-
-    def terminate(self) -> None:
-        if self._connection is not None:
-            self._connection.terminate()
+Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
 
 
 class Store:
     """Typed methods over one asyncpg pool, one per named query."""
 
-    def __init__(self, pool: asyncpg.Pool[Any], dsn: str, command_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool[Any],
+        dsn: str,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
         self.pool = pool
         self.dsn = dsn
+        self.worker_statement_timeout = worker_statement_timeout
         self._q = queries()
+
+        def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
+            return Lane(dsn, purpose, timeout, self._write, self._connections_lost, extra)
+
         # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
         # checkout costs a shielded task and timers per statement, and hops between backends.
-        self._producer = _Lane(dsn, command_timeout, self._write, self._connections_lost)
+        self._producer = lane("enqueue", statement_timeout)
         # PostgreSQL keeps planning the claim afresh (a custom plan for each LIMIT), which costs
         # about as much as running it; its generic plan is as good. Only this connection runs
         # claims, so forcing generic plans here changes nothing else.
-        self._claimer = _Lane(
-            dsn,
-            command_timeout,
-            self._write,
-            self._connections_lost,
-            {"plan_cache_mode": "force_generic_plan"},
+        self._claimer = lane(
+            "claims", worker_statement_timeout, {"plan_cache_mode": "force_generic_plan"}
         )
-        self._writer = _Lane(dsn, command_timeout, self._write, self._connections_lost)
-        self._lanes = (self._producer, self._claimer, self._writer)
+        self._writer = lane("outcomes", worker_statement_timeout)
+        # Lease renewals wait for nothing else: not for a busy outcome write, nor the pool.
+        self._leases = lane("leases", worker_statement_timeout)
+        self._lanes = (self._producer, self._claimer, self._writer, self._leases)
 
     @classmethod
     async def open(
-        cls, dsn: str, *, min_size: int, max_size: int, command_timeout: float = 30.0
+        cls,
+        dsn: str,
+        *,
+        min_size: int,
+        max_size: int,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
     ) -> Store:
-        """A pool on `dsn`. No statement of ours takes long; `command_timeout` keeps a hung
-        server or a silent network from blocking a worker (and its shutdown) forever.
+        """A pool on `dsn`. No statement of ours takes long: the timeouts keep a hung server or
+        a silent network from blocking a caller (or a worker's shutdown) for long.
         With `min_size=0` the pool opens without reaching the server."""
         pool = await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
-            command_timeout=command_timeout,
+            command_timeout=statement_timeout,
             timeout=CONNECT_TIMEOUT,
+            server_settings=session_settings(statement_timeout, "pool"),
         )
-        return cls(pool, dsn, command_timeout)
+        return cls(pool, dsn, statement_timeout, worker_statement_timeout)
 
     async def close(self) -> None:
         for lane in self._lanes:
@@ -270,6 +218,7 @@ class Store:
                 await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
                 await connection.execute(self._q["create_migrations_table"])
                 done = {row[0] for row in await connection.fetch(self._q["applied_migrations"])}
+                _check_schema_version(done)
                 for version, name, sql in migrations():
                     if version not in done:
                         await connection.execute(sql)
@@ -278,6 +227,15 @@ class Store:
         finally:
             await connection.close()
         return applied_now
+
+    async def check_schema(self, *, complete: bool) -> None:
+        """Raises `SchemaVersionError` if the database's schema is newer than this code, or,
+        with `complete`, if it lacks a migration (for a start with `migrate=False`)."""
+        try:
+            rows = await self._read("fetch", self._q["applied_migrations"])
+        except asyncpg.UndefinedTableError:
+            rows = []
+        _check_schema_version({row[0] for row in rows}, missing_is_error=complete)
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
@@ -330,10 +288,23 @@ class Store:
 
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-    ) -> set[int]:
+    ) -> dict[UUID, bool]:
+        """Renews the leases still held; returns, for each token that still holds its job,
+        whether its lease was renewed (False: the row was locked by another transaction, to
+        be tried again next round). A token left out has lost its job."""
         ids, tokens = zip(*held, strict=True)
-        rows = await self._write("fetch", self._q["extend_leases"], ids, tokens, lease_seconds)
-        return {row[0] for row in rows}
+        rows = await self._leases.fetch(self._q["extend_leases"], ids, tokens, lease_seconds)
+        return {row[0]: row[1] for row in rows}
+
+    async def release_unknown_claims(
+        self, queue: str, worker_id: str, known: Sequence[UUID]
+    ) -> list[int]:
+        """Gives back, attempt included, the jobs of `queue` that this worker holds under a
+        lease token it does not know: a claim that committed after its answer was lost."""
+        rows = await self._write(
+            "fetch", self._q["release_unknown_claims"], queue, worker_id, list(known)
+        )
+        return [row[0] for row in rows]
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         ids, tokens = zip(*held, strict=True)
@@ -395,13 +366,6 @@ class Store:
         status = await self._read("fetchval", self._q["job_status"], job_id)
         return None if status is None else JobStatus(status)
 
-    async def listen(
-        self, dsn: str, queues: Sequence[str], on_notify: Callable[[str], None]
-    ) -> asyncpg.Connection[Any]:
+    async def listen(self, queues: Sequence[str], on_notify: Callable[[str], None]) -> Listener:
         """A connection of its own that calls `on_notify(queue)` when a queue's channel fires."""
-        connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
-        for queue in queues:
-            await connection.add_listener(
-                channel_for(queue), lambda *_args, queue=queue: on_notify(queue)
-            )
-        return connection
+        return await Listener.open(self.dsn, self.worker_statement_timeout, queues, on_notify)

@@ -1,4 +1,9 @@
-"""The worker: per-queue claim loops, bounded concurrency, leases, wake-ups, drain and shutdown."""
+"""The worker: per-queue claim loops, bounded concurrency, drain and shutdown.
+
+Everything it tracks about a running job belongs to that attempt's lease token, never to the
+job id: the same job can come back to this worker (after a release, or a rescue while this
+worker was frozen) while a stale copy of it still runs here.
+"""
 
 from __future__ import annotations
 
@@ -11,27 +16,24 @@ import socket
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import asyncpg
+from uuid import UUID
 
 from ._attempt import run_attempt
 from ._connectivity import DATABASE_ERRORS, Backoff
 from ._errors import UnknownJobError
 from ._job import registered_job
+from ._leases import Held, LeaseKeeper
 from ._outcomes import OutcomeWriter
 from ._store import Claim, Store
 from ._tracing import Tracing
+from ._upkeep import Upkeep, Wakeups
 
 logger = logging.getLogger("starlette_jobs.worker")
 
-_RESCUE_LIMIT = 1000
-# Retention deletes in batches of this many rows, so no statement holds locks for long.
-_PRUNE_BATCH = 1000
-_PRUNE_BATCHES_PER_ROUND = 20
-# How long shutdown waits for a statement in flight (a claim, the last outcomes) before giving up
-# on it; the database may hang or be gone.
-_STATEMENT_TIMEOUT = 10.0
+# How long a cancelled job gets to unwind at shutdown before it is left behind.
+_UNWIND_SECONDS = 0.5
+# How long closing the connections may take at the end of a shutdown before they are cut.
+CLOSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,11 @@ class _QueueState:
     name: str
     concurrency: int
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    running: dict[int, tuple[asyncio.Task[None], Claim]] = field(default_factory=dict)
+    running: dict[UUID, tuple[asyncio.Task[None], Claim]] = field(default_factory=dict)
+    """The attempts running now, by lease token."""
+    # A claim failed: it may have committed on the server all the same (its answer was lost).
+    # Its jobs are given back before this queue claims again.
+    claim_may_be_lost: bool = False
     # False once a claim came back short: until a NOTIFY or a poll, a freed slot need not
     # trigger another claim.
     may_have_more: bool = True
@@ -69,23 +75,25 @@ class _QueueState:
 class Worker:
     """Claims and runs jobs of the configured queues until `stop` is called."""
 
-    def __init__(self, store: Store, dsn: str, settings: WorkerSettings, tracing: Tracing) -> None:
+    def __init__(self, store: Store, settings: WorkerSettings, tracing: Tracing) -> None:
         self.worker_id = new_worker_id()
         self._store = store
-        self._dsn = dsn
         self._settings = settings
         self._tracing = tracing
         self._queues = {
             name: _QueueState(name, concurrency) for name, concurrency in settings.queues.items()
         }
         self._outcomes = OutcomeWriter(store)
+        self._leases = LeaseKeeper(store, settings.lease_duration, self._held, self._lost)
+        self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
+        self._wakeups = Wakeups(
+            store, list(self._queues), self.wake, store.worker_statement_timeout / 2
+        )
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
-        self._maintenance: asyncio.Task[None] | None = None
-        self._listener: asyncpg.Connection[Any] | None = None
         # Attempts this worker cancelled (shutdown, lost lease), as opposed to a job that
         # cancelled itself.
-        self._cancelled: set[int] = set()
+        self._cancelled: set[UUID] = set()
         # Attempts still running in a task or thread after shutdown gave up on them.
         self.abandoned = 0
 
@@ -96,22 +104,23 @@ class Worker:
     async def start(self) -> None:
         try:
             self._outcomes.start()
-            await self._listen()
+            await self._wakeups.start()
             for state in self._queues.values():
                 self._tasks.append(
                     asyncio.create_task(
                         self._claim_loop(state), name=f"starlette_jobs claim {state.name}"
                     )
                 )
-            self._maintenance = asyncio.create_task(self._maintain(), name="starlette_jobs leases")
+            self._leases.start()
+            self._upkeep.start()
         except BaseException:
             # Nothing may outlive a start that failed: the pool is closed next.
-            for task in (*self._tasks, self._maintenance):
-                if task is not None:
-                    task.cancel()
+            for task in self._tasks:
+                task.cancel()
+            await self._leases.stop()
+            await self._upkeep.stop()
             await self._outcomes.stop(timeout=0)
-            if self._listener is not None:
-                self._listener.terminate()
+            self._wakeups.terminate()
             raise
         logger.info("worker %s started on queues %s", self.worker_id, dict(self._settings.queues))
 
@@ -136,17 +145,24 @@ class Worker:
             if free > 0:
                 wanted = min(free, settings.batch_size)
                 try:
+                    if state.claim_may_be_lost:
+                        await self._release_lost_claims(state)
                     claims = await self._store.claim_batch(
                         state.name, wanted, self.worker_id, settings.lease_duration
                     )
-                except DATABASE_ERRORS as error:
-                    logger.warning("claiming from queue %r failed, retrying: %s", state.name, error)
-                    await backoff.wait()
-                    continue
-                except Exception:
-                    # E.g. a read-only server after a failover, or too many connections: the
-                    # loop must outlive them, or the process looks healthy and never claims.
-                    logger.exception("claiming from queue %r failed, retrying", state.name)
+                except BaseException as error:
+                    state.claim_may_be_lost = True
+                    if not isinstance(error, Exception):
+                        raise  # cancelled: shutdown gave up on this claim
+                    if isinstance(error, DATABASE_ERRORS):
+                        logger.warning(
+                            "claiming from queue %r failed, retrying: %s", state.name, error
+                        )
+                    else:
+                        # E.g. a read-only server after a failover, or too many connections:
+                        # the loop must outlive them, or the process looks healthy and never
+                        # claims.
+                        logger.exception("claiming from queue %r failed, retrying", state.name)
                     await backoff.wait()
                     continue
                 backoff.reset()
@@ -156,7 +172,7 @@ class Worker:
                     return
                 for claim in claims:
                     task = asyncio.create_task(self._execute(state, claim))
-                    state.running[claim.id] = (task, claim)
+                    state.running[claim.lease_token] = (task, claim)
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more and len(state.running) < state.concurrency:
                     continue
@@ -168,12 +184,27 @@ class Worker:
             if not state.wake.is_set():
                 state.may_have_more = True  # the poll: delayed jobs may have come due
 
+    async def _release_lost_claims(self, state: _QueueState) -> None:
+        """A claim of this queue failed on the client's side, yet may have committed: its jobs
+        would sit `running` under a lease nobody renews, and lose an attempt at rescue without
+        having run. Give back every job of the queue held under a token this worker does not
+        know. No other claim of this queue is in flight meanwhile (this loop makes them)."""
+        known = [token for _, token in self._held()]
+        released = await self._store.release_unknown_claims(state.name, self.worker_id, known)
+        state.claim_may_be_lost = False
+        if released:
+            logger.warning(
+                "queue %r: gave back %d job(s) of a claim whose answer was lost: %s",
+                state.name, len(released), released,
+            )  # fmt: skip
+
     async def _execute(self, state: _QueueState, claim: Claim) -> None:
+        token = claim.lease_token
         try:
-            outcome = await run_attempt(claim, self._tracing, lambda: claim.id in self._cancelled)
+            outcome = await run_attempt(claim, self._tracing, lambda: token in self._cancelled)
         finally:
-            self._cancelled.discard(claim.id)
-            del state.running[claim.id]
+            self._cancelled.discard(token)
+            del state.running[token]
             if state.may_have_more:
                 state.wake.set()
         self._outcomes.add(outcome)
@@ -182,83 +213,41 @@ class Worker:
             # may claim it, and the poll still covers a retry whose wake-up is lost.
             asyncio.get_running_loop().call_later(outcome.retry_delay, self.wake, state.name)
 
-    # -- leases, rescue and the LISTEN connection -----------------------------------------------
+    # -- leases -------------------------------------------------------------------------------
 
-    async def _listen(self) -> None:
-        try:
-            self._listener = await self._store.listen(self._dsn, list(self._queues), self.wake)
-        except Exception as error:  # unreachable, too many connections...: polling still works
-            self._listener = None
-            logger.warning("LISTEN connection failed, polling until it is back: %s", error)
+    def _held(self) -> Held:
+        """Leases to keep: running attempts', and those of attempts that ended but whose outcome
+        is not written yet (a long outage must not hand finished jobs to another worker)."""
+        held = [(claim.id, token) for state in self._queues.values()
+                for token, (_, claim) in state.running.items()]  # fmt: skip
+        held.extend(self._outcomes.held())
+        return held
 
-    async def _maintain(self) -> None:
-        """Extends this worker's leases, rescues jobs whose lease expired, keeps LISTEN alive."""
-        interval = self._settings.lease_duration / 3
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self._extend_leases()
-                await self._rescue_expired()
-                await self._prune_finished()
-                if self._listener is None or self._listener.is_closed():
-                    await self._listen()
-                    for queue in self._queues:
-                        self.wake(queue)  # notifications may have been missed meanwhile
-            except DATABASE_ERRORS as error:
-                logger.warning("lease upkeep failed, retrying in %.1f s: %s", interval, error)
-            except Exception:
-                logger.exception("lease upkeep failed, retrying in %.1f s", interval)
+    def _lost(self, job_id: int, token: UUID) -> None:
+        """The job is no longer held under this attempt's token: another worker may be running
+        it now, so stop this copy's side effects early."""
+        attempt = self._attempt(token)
+        logger.warning(
+            "job %s: this worker no longer holds its lease (it expired and the job was "
+            "rescued, or it was released)%s",
+            job_id, "; cancelling this worker's attempt" if attempt else "",
+        )  # fmt: skip
+        if attempt is not None:
+            self._cancel(token, attempt)
 
-    async def _extend_leases(self) -> None:
-        running = self._running_claims()
-        tasks = {claim.id: task for task, claim in running}
-        held = [(claim.id, claim.lease_token) for _, claim in running] + self._outcomes.held()
-        if not held:
-            return
-        kept = await self._store.extend_leases(held, self._settings.lease_duration)
-        # An outcome written while the extension was in flight cleared its lease: not a loss.
-        still_held = {claim.id for _, claim in self._running_claims()}
-        still_held.update(job_id for job_id, _ in self._outcomes.held())
-        for job_id, _ in held:
-            if job_id in kept or job_id not in still_held:
-                continue
-            task = tasks.get(job_id)
-            logger.warning(
-                "job %s: this worker no longer holds its lease (it expired and the job was "
-                "rescued, or it was released)%s",
-                job_id, "; cancelling this worker's attempt" if task else "",
-            )  # fmt: skip
-            if task is not None:
-                # Another worker may be running it now: stop this copy's side effects early.
-                self._cancel(job_id, task)
+    def _attempt(self, token: UUID) -> asyncio.Task[None] | None:
+        for state in self._queues.values():
+            if token in state.running:
+                return state.running[token][0]
+        return None
 
-    def _cancel(self, job_id: int, task: asyncio.Task[None]) -> None:
-        self._cancelled.add(job_id)
+    def _cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
+        self._cancelled.add(token)
         task.cancel()
 
-    def _running_claims(self) -> list[tuple[asyncio.Task[None], Claim]]:
-        return [entry for state in self._queues.values() for entry in state.running.values()]
-
-    async def _rescue_expired(self) -> None:
-        rescued = await self._store.rescue_expired(_RESCUE_LIMIT)
-        for job_id, queue, status in rescued:
-            logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
-            self.wake(queue)
-
-    async def _prune_finished(self) -> None:
-        """Deletes jobs finished longer than the retention ago, a bounded amount per round, so
-        upkeep stays short; a backlog is worked off over the next rounds."""
-        retention = self._settings.retention
-        if retention is None:
-            return
-        deleted = 0
-        for _ in range(_PRUNE_BATCHES_PER_ROUND):
-            batch = await self._store.prune_finished(retention, _PRUNE_BATCH)
-            deleted += batch
-            if batch < _PRUNE_BATCH or self._stopping:
-                break
-        if deleted:
-            logger.info("deleted %d job(s) finished more than %.0f s ago", deleted, retention)
+    def _running_claims(self) -> dict[asyncio.Task[None], Claim]:
+        return {task: claim for state in self._queues.values()
+                for task, claim in state.running.values()}  # fmt: skip
 
     # -- drain and shutdown -------------------------------------------------------------------
 
@@ -285,17 +274,18 @@ class Worker:
                     await asyncio.wait_for(self._outcomes.written.wait(), 0.05)
 
     async def stop(self) -> None:
-        """Stops claiming, gives running jobs the grace period, then releases what is left."""
+        """Stops claiming, gives running jobs the grace period, then releases what is left.
+
+        Takes at most the grace period, plus `_UNWIND_SECONDS`, plus one worker statement
+        timeout for the last writes (releases, outcomes, a claim in flight): on a network that
+        went silent, the jobs not released are left to lease expiry.
+        """
         self._stopping = True
         for state in self._queues.values():
             state.wake.set()
-        # A claim in flight finishes (and its jobs start) unless the database hangs.
-        if self._tasks:
-            _, hung = await asyncio.wait(self._tasks, timeout=_STATEMENT_TIMEOUT)
-            for task in hung:
-                task.cancel()
-
-        running = dict(self._running_claims())
+        # A claim in flight hands its jobs straight back (see the claim loop); no job starts
+        # after this point, so these are all the attempts the grace is for.
+        running = self._running_claims()
         if running:
             logger.info(
                 "waiting up to %.1f s for %d running job(s)",
@@ -304,45 +294,61 @@ class Worker:
             )
             _, unfinished = await asyncio.wait(running, timeout=self._settings.shutdown_grace)
             for task in unfinished:
-                self._cancel(running[task].id, task)
+                self._cancel(running[task].lease_token, task)
             if unfinished:
                 # Well-behaved jobs unwind at once; one that ignores cancellation is left behind,
                 # and so is a sync job: its thread cannot be interrupted.
-                await asyncio.wait(unfinished, timeout=0.5)
+                await asyncio.wait(unfinished, timeout=_UNWIND_SECONDS)
                 self.abandoned = sum(
                     1
                     for task in unfinished
                     if not task.done() or not _is_async_job(running[task].name)
                 )
-                # A job that caught the cancellation and returned has its outcome buffered:
-                # release only the jobs that are still running or ended cancelled.
-                await self._release(
-                    [
-                        (running[task].id, running[task].lease_token)
-                        for task in unfinished
-                        if not task.done() or task.cancelled()
-                    ]
-                )
-        await self._outcomes.stop(timeout=_STATEMENT_TIMEOUT)
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            await asyncio.gather(self._maintenance, return_exceptions=True)
-        if self._listener is not None and not self._listener.is_closed():
-            try:
-                await self._listener.close(timeout=5)
-            except Exception:  # closing a connection the server already dropped
-                self._listener.terminate()
+        else:
+            unfinished = set()
+        # A job that caught the cancellation and returned has its outcome buffered: release
+        # only the jobs that are still running or ended cancelled.
+        to_release = [
+            (running[task].id, running[task].lease_token)
+            for task in unfinished
+            if not task.done() or task.cancelled()
+        ]
+        budget = self._store.worker_statement_timeout
+        settled = asyncio.gather(
+            self._release(to_release),
+            self._outcomes.stop(timeout=budget),
+            asyncio.wait(self._tasks, timeout=budget) if self._tasks else asyncio.sleep(0),
+        )
+        try:
+            await asyncio.wait_for(settled, budget)
+        except TimeoutError:
+            logger.error(
+                "the database did not answer within %.1f s at shutdown; jobs not released are "
+                "left to their lease: once it expires, any worker runs them again, or fails "
+                "them if they have no attempt left",
+                budget,
+            )
+            await self._outcomes.stop(timeout=0)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._leases.stop()
+        await self._upkeep.stop()
+        try:
+            await asyncio.wait_for(self._wakeups.stop(), CLOSE_SECONDS)
+        except TimeoutError:
+            self._wakeups.terminate()
         logger.info("worker %s stopped", self.worker_id)
 
-    async def _release(self, held: list[tuple[int, Any]]) -> None:
+    async def _release(self, held: list[tuple[int, UUID]]) -> None:
         if not held:
             return
         try:
             released = await self._store.release_jobs(held)
         except Exception as error:  # shutdown goes on: the leases expire instead
             logger.error(
-                "could not release %d job(s) at shutdown (%s); they run again once their lease "
-                "expires",
+                "could not release %d job(s) at shutdown (%s); once their lease expires, any "
+                "worker runs them again, or fails them if they have no attempt left",
                 len(held),
                 error,
             )

@@ -20,6 +20,7 @@ def test_exported_names_are_pinned() -> None:
         "NotStartedError",
         "Retry",
         "RunningJob",
+        "SchemaVersionError",
         "StarletteJobsError",
         "UniqueKeyTakenError",
         "UnknownJobError",

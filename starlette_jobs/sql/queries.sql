@@ -121,13 +121,27 @@ UPDATE starlette_jobs AS job
 RETURNING job.id;
 
 -- name: extend_leases
--- Heartbeat for jobs this worker still runs; returns the ids whose lease it still holds.
+-- Heartbeat for jobs this worker still runs. It never waits on a row lock: a row another
+-- transaction holds (an operator's SELECT ... FOR UPDATE, a rescue in flight) is skipped this
+-- round. Returns each token that still holds its job, as the statement's snapshot shows it, and
+-- whether its lease was renewed; a token left out has lost its job.
 -- $1 ids, $2 lease tokens, $3 lease duration in seconds
-UPDATE starlette_jobs AS job
-   SET lease_expires_at = now() + make_interval(secs => $3)
-  FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
- WHERE job.id = held.id AND job.lease_token = held.lease_token
-RETURNING job.id;
+WITH held AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
+), lockable AS (
+    SELECT job.id FROM starlette_jobs AS job
+      JOIN held ON job.id = held.id AND job.lease_token = held.lease_token
+       FOR UPDATE OF job SKIP LOCKED
+), renewed AS (
+    UPDATE starlette_jobs AS job
+       SET lease_expires_at = now() + make_interval(secs => $3)
+      FROM lockable
+     WHERE job.id = lockable.id
+    RETURNING job.lease_token
+)
+SELECT held.lease_token, held.lease_token IN (SELECT lease_token FROM renewed) AS renewed
+  FROM held
+  JOIN starlette_jobs AS job ON job.id = held.id AND job.lease_token = held.lease_token;
 
 -- name: release_jobs
 -- Gives leased jobs back without using up an attempt (shutdown). Returns the ids released.
@@ -141,6 +155,21 @@ UPDATE starlette_jobs AS job
   FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
  WHERE job.id = held.id AND job.lease_token = held.lease_token
 RETURNING job.id;
+
+-- name: release_unknown_claims
+-- Running jobs of one queue that this worker holds under a lease token it does not know: a claim
+-- committed on the server after the worker stopped waiting for its answer (the connection
+-- dropped). They go back to pending with the attempt given back: they never started.
+-- $1 queue, $2 worker id, $3 the lease tokens the worker knows
+WITH released AS (
+    UPDATE starlette_jobs
+       SET status = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE queue = $1 AND worker_id = $2 AND status = 'running'
+       AND lease_token <> ALL($3::uuid[])
+    RETURNING id
+)
+SELECT id FROM released ORDER BY id;
 
 -- name: release_job
 -- An operator hands a running job back to pending, its attempt given back, whichever worker

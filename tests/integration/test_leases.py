@@ -34,7 +34,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_the_newer_attempt(
 
         late = Outcome(stale.id, stale.lease_token, JobStatus.SUCCEEDED, None, None, None)
         assert await store.record_outcomes([late]) == set()
-        assert await store.extend_leases([(stale.id, stale.lease_token)], 30) == set()
+        assert await store.extend_leases([(stale.id, stale.lease_token)], 30) == {}
         assert await store.release_jobs([(stale.id, stale.lease_token)]) == set()
         row = await connection.fetchrow("SELECT * FROM starlette_jobs WHERE id = $1", job_id)
         assert row is not None

@@ -249,13 +249,14 @@ class Lifecycle(RuleBasedStateMachine):
     def heartbeat(self, data: st.DataObject) -> None:
         worker = data.draw(st.sampled_from(self.holding()), label="worker")
         held = self.draw_held(data, worker)
-        still = {h.id for h in held if self.current(h)}
+        still = [h for h in held if self.current(h)]
         extended = self.call(
             self.store.extend_leases([(h.id, h.lease_token) for h in held], LEASE_SECONDS)
         )
-        assert extended == still
-        for job_id in still:
-            self.jobs[job_id].expired = False
+        # Nothing else holds a row lock here: every lease still held is renewed.
+        assert extended == {h.lease_token: True for h in still}
+        for h in still:
+            self.jobs[h.id].expired = False
 
     @precondition(lambda self: self.holding())
     @rule(data=st.data())

@@ -29,6 +29,7 @@ EXPECTED: dict[str, list[str]] = {
     "record_outcomes": ["int8[]", "uuid[]", "text[]", "float8[]", "text[]", "text[]"],
     "extend_leases": ["int8[]", "uuid[]", "float8"],
     "release_jobs": ["int8[]", "uuid[]"],
+    "release_unknown_claims": ["text", "text", "uuid[]"],
     "release_job": ["int8"],
     "release_worker_jobs": ["text"],
     "prune_finished": ["float8", "int8"],

@@ -1,0 +1,187 @@
+"""Connections of their own for the hot paths (enqueue, claims, outcomes, leases) and for LISTEN.
+
+Each is opened on first use and again after it was lost, and gives a statement up on the server
+before the client stops waiting for it (see `_connectivity.session_settings`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+from ._connectivity import CONNECT_TIMEOUT, connection_lost, session_settings
+
+
+def channel_for(queue: str) -> str:
+    """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`)."""
+    return f"starlette_jobs:{queue}"
+
+
+async def connect(
+    dsn: str, statement_timeout: float, purpose: str, extra: dict[str, str] | None = None
+) -> asyncpg.Connection[Any]:
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(
+        dsn,
+        timeout=CONNECT_TIMEOUT,
+        command_timeout=statement_timeout,
+        server_settings={**session_settings(statement_timeout, purpose), **(extra or {})},
+    )
+    return connection
+
+
+class Lane:
+    """A connection of its own for one hot path, used by one caller at a time; a caller that
+    finds it busy goes to the pool instead, through `pooled`. Opened on first use (a process
+    that never enqueues never opens the producer's), and again after it was lost or abandoned.
+    Statements run on it one at a time, outside any transaction, so it keeps no state between
+    them."""
+
+    def __init__(
+        self,
+        dsn: str,
+        purpose: str,
+        statement_timeout: float,
+        pooled: Callable[..., Awaitable[Any]],
+        on_connection_lost: Callable[[], Awaitable[None]],
+        extra_settings: dict[str, str] | None = None,
+    ) -> None:
+        self._dsn = dsn
+        self._purpose = purpose
+        self._statement_timeout = statement_timeout
+        self._pooled = pooled
+        self._on_connection_lost = on_connection_lost
+        self._extra_settings = extra_settings
+        self._connection: asyncpg.Connection[Any] | None = None
+        self._expired = False
+        self._lock = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        rows: list[asyncpg.Record] = await self._run("fetch", query, args)
+        return rows
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self._run("fetchval", query, args)
+
+    async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
+        """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""
+        if self._lock.locked():
+            return await self._pooled(method, query, *args)
+        async with self._lock:
+            connection = await self._connected()
+            try:
+                return await getattr(connection, method)(query, *args)
+            except BaseException as error:
+                lost = connection_lost(error)  # "terminating connection due to ..." is too
+                if lost or not isinstance(error, asyncpg.PostgresError):
+                    # Unless the server merely refused the statement, the connection is gone
+                    # or may be mid-way through it: start afresh next time.
+                    self._retire(connection, gracefully=not lost)
+                if lost:
+                    await self._on_connection_lost()
+                raise
+
+    def _retire(self, connection: asyncpg.Connection[Any], *, gracefully: bool) -> None:
+        if self._connection is connection:
+            self._connection = None
+        if not gracefully:
+            connection.terminate()
+            return
+        # A statement given up on (timed out, or its caller cancelled) may still be running on
+        # the server. asyncpg sends a cancel request for it; terminating the connection now
+        # would drop that request, so close it in the background instead.
+        task = asyncio.create_task(self._close_quietly(connection))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_quietly(self, connection: asyncpg.Connection[Any]) -> None:
+        try:
+            await asyncio.wait_for(connection.close(), self._statement_timeout)
+        except asyncio.CancelledError:
+            connection.terminate()
+            raise
+        except Exception:  # the network is gone: the server ends the statement on its own
+            connection.terminate()
+
+    def expire(self) -> None:
+        """Open a new connection on next use: another one found the server gone."""
+        self._expired = True
+
+    async def _connected(self) -> asyncpg.Connection[Any]:
+        if self._expired and self._connection is not None:
+            self._retire(self._connection, gracefully=False)
+        self._expired = False
+        if self._connection is None or self._connection.is_closed():
+            self._connection = await connect(
+                self._dsn, self._statement_timeout, self._purpose, self._extra_settings
+            )
+        return self._connection
+
+    async def close(self) -> None:
+        async with self._lock:
+            connection, self._connection = self._connection, None
+            if connection is not None and not connection.is_closed():
+                await connection.close(timeout=self._statement_timeout)
+        if self._closing:
+            await asyncio.wait(self._closing, timeout=self._statement_timeout)
+
+    def terminate(self) -> None:
+        if self._connection is not None:
+            self._connection.terminate()
+        for task in self._closing:
+            task.cancel()
+
+
+class Listener:
+    """The LISTEN connection: calls `on_notify(queue)` when a queue's channel fires."""
+
+    def __init__(self, connection: asyncpg.Connection[Any], statement_timeout: float) -> None:
+        self._connection = connection
+        self._statement_timeout = statement_timeout
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        statement_timeout: float,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+    ) -> Listener:
+        connection = await connect(dsn, statement_timeout, "listen")
+        try:
+            for queue in queues:
+                await connection.add_listener(
+                    channel_for(queue), lambda *_args, queue=queue: on_notify(queue)
+                )
+        except BaseException:
+            connection.terminate()
+            raise
+        return cls(connection, statement_timeout)
+
+    async def alive(self, timeout: float) -> bool:
+        """Whether the server still answers on this connection within `timeout` seconds. An
+        idle connection whose network went silent would otherwise look open, and notifications
+        would never come."""
+        if self._connection.is_closed():
+            return False
+        try:
+            await self._connection.execute("SELECT 1", timeout=timeout)
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._connection.is_closed():
+            return
+        try:
+            await self._connection.close(timeout=self._statement_timeout)
+        except Exception:  # the server already dropped it, or the network is gone
+            self._connection.terminate()
+
+    def terminate(self) -> None:
+        with contextlib.suppress(Exception):
+            self._connection.terminate()
