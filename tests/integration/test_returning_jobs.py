@@ -24,13 +24,17 @@ class Runs:
     """What the job bodies of one test did, in order, and how many ran at once at most."""
 
     events: list[tuple[str, str, int]] = field(default_factory=list)
-    started: dict[tuple[str, int], asyncio.Event] = field(default_factory=dict)
+    happenings: dict[tuple[str, str, int], asyncio.Event] = field(default_factory=dict)
     gates: dict[tuple[str, int], asyncio.Event] = field(default_factory=dict)
     running: int = 0
     peak: int = 0
 
-    def started_event(self, key: str, run: int) -> asyncio.Event:
-        return self.started.setdefault((key, run), asyncio.Event())
+    def record(self, event: str, key: str, run: int) -> None:
+        self.events.append((event, key, run))
+        self.happened(event, key, run).set()
+
+    def happened(self, event: str, key: str, run: int) -> asyncio.Event:
+        return self.happenings.setdefault((event, key, run), asyncio.Event())
 
     def gate(self, key: str, run: int) -> asyncio.Event:
         return self.gates.setdefault((key, run), asyncio.Event())
@@ -52,32 +56,29 @@ def _fresh_runs() -> None:
 async def held_open(key: str) -> str:
     """Runs until the test opens this run's gate; the n-th run of `key` is run n."""
     run = runs.count("start", key)
-    runs.events.append(("start", key, run))
     runs.running += 1
     runs.peak = max(runs.peak, runs.running)
-    runs.started_event(key, run).set()
+    runs.record("start", key, run)
     try:
         await runs.gate(key, run).wait()
     except asyncio.CancelledError:
-        runs.events.append(("cancelled", key, run))
+        runs.record("cancelled", key, run)
         raise
     finally:
         runs.running -= 1
-    runs.events.append(("done", key, run))
+    runs.record("done", key, run)
     me = current_job()
     assert me is not None
     return f"{key} run {run}, attempt {me.attempt}"
 
 
+async def happened(event: str, key: str, run: int) -> None:
+    async with asyncio.timeout(10):
+        await runs.happened(event, key, run).wait()
+
+
 async def started(key: str, run: int) -> None:
-    async with asyncio.timeout(10):
-        await runs.started_event(key, run).wait()
-
-
-async def cancelled(key: str, run: int) -> None:
-    async with asyncio.timeout(10):
-        while ("cancelled", key, run) not in runs.events:
-            await asyncio.sleep(0.01)
+    await happened("start", key, run)
 
 
 async def test_a_released_job_claimed_again_by_its_worker_runs_once_to_the_end(
@@ -90,7 +91,7 @@ async def test_a_released_job_claimed_again_by_its_worker_runs_once_to_the_end(
         assert await jobs.release(job_id)
         await started("a", 1)  # the same worker, with a slot free, took it again
         # The stale copy is cancelled at the next lease renewal, not left to run.
-        await cancelled("a", 0)
+        await happened("cancelled", "a", 0)
         # The new copy's lease is renewed: it outlives two leases without being rescued.
         await asyncio.sleep(2 * lease)
         runs.gate("a", 1).set()
@@ -135,9 +136,7 @@ async def test_a_clean_shutdown_after_a_release_leaves_no_job_running(
         await started("a", 1)
         # The stale copy ends first; its outcome is refused by the fence.
         runs.gate("a", 0).set()
-        async with asyncio.timeout(10):
-            while ("done", "a", 0) not in runs.events:
-                await asyncio.sleep(0.01)
+        await happened("done", "a", 0)
     # The new copy ran into the shutdown grace and was released.
     row = await connection.fetchrow(
         "SELECT status, attempts, lease_token FROM starlette_jobs WHERE id = $1", job_id
