@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,19 @@ async def connection(database_dsn: str) -> AsyncIterator[asyncpg.Connection[Any]
     conn: asyncpg.Connection[Any] = await asyncpg.connect(database_dsn)
     yield conn
     await conn.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 10) -> None:
+    """Waits until `check()` is true, looking every 50 ms: for a state in the database that no
+    event of ours announces (a backend waiting on a lock, say). Fails after `timeout` s."""
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                if await check():
+                    return
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"still waiting for {what} after {timeout} s") from None
 
 
 StartJobs = Callable[..., AbstractAsyncContextManager[Jobs]]
