@@ -7,7 +7,9 @@ from importlib import resources
 from typing import Any
 
 import asyncpg
+import pytest
 
+from starlette_jobs import Jobs, SchemaVersionError
 from starlette_jobs._store import Store, migrations
 
 # What defines the schema, read from the catalog: columns, constraints, indexes, and storage
@@ -67,3 +69,32 @@ async def test_many_processes_starting_at_once_migrate_once(database_dsn: str) -
     finally:
         for store in stores:
             await store.close()
+
+
+@pytest.mark.parametrize("migrate", [True, False])
+async def test_a_schema_newer_than_the_code_is_refused_at_start_naming_both_versions(
+    database_dsn: str, connection: asyncpg.Connection[Any], migrate: bool
+) -> None:
+    newest = max(version for version, _, _ in migrations())
+    await connection.execute(
+        "INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, 'from_a_newer_release')",
+        newest + 1,
+    )
+    with pytest.raises(SchemaVersionError) as refused:
+        async with Jobs(database_dsn, migrate=migrate):
+            pytest.fail("started on a schema this code does not know")
+    assert f"it has migration {newest + 1}" in str(refused.value)
+    assert f"knows migrations up to {newest}" in str(refused.value)
+
+
+async def test_a_worker_without_migrations_refuses_an_unmigrated_database(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    with pytest.raises(SchemaVersionError, match="starlette-jobs migrate"):
+        async with Jobs(database_dsn, migrate=False):
+            pytest.fail("a worker started on a database without the jobs table")
+    # Enqueue-only processes don't check for missing migrations: `starlette-jobs migrate` runs
+    # as one of them.
+    async with Jobs(database_dsn, migrate=False, queues={}) as jobs:
+        assert await jobs.migrate()
