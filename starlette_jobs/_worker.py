@@ -24,6 +24,7 @@ from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper
 from ._outcomes import OutcomeWriter
+from ._running import RunningAttempts
 from ._store import Claim, Store
 from ._tracing import Tracing
 from ._upkeep import Upkeep, Wakeups
@@ -60,10 +61,7 @@ def new_worker_id() -> str:
 @dataclass(eq=False)
 class _QueueState:
     name: str
-    concurrency: int
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    running: dict[UUID, tuple[asyncio.Task[None], Claim]] = field(default_factory=dict)
-    """The attempts running now, by lease token."""
     # A claim failed: it may have committed on the server all the same (its answer was lost).
     # Its jobs are given back before this queue claims again.
     claim_may_be_lost: bool = False
@@ -80,9 +78,8 @@ class Worker:
         self._store = store
         self._settings = settings
         self._tracing = tracing
-        self._queues = {
-            name: _QueueState(name, concurrency) for name, concurrency in settings.queues.items()
-        }
+        self._queues = {name: _QueueState(name) for name in settings.queues}
+        self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
         self._outcomes = OutcomeWriter(store)
         self._leases = LeaseKeeper(store, settings.lease_duration, self._held, self._lost)
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
@@ -131,7 +128,7 @@ class Worker:
             state.wake.set()
 
     def running_count(self) -> int:
-        return sum(len(state.running) for state in self._queues.values())
+        return self._running.count()
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -141,7 +138,7 @@ class Worker:
         while not self._stopping:
             # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
             state.wake.clear()
-            free = state.concurrency - len(state.running)
+            free = self._running.free(state.name)
             if free > 0:
                 wanted = min(free, settings.batch_size)
                 try:
@@ -171,10 +168,9 @@ class Worker:
                     await self._release([(c.id, c.lease_token) for c in claims])
                     return
                 for claim in claims:
-                    task = asyncio.create_task(self._execute(state, claim))
-                    state.running[claim.lease_token] = (task, claim)
+                    self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
-                if state.may_have_more and len(state.running) < state.concurrency:
+                if state.may_have_more and self._running.free(state.name) > 0:
                     continue
             if not state.wake.is_set():
                 # asyncio.timeout rather than wait_for: no task of its own per wait.
@@ -204,7 +200,7 @@ class Worker:
             outcome = await run_attempt(claim, self._tracing, lambda: token in self._cancelled)
         finally:
             self._cancelled.discard(token)
-            del state.running[token]
+            self._running.end(claim)
             if state.may_have_more:
                 state.wake.set()
         self._outcomes.add(outcome)
@@ -218,15 +214,12 @@ class Worker:
     def _held(self) -> Held:
         """Leases to keep: running attempts', and those of attempts that ended but whose outcome
         is not written yet (a long outage must not hand finished jobs to another worker)."""
-        held = [(claim.id, token) for state in self._queues.values()
-                for token, (_, claim) in state.running.items()]  # fmt: skip
-        held.extend(self._outcomes.held())
-        return held
+        return self._running.held() + self._outcomes.held()
 
     def _lost(self, job_id: int, token: UUID) -> None:
         """The job is no longer held under this attempt's token: another worker may be running
         it now, so stop this copy's side effects early."""
-        attempt = self._attempt(token)
+        attempt = self._running.handle(token)
         logger.warning(
             "job %s: this worker no longer holds its lease (it expired and the job was "
             "rescued, or it was released)%s",
@@ -235,19 +228,9 @@ class Worker:
         if attempt is not None:
             self._cancel(token, attempt)
 
-    def _attempt(self, token: UUID) -> asyncio.Task[None] | None:
-        for state in self._queues.values():
-            if token in state.running:
-                return state.running[token][0]
-        return None
-
     def _cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
         self._cancelled.add(token)
         task.cancel()
-
-    def _running_claims(self) -> dict[asyncio.Task[None], Claim]:
-        return {task: claim for state in self._queues.values()
-                for task, claim in state.running.values()}  # fmt: skip
 
     # -- drain and shutdown -------------------------------------------------------------------
 
@@ -285,7 +268,7 @@ class Worker:
             state.wake.set()
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
-        running = self._running_claims()
+        running = self._running.claims()
         if running:
             logger.info(
                 "waiting up to %.1f s for %d running job(s)",

@@ -3,8 +3,11 @@
 Hypothesis plays several workers and an operator against `Store` (the statements the worker
 runs) and, after every step, checks the rows against a model: one holder per running job, stale
 lease tokens refused, attempts never above `max_attempts`, terminal states left only through
-`retry`, one live job per unique key. Tests of one query at a time cannot find the orderings
-that would break these; this searches for them.
+`retry`, one live job per unique key. Each simulated worker keeps the real worker's bookkeeping
+(`RunningAttempts`): a job released or rescued while its worker runs it can come back to that
+worker, which must still know every running row it holds, and leave none at a clean shutdown.
+Tests of one query at a time cannot find the orderings that would break these; this searches
+for them.
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ from hypothesis.stateful import (
 
 from starlette_jobs import JobStatus
 from starlette_jobs._errors import UniqueKeyTakenError
-from starlette_jobs._store import NewJobs, Outcome, Store
+from starlette_jobs._running import RunningAttempts
+from starlette_jobs._store import Claim, NewJobs, Outcome, Store
 
 T = TypeVar("T")
 
 QUEUES = ("default", "emails")
 WORKERS = ("worker-a", "worker-b", "worker-c")
 UNIQUE_KEYS = ("key-1", "key-2")
+CONCURRENCY = 2  # per queue and worker: small, so that claims often find no free slot
 # Leases never run out by themselves during a run: expiry is what the `expire` rule forces.
 LEASE_SECONDS = 600.0
 LATER = 3600.0  # the delay of a delayed job: not due during a run
@@ -105,6 +110,14 @@ class Lifecycle(RuleBasedStateMachine):
         self.calls = 0
         self.jobs: dict[int, Expected] = {}
         self.held: dict[str, list[Held]] = {worker: [] for worker in WORKERS}
+        # Each worker's own bookkeeping, the worker's real one: what it runs now, by token.
+        self.running: dict[str, RunningAttempts[int]] = {
+            worker: RunningAttempts(dict.fromkeys(QUEUES, CONCURRENCY)) for worker in WORKERS
+        }
+        self.claims: dict[UUID, Claim] = {}
+        # The copies each worker runs, as the model knows them: its bookkeeping must agree.
+        self.copies: dict[str, set[UUID]] = {worker: set() for worker in WORKERS}
+        self.attempt_numbers = itertools.count()
         self.tokens: set[UUID] = set()
         self.retried: set[int] = set()  # ids that a retry took out of a terminal state this step
         self.seen: dict[int, JobStatus] = {}  # statuses at the last check
@@ -228,13 +241,21 @@ class Lifecycle(RuleBasedStateMachine):
     def claim(self, data: st.DataObject) -> None:
         worker = data.draw(st.sampled_from(WORKERS), label="worker")
         queue = data.draw(st.sampled_from(QUEUES), label="queue")
-        limit = data.draw(st.integers(1, 3), label="limit")
+        # A worker claims at most its free slots: a stale copy of a released or rescued job,
+        # still running, holds one.
+        limit = min(data.draw(st.integers(1, 3), label="limit"), self.running[worker].free(queue))
+        if limit == 0:
+            return
         claims = self.call(self.store.claim_batch(queue, limit, worker, LEASE_SECONDS))
         assert sorted(c.id for c in claims) == sorted(self.due(queue)[:limit])
+        assert {c.queue for c in claims} <= {queue}
+        self.took(worker, claims)
+
+    def took(self, worker: str, claims: list[Claim]) -> None:
+        """The model's and the worker's bookkeeping of a claim."""
         for c in claims:
             job = self.jobs[c.id]
-            assert (c.queue, c.attempts, c.max_attempts) == (
-                queue,
+            assert (c.attempts, c.max_attempts) == (
                 job.attempts + 1,
                 job.max_attempts,
             )
@@ -243,6 +264,15 @@ class Lifecycle(RuleBasedStateMachine):
             job.status, job.attempts, job.worker_id = JobStatus.RUNNING, c.attempts, worker
             job.lease_token, job.expired = c.lease_token, False
             self.held[worker].append(Held(c.id, c.lease_token, c.attempts, c.max_attempts))
+            self.running[worker].start(c, next(self.attempt_numbers))
+            self.claims[c.lease_token] = c
+            self.copies[worker].add(c.lease_token)
+
+    def attempt_ends(self, worker: str, token: UUID) -> None:
+        """The worker's copy with this token ends (if it still runs): finished, or cancelled."""
+        if token in self.copies[worker]:
+            self.copies[worker].remove(token)
+            self.running[worker].end(self.claims[token])
 
     @precondition(lambda self: self.holding())
     @rule(data=st.data())
@@ -257,6 +287,9 @@ class Lifecycle(RuleBasedStateMachine):
         assert extended == {h.lease_token: True for h in still}
         for h in still:
             self.jobs[h.id].expired = False
+        for h in held:
+            if h.lease_token not in extended:
+                self.attempt_ends(worker, h.lease_token)  # lost its lease: the worker cancels it
 
     @precondition(lambda self: self.holding())
     @rule(data=st.data())
@@ -273,6 +306,7 @@ class Lifecycle(RuleBasedStateMachine):
             else:
                 outcome = Outcome(h.id, h.lease_token, JobStatus.FAILED, None, "boom", None)
             outcomes.append(outcome)
+            self.attempt_ends(worker, h.lease_token)
         held = [o for o in outcomes if self.jobs[o.id].lease_token == o.lease_token]
         assert self.call(self.store.record_outcomes(outcomes)) == {o.id for o in held}
         for o in held:
@@ -293,6 +327,29 @@ class Lifecycle(RuleBasedStateMachine):
         assert self.call(self.store.release_jobs([(h.id, h.lease_token) for h in held])) == still
         for job_id in still:
             self.give_back(job_id)
+        for h in held:
+            self.attempt_ends(worker, h.lease_token)
+
+    @precondition(lambda self: any(self.running[worker].count() for worker in WORKERS))
+    @rule(data=st.data())
+    def clean_shutdown(self, data: st.DataObject) -> None:
+        """A worker stops: it releases every attempt its bookkeeping holds, and no job is left
+        running under its name, whatever came back to it meanwhile."""
+        worker = data.draw(
+            st.sampled_from([w for w in WORKERS if self.running[w].count()]), label="worker"
+        )
+        held = self.running[worker].held()
+        still = {job_id for job_id, token in held if self.jobs[job_id].lease_token == token}
+        assert self.call(self.store.release_jobs(held)) == still
+        for job_id in still:
+            self.give_back(job_id)
+        for _, token in held:
+            self.attempt_ends(worker, token)
+        assert not [
+            job_id
+            for job_id, job in self.jobs.items()
+            if job.status is JobStatus.RUNNING and job.worker_id == worker
+        ]
 
     # An operator.
 
@@ -339,6 +396,41 @@ class Lifecycle(RuleBasedStateMachine):
             job.status, job.attempts = JobStatus.PENDING, 0
             job.run_at_call, job.delayed = self.calls, False
             self.retried.add(job_id)
+
+    def running_with_a_free_slot(self) -> list[int]:
+        """Running jobs whose worker has a slot free in the job's queue."""
+        return [
+            i
+            for i, job in self.jobs.items()
+            if job.status is JobStatus.RUNNING
+            and job.worker_id is not None
+            and self.running[job.worker_id].free(job.queue) > 0
+        ]
+
+    @precondition(lambda self: self.running_with_a_free_slot())
+    @rule(data=st.data())
+    def comes_back_to_its_worker(self, data: st.DataObject) -> None:
+        """A job is released (or rescued) while its worker runs it, and that worker, with a slot
+        free, claims it again at once: its stale copy still runs beside the new one."""
+        job_id = data.draw(st.sampled_from(self.running_with_a_free_slot()), label="job")
+        job = self.jobs[job_id]
+        worker = job.worker_id
+        assert worker is not None
+        if data.draw(st.booleans(), label="rescued rather than released"):
+            expired_at = self.call(self.store.pool.fetchval(EXPIRE, job_id))
+            self.jobs[job_id].expired = True
+            self.lease_expires_at[job_id] = expired_at
+            self.rescue_expired(limit=1000)
+            if job.status is not JobStatus.PENDING:
+                return  # no attempt was left: the job failed
+        else:
+            assert self.call(self.store.release_job(job_id))
+            self.give_back(job_id)
+        # It claims as many as it has slots free: the job comes back unless others come first.
+        free = self.running[worker].free(job.queue)
+        claims = self.call(self.store.claim_batch(job.queue, free, worker, LEASE_SECONDS))
+        assert sorted(c.id for c in claims) == sorted(self.due(job.queue)[:free])
+        self.took(worker, claims)
 
     # Time.
 
@@ -414,6 +506,8 @@ class Lifecycle(RuleBasedStateMachine):
                     in self.held[worker]
                 ]
                 assert holders == [row["worker_id"]]
+                # Its worker's own bookkeeping knows the attempt, under this very token.
+                assert (job_id, row["lease_token"]) in self.running[holders[0]].held()
                 assert row["lease_token"] == job.lease_token
                 assert row["expired"] == job.expired
                 running_tokens.append(row["lease_token"])
@@ -423,6 +517,11 @@ class Lifecycle(RuleBasedStateMachine):
             if status in LIVE and row["unique_key"] is not None:
                 live_keys.append(row["unique_key"])
         assert len(set(running_tokens)) == len(running_tokens)
+        for worker in WORKERS:
+            known = {(self.claims[token].id, token) for token in self.copies[worker]}
+            assert set(self.running[worker].held()) == known, f"{worker}'s bookkeeping"
+            for queue in QUEUES:
+                assert self.running[worker].count(queue) <= CONCURRENCY
         assert len(set(live_keys)) == len(live_keys)
 
         # run_at follows the calls that set it: a later call's now() is not earlier, and one
