@@ -427,6 +427,9 @@ class Lifecycle(RuleBasedStateMachine):
             assert self.call(self.store.release_job(job_id))
             self.give_back(job_id)
         # It claims as many as it has slots free: the job comes back unless others come first.
+        # The release (or rescue) just moved the job's run_at: read it for the claim's order.
+        rows = self.call(self.store.pool.fetch("SELECT id, run_at FROM starlette_jobs"))
+        self.run_at.update({row["id"]: row["run_at"] for row in rows})
         free = self.running[worker].free(job.queue)
         claims = self.call(self.store.claim_batch(job.queue, free, worker, LEASE_SECONDS))
         assert sorted(c.id for c in claims) == sorted(self.due(job.queue)[:free])
