@@ -66,3 +66,12 @@ class DatabaseUnavailableError(StarletteJobsError, ConnectionError):
     connection dropped while the statement ran, the job may have been stored: give it a
     `unique_key` to make enqueueing again safe.
     """
+
+
+class ConfigurationError(StarletteJobsError, ValueError):
+    """The database settings cannot work: a DSN that is not a PostgreSQL URL, an unknown host,
+    a database or role that does not exist, a wrong password.
+
+    Raised when `Jobs` starts, whether or not `require_database` is set: waiting would not fix
+    it. The message names the mistake and the DSN, its password masked.
+    """

@@ -20,6 +20,7 @@ from opentelemetry.trace import TracerProvider
 from ._connectivity import DATABASE_ERRORS, Backoff, unavailable_as_error
 from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
 from ._errors import (
+    ConfigurationError,
     DatabaseUnavailableError,
     JobArgumentsError,
     JobDefinitionError,
@@ -36,6 +37,7 @@ from ._job import (
     registered_job,
 )
 from ._record import JobRecord, JobStatus
+from ._startup import OutageReport, check_connection, check_dsn, configuration_mistake, masked
 from ._store import NewJobs, Store
 from ._tracing import Tracing
 from ._worker import Worker, WorkerSettings
@@ -153,6 +155,7 @@ class Jobs:
         self._store: Store | None = None
         self._worker: Worker | None = None
         self._dsn: str | None = None
+        self._dsn_source = ""  # where the DSN came from, for error messages
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
@@ -181,12 +184,13 @@ class Jobs:
                     "with require_database=False the app would start and keep trying"
                 ) from error
             logger.warning(
-                "PostgreSQL is unreachable at start (%s); starting anyway, retrying in the "
-                "background. Calls raise DatabaseUnavailableError until it answers",
+                "PostgreSQL is unreachable at start on %s (%s); starting anyway, retrying in "
+                "the background. Calls raise DatabaseUnavailableError until it answers",
+                masked(self._dsn),
                 error,
             )
             self._preparing = asyncio.create_task(
-                self._prepare_when_reachable(store), name="starlette_jobs start"
+                self._prepare_when_reachable(store, error), name="starlette_jobs start"
             )
         except BaseException:
             await store.close()
@@ -196,29 +200,46 @@ class Jobs:
         return self
 
     async def _prepare(self, store: Store) -> None:
-        """Applies the migrations, then starts the worker."""
-        if self.config.migrate:
-            applied = await store.migrate()
-            if applied:
-                logger.info("applied migrations: %s", ", ".join(applied))
-        if self.config.queues:
-            worker = Worker(store, store.dsn, self._worker_settings(), self._tracing)
-            await worker.start()
-            self._worker = worker
+        """Applies the migrations, then starts the worker.
 
-    async def _prepare_when_reachable(self, store: Store) -> None:
+        Raises:
+            ConfigurationError: the database settings cannot work (see `_startup`).
+        """
+        try:
+            if self.config.migrate:
+                applied = await store.migrate()
+                if applied:
+                    logger.info("applied migrations: %s", ", ".join(applied))
+            elif not self.config.queues:
+                # Nothing else would connect before the first call: check the settings now.
+                await check_connection(store.dsn)
+            if self.config.queues:
+                worker = Worker(store, store.dsn, self._worker_settings(), self._tracing)
+                await worker.start()
+                self._worker = worker
+        except Exception as error:
+            mistake = configuration_mistake(error, store.dsn, self._dsn_source)
+            if mistake is not None:
+                raise mistake from error
+            raise
+
+    async def _prepare_when_reachable(self, store: Store, first: BaseException) -> None:
         backoff = Backoff()
+        report = OutageReport(first)
         while True:
             await backoff.wait()
             try:
                 await self._prepare(store)
             except DATABASE_ERRORS as error:
-                logger.debug("PostgreSQL still unreachable: %s", error)
+                report.failed(error)
+                continue
+            except ConfigurationError as error:  # the server is back, but not with this database
+                report.failed(error)
                 continue
             except Exception:
                 logger.exception("starting on the database failed; retrying")
                 continue
-            logger.info("PostgreSQL is reachable: started")
+            report.ended()
             return
 
     async def __aexit__(
@@ -256,10 +277,16 @@ class Jobs:
             yield {"jobs": self}
 
     async def _resolve_dsn(self) -> str:
-        dsn = self.config.dsn or os.environ.get("DATABASE_URL")
-        if dsn:
-            return dsn
-        return await asyncio.to_thread(start_embedded_postgres, self.config.embedded_data_dir)
+        """The DSN to use, checked to be a PostgreSQL URL; starts the embedded server if none."""
+        if self.config.dsn:
+            self._dsn_source, dsn = "from the dsn argument", self.config.dsn
+        elif os.environ.get("DATABASE_URL"):
+            self._dsn_source, dsn = "from DATABASE_URL", os.environ["DATABASE_URL"]
+        else:
+            self._dsn_source = "the embedded PostgreSQL"
+            return await asyncio.to_thread(start_embedded_postgres, self.config.embedded_data_dir)
+        check_dsn(dsn, self._dsn_source)
+        return dsn
 
     def _worker_settings(self) -> WorkerSettings:
         c = self.config
