@@ -37,7 +37,7 @@ from ._job import (
     registered_job,
 )
 from ._record import JobRecord, JobStatus
-from ._startup import OutageReport, check_connection, check_dsn, configuration_mistake, masked
+from ._startup import OutageReport, check_connection, check_dsn, masked
 from ._store import NewJobs, Store
 from ._tracing import Tracing
 from ._worker import Worker, WorkerSettings
@@ -205,23 +205,17 @@ class Jobs:
         Raises:
             ConfigurationError: the database settings cannot work (see `_startup`).
         """
-        try:
-            if self.config.migrate:
-                applied = await store.migrate()
-                if applied:
-                    logger.info("applied migrations: %s", ", ".join(applied))
-            elif not self.config.queues:
-                # Nothing else would connect before the first call: check the settings now.
-                await check_connection(store.dsn)
-            if self.config.queues:
-                worker = Worker(store, store.dsn, self._worker_settings(), self._tracing)
-                await worker.start()
-                self._worker = worker
-        except Exception as error:
-            mistake = configuration_mistake(error, store.dsn, self._dsn_source)
-            if mistake is not None:
-                raise mistake from error
-            raise
+        # One connection of its own first: its errors are the ones that tell a mistake in the
+        # settings from an outage, whatever the steps below would connect with.
+        await check_connection(store.dsn, self._dsn_source)
+        if self.config.migrate:
+            applied = await store.migrate()
+            if applied:
+                logger.info("applied migrations: %s", ", ".join(applied))
+        if self.config.queues:
+            worker = Worker(store, store.dsn, self._worker_settings(), self._tracing)
+            await worker.start()
+            self._worker = worker
 
     async def _prepare_when_reachable(self, store: Store, first: BaseException) -> None:
         backoff = Backoff()

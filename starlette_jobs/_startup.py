@@ -92,10 +92,20 @@ def _host(dsn: str) -> str:
     return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
 
 
-async def check_connection(dsn: str) -> None:
-    """Connects once and closes: what a start that runs no migration and no worker does to
-    find a mistake in the settings at start rather than at the first call."""
-    connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+async def check_connection(dsn: str, source: str) -> None:
+    """Connects once and closes, to find a mistake in the settings at start.
+
+    Raises:
+        ConfigurationError: the settings cannot work (see `configuration_mistake`).
+        OSError, asyncpg.PostgresError...: the driver's own error, for an outage or the rest.
+    """
+    try:
+        connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+    except Exception as error:
+        mistake = configuration_mistake(error, dsn, source)
+        if mistake is not None:
+            raise mistake from error
+        raise
     await connection.close()
 
 
