@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._connectivity import DATABASE_ERRORS, Backoff, unavailable_as_error
-from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
+from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
 from ._errors import (
     ConfigurationError,
     DatabaseUnavailableError,
@@ -156,6 +156,8 @@ class Jobs:
         self._worker: Worker | None = None
         self._dsn: str | None = None
         self._dsn_source = ""  # where the DSN came from, for error messages
+        # The embedded PostgreSQL's data directory, while this instance uses that server.
+        self._embedded: Path | None = None
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
@@ -172,13 +174,18 @@ class Jobs:
         if self._store is not None:
             raise RuntimeError("this Jobs instance is already started")
         self._dsn = await self._resolve_dsn()
-        # min_size=0: opening the pool does not need the server; `_prepare` is the first use.
-        store = await Store.open(self._dsn, min_size=0, max_size=self.config.pool_max_size)
+        try:
+            # min_size=0: opening the pool does not need the server; `_prepare` is its first use.
+            store = await Store.open(self._dsn, min_size=0, max_size=self.config.pool_max_size)
+        except BaseException:
+            await self._release_embedded()
+            raise
         try:
             await self._prepare(store)
         except DATABASE_ERRORS as error:
             if self.config.require_database:
                 await store.close()
+                await self._release_embedded()
                 raise DatabaseUnavailableError(
                     f"PostgreSQL is unreachable at start ({type(error).__name__}: {error}); "
                     "with require_database=False the app would start and keep trying"
@@ -194,6 +201,7 @@ class Jobs:
             )
         except BaseException:
             await store.close()
+            await self._release_embedded()
             raise
         self._store = store
         _started.append(self)
@@ -261,6 +269,13 @@ class Jobs:
                     await asyncio.wait_for(store.close(), timeout=10)
                 except TimeoutError:
                     store.terminate()
+            await self._release_embedded()
+
+    async def _release_embedded(self) -> None:
+        """Stops using the embedded PostgreSQL, which stops when its last user does."""
+        if self._embedded is not None:
+            data_dir, self._embedded = self._embedded, None
+            await asyncio.to_thread(release_embedded_postgres, data_dir)
 
     @asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[dict[str, Any]]:
@@ -278,7 +293,10 @@ class Jobs:
             self._dsn_source, dsn = "from DATABASE_URL", os.environ["DATABASE_URL"]
         else:
             self._dsn_source = "the embedded PostgreSQL"
-            return await asyncio.to_thread(start_embedded_postgres, self.config.embedded_data_dir)
+            data_dir = self.config.embedded_data_dir
+            dsn = await asyncio.to_thread(start_embedded_postgres, data_dir)
+            self._embedded = data_dir
+            return dsn
         check_dsn(dsn, self._dsn_source)
         return dsn
 
