@@ -187,7 +187,8 @@ class Jobs:
                 await store.close()
                 await self._release_embedded()
                 raise DatabaseUnavailableError(
-                    f"PostgreSQL is unreachable at start ({type(error).__name__}: {error}); "
+                    f"PostgreSQL is unreachable at start on {masked(self._dsn)} "
+                    f"({type(error).__name__}: {error}); "
                     "with require_database=False the app would start and keep trying"
                 ) from error
             logger.warning(
