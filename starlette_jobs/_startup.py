@@ -63,11 +63,13 @@ def configuration_mistake(error: BaseException, dsn: str, source: str) -> Config
             f"{error} on {shown}: create it (CREATE DATABASE {database}) or fix the database "
             "name in the DSN"
         )
-    # InvalidPasswordError is one of these; so is a role that may not log in.
+    # A wrong password (InvalidPasswordError), a missing role, a role that may not log in, and
+    # a login that pg_hba.conf does not let in from this host or without TLS.
     if isinstance(error, asyncpg.InvalidAuthorizationSpecificationError):
+        also = " (or the server's pg_hba.conf)" if "pg_hba.conf" in str(error) else ""
         return ConfigurationError(
             f"PostgreSQL refused the login on {shown}: {error}; check the user name and "
-            "password in the DSN"
+            f"password in the DSN{also}"
         )
     if isinstance(error, socket.gaierror) and error.errno in _NO_SUCH_HOST:
         host = _host(dsn)
