@@ -67,3 +67,21 @@ async def test_a_wrong_password_stops_the_start_with_one_clear_line(cluster: Clu
         assert "check the user name and password" in message
         assert "wr0ng" not in message
         assert "secretive:***@127.0.0.1" in message
+
+
+async def test_a_server_back_without_the_database_is_logged_as_an_error_to_fix(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    await asyncio.to_thread(cluster.stop)
+    dsn = cluster.dsn.rsplit("/", 1)[0] + "/not_created_yet"
+    async with Jobs(dsn, queues={}):
+        await asyncio.to_thread(cluster.start)
+
+        async def reported() -> bool:
+            return bool(lines_with(caplog, "PostgreSQL answers but refuses to start"))
+
+        await eventually(reported, 20, "the error saying what to fix")
+    (record,) = [r for r in caplog.records if "answers but refuses" in r.getMessage()]
+    assert record.levelname == "ERROR"
+    assert 'database "not_created_yet" does not exist' in record.getMessage()
+    assert "CREATE DATABASE not_created_yet" in record.getMessage()
