@@ -78,39 +78,37 @@ def release_embedded_postgres(data_dir: Path) -> None:
         if users > 1:
             _servers[data_dir] = (server, users - 1)
             return
-        others = [pid for pid in _forget_dead_users(server) if pid != os.getpid()]
-        if others:
-            logger.info(
-                "leaving the embedded PostgreSQL in %s to the %d other process(es) using it",
-                data_dir,
-                len(others),
-            )
-        else:
-            logger.info("stopping the embedded PostgreSQL in %s", data_dir)
+        _forget_dead_users(server)
         server.cleanup()  # drops this process, and stops the server if it was the last
         # Done already: at exit it would find this process gone and do nothing, or, had this
         # process joined again, drop it twice.
         atexit.unregister(server._cleanup)
+        others = _users(server)
+    if others:
+        logger.info("left the embedded PostgreSQL in %s to processes %s", data_dir, others)
+    else:
+        logger.info("stopped the embedded PostgreSQL in %s", data_dir)
 
 
-def _forget_dead_users(server: PostgresServer) -> list[int]:
+def _forget_dead_users(server: PostgresServer) -> None:
     """Drops from the server's list of user processes those that died without leaving it
-    (killed, crashed); otherwise the server would wait for them, and never stop. Returns the
-    processes left."""
-    path = server.global_process_id_list.path
-    with server._lock:
-        try:
-            pids: list[int] = json.loads(path.read_text() or "[]")
-        except FileNotFoundError:
-            return []
+    (killed, crashed): the server would wait for them, and never stop."""
+    with server._lock:  # the package's own lock over that list, across processes
+        pids = _users(server)
         living = [pid for pid in pids if _alive(pid)]
         if living != pids:
-            logger.info(
-                "the embedded PostgreSQL's user process(es) %s are gone",
-                sorted(set(pids) - set(living)),
-            )
+            gone = sorted(set(pids) - set(living))
+            logger.info("forgetting the embedded PostgreSQL's user processes %s: gone", gone)
             server.global_process_id_list.put(living)
-        return living
+
+
+def _users(server: PostgresServer) -> list[int]:
+    """The processes using the server, as the package lists them in the data directory."""
+    try:
+        pids: list[int] = json.loads(server.global_process_id_list.path.read_text() or "[]")
+    except FileNotFoundError:
+        return []
+    return pids
 
 
 def _alive(pid: int) -> bool:

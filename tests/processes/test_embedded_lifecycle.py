@@ -96,6 +96,7 @@ def test_the_last_of_two_processes_on_the_same_data_stops_the_server(
     # The worker still uses it: the same server still runs, and answers.
     status = start("-m", "starlette_jobs", "status")
     assert status.wait(60) == 0, status.output
+    assert "left the embedded PostgreSQL" in status.output
     assert postmaster_pid(directory / DATA) == server
     assert alive(server)
     assert worker.process.poll() is None, worker.output
@@ -103,6 +104,7 @@ def test_the_last_of_two_processes_on_the_same_data_stops_the_server(
     worker.send(signal.SIGTERM)
     assert worker.wait(30) == 0, worker.output
     wait_until(lambda: not alive(server), timeout=10, what="the embedded PostgreSQL to stop")
+    assert "stopped the embedded PostgreSQL" in worker.output
 
 
 def test_a_server_left_by_a_killed_app_is_stopped_by_the_next_user_that_exits(
@@ -116,3 +118,5 @@ def test_a_server_left_by_a_killed_app_is_stopped_by_the_next_user_that_exits(
     status = start("-m", "starlette_jobs", "status")
     assert status.wait(60) == 0, status.output
     wait_until(lambda: not alive(server), timeout=10, what="the embedded PostgreSQL to stop")
+    assert f"user processes [{app.pid}]: gone" in status.output
+    assert "stopped the embedded PostgreSQL" in status.output
