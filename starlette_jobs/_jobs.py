@@ -110,7 +110,7 @@ class Jobs:
         max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB).
             Bigger arguments belong in your own storage, with a key in the job.
         require_database: True: starting raises `DatabaseUnavailableError` when PostgreSQL
-            cannot be reached. False (default): the app starts anyway, and warns every 30 s
+            cannot be reached. False (default): the app starts anyway, and warns about every 30 s
             until it answers; migrations and the worker start as soon as the database answers,
             and calls made meanwhile raise `DatabaseUnavailableError`. Either way, settings that
             cannot work (not a PostgreSQL URL, an unknown host, a missing database or role, a

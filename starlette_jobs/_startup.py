@@ -106,7 +106,10 @@ async def check_connection(dsn: str, source: str) -> None:
     except Exception as error:
         mistake = configuration_mistake(error, dsn, source)
         if mistake is not None:
-            raise mistake from error
+            # The message says it all. Chained, the driver's traceback (40 lines for a DNS
+            # failure) would bury it where the whole chain is printed, as uvicorn does when
+            # the app fails to start; it stays at hand as `__context__`.
+            raise mistake from None
         raise
     await connection.close()
 
