@@ -71,7 +71,8 @@ async def test_a_missing_database_says_which_and_how_to_create_it(
         assert 'database "no_such_db" does not exist' in str(error)
         assert "CREATE DATABASE no_such_db" in str(error)
         # A traceback printed in full (uvicorn's) ends with this line, not the driver's chain.
-        assert error.__cause__ is None and error.__suppress_context__
+        assert error.__cause__ is None
+        assert error.__suppress_context__
         assert isinstance(error.__context__, asyncpg.InvalidCatalogNameError)
     assert "starting anyway" not in caplog.text
 

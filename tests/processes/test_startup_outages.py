@@ -4,14 +4,16 @@ ends; a wrong password is a configuration mistake, not an outage."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 
 import asyncpg
 import pytest
 
 from starlette_jobs import ConfigurationError, Jobs
 from starlette_jobs import _startup as startup
-from tests.processes.cluster import Cluster
-from tests.processes.support import eventually
+from tests.processes.cluster import Cluster, _free_port
+from tests.processes.support import ROOT, LoggedProcess, eventually
 
 
 def lines_with(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
@@ -85,3 +87,20 @@ async def test_a_server_back_without_the_database_is_logged_as_an_error_to_fix(
     assert record.levelname == "ERROR"
     assert 'database "not_created_yet" does not exist' in record.getMessage()
     assert "CREATE DATABASE not_created_yet" in record.getMessage()
+
+
+def test_under_uvicorn_a_mistake_ends_the_start_with_the_line_that_says_it(
+    cluster: Cluster,
+) -> None:
+    dsn = cluster.dsn.replace("postgres@", "postgres:s3cret@").rsplit("/", 1)[0] + "/typo_db"
+    app = LoggedProcess(
+        [sys.executable, "-m", "uvicorn", "--port", str(_free_port()), "example_app.app:app"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": dsn},
+    )
+    assert app.wait(60) != 0
+    lines = app.output.strip().splitlines()
+    assert lines[-1].endswith("Application startup failed. Exiting.")
+    assert lines[-3].startswith('starlette_jobs._errors.ConfigurationError: database "typo_db"')
+    assert "asyncpg" not in app.output
+    assert "s3cret" not in app.output
