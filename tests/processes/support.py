@@ -18,18 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.processes.worker_app:jobs"
 
 
-class WorkerProcess:
-    """`python -m starlette_jobs worker tests.processes.worker_app:jobs ARGS`, its output
-    collected line by line in the background so a test can wait for a log line."""
+class LoggedProcess:
+    """A process whose output is collected line by line in the background, so a test can wait
+    for a log line."""
 
-    def __init__(self, *args: str, dsn: str, run_log: Path) -> None:
+    def __init__(self, command: list[str], *, cwd: Path, env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "starlette_jobs", "worker", APP, *args],
-            cwd=ROOT,
-            env={**os.environ, "DATABASE_URL": dsn, "RUN_LOG": str(run_log)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.pid = self.process.pid
         self._lines: list[str] = []
@@ -79,6 +74,17 @@ class WorkerProcess:
         self._reader.join(5)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+class WorkerProcess(LoggedProcess):
+    """`python -m starlette_jobs worker tests.processes.worker_app:jobs ARGS`."""
+
+    def __init__(self, *args: str, dsn: str, run_log: Path) -> None:
+        super().__init__(
+            [sys.executable, "-m", "starlette_jobs", "worker", APP, *args],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_URL": dsn, "RUN_LOG": str(run_log)},
+        )
 
 
 @dataclass(frozen=True)
