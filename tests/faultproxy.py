@@ -14,7 +14,8 @@ Each connection is known by its order of opening (`index`), the parameters of it
 message (`application_name`, `user`, `database`, any `server_settings`), the moment it opened,
 and the SQL its client sent (`statements`), so a test can pick "the LISTEN connection" or "the
 one that claims" with a predicate. A blackhole holds bytes instead of dropping them, as TCP
-retransmission would deliver them once the route heals.
+retransmission would deliver them once the route heals; a side that closes meanwhile loses what it
+had sent, and the other side learns of the close only after the heal.
 """
 
 from __future__ import annotations
@@ -315,6 +316,9 @@ class FaultProxy:
         ]
         connection._tasks.update(directions)
         await asyncio.wait(directions, return_when=asyncio.FIRST_COMPLETED)
+        # Across a blackhole the other side cannot learn that this one closed: it stays open
+        # (a backend keeps running its statement) until the route heals.
+        await connection._flowing.wait()
 
     async def _pump(
         self,
@@ -344,6 +348,10 @@ class FaultProxy:
                 if sniff is not None:
                     sniff(chunk)
                 await queue.put((time.monotonic() + connection.delay, chunk))
+            if connection.blackholed:
+                # The sender gave up (asyncpg aborts a connection whose statement timed out):
+                # what it sent never crosses, as its kernel stops retransmitting.
+                return
             await queue.put((time.monotonic() + connection.delay, b""))  # EOF, in order
             await delivering
         finally:
