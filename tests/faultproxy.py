@@ -54,6 +54,9 @@ class ProxiedConnection:
     parameters: dict[str, str] = field(default_factory=dict)
     statements: list[str] = field(default_factory=list)
     delay: float = 0.0
+    # Seconds between one side closing and the proxy closing the other: what the last bytes
+    # said (a server's "terminating connection" error) arrives well before the close.
+    close_delay: float = 0.0
     closed: bool = False
     _flowing: asyncio.Event = field(default_factory=asyncio.Event)
     _sockets: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -176,6 +179,7 @@ class FaultProxy:
         self.connections: list[ProxiedConnection] = []
         self._blackhole_new = False
         self._new_delay = 0.0
+        self._new_close_delay = 0.0
         self._server: asyncio.Server | None = None
         self._opened = asyncio.Condition()
         self.port = 0
@@ -241,6 +245,15 @@ class FaultProxy:
             if where is None or where(connection):
                 connection.delay = seconds
 
+    def set_close_delay(self, seconds: float, where: Where | None = None) -> None:
+        """Pass on a close this much later than the data before it; with no `where`, new
+        connections get it too."""
+        if where is None:
+            self._new_close_delay = seconds
+        for connection in self.connections:
+            if where is None or where(connection):
+                connection.close_delay = seconds
+
     async def wait_for(self, where: Where, timeout: float = 10.0) -> ProxiedConnection:
         """The first open session connection for which `where` holds, once there is one."""
         async with asyncio.timeout(timeout), self._opened:
@@ -257,6 +270,7 @@ class FaultProxy:
     async def _accept(self, client_in: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
         connection = ProxiedConnection(len(self.connections), time.monotonic())
         connection.delay = self._new_delay
+        connection.close_delay = self._new_close_delay
         if not self._blackhole_new:
             connection.heal()
         connection._sockets.append(client)
@@ -319,6 +333,8 @@ class FaultProxy:
         # Across a blackhole the other side cannot learn that this one closed: it stays open
         # (a backend keeps running its statement) until the route heals.
         await connection._flowing.wait()
+        if connection.close_delay:
+            await asyncio.sleep(connection.close_delay)
 
     async def _pump(
         self,
@@ -338,24 +354,39 @@ class FaultProxy:
                 await connection._flowing.wait()
                 if not chunk:
                     return
-                sink.write(chunk)
-                await sink.drain()
+                try:
+                    sink.write(chunk)
+                    await sink.drain()
+                except OSError:
+                    return  # the sink went away: its own side of the pump ends the connection
 
         delivering = asyncio.create_task(deliver())
         connection._tasks.add(delivering)
         try:
-            while chunk := await source.read(65536):
-                if sniff is not None:
-                    sniff(chunk)
-                await queue.put((time.monotonic() + connection.delay, chunk))
-            if connection.blackholed:
-                # The sender gave up (asyncpg aborts a connection whose statement timed out):
-                # what it sent never crosses, as its kernel stops retransmitting.
-                return
-            await queue.put((time.monotonic() + connection.delay, b""))  # EOF, in order
-            await delivering
+            await self._forward(connection, source, queue, delivering, sniff)
+        except OSError:
+            pass  # the sink or the source went away: the connection closes
         finally:
             delivering.cancel()
+
+    async def _forward(
+        self,
+        connection: ProxiedConnection,
+        source: asyncio.StreamReader,
+        queue: asyncio.Queue[tuple[float, bytes]],
+        delivering: asyncio.Task[None],
+        sniff: Callable[[bytes], None] | None,
+    ) -> None:
+        while chunk := await source.read(65536):
+            if sniff is not None:
+                sniff(chunk)
+            await queue.put((time.monotonic() + connection.delay, chunk))
+        if connection.blackholed:
+            # The sender gave up (asyncpg aborts a connection whose statement timed out):
+            # what it sent never crosses, as its kernel stops retransmitting.
+            return
+        await queue.put((time.monotonic() + connection.delay, b""))  # EOF, in order
+        await delivering
 
 
 @pytest.fixture
