@@ -33,6 +33,15 @@ OTHERS = """
 """
 
 
+async def until_gone(connection: asyncpg.Connection[Any]) -> None:
+    """Until the server has ended every other backend: by then it has sent each its last words
+    (the proxy holds the close back), and a moment later the app has read them."""
+    async with asyncio.timeout(5):
+        while await connection.fetchval(OTHERS):  # noqa: ASYNC110 - no event to wait on
+            await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # the app's event loop reads what arrived; nothing to wait on
+
+
 async def test_a_read_right_after_every_backend_was_terminated_returns_the_job(
     database_dsn: str, connection: asyncpg.Connection[Any]
 ) -> None:
@@ -62,11 +71,7 @@ async def test_a_read_on_a_connection_told_it_ends_but_not_yet_closed_returns_th
         job_id = await jobs.enqueue(step, n=1)
         await asyncio.gather(*(jobs.get(job_id) for _ in range(4)))
         assert await connection.fetchval(TERMINATE_OTHERS) > 0
-        # The backends are gone; the app has read their last words, not yet the close.
-        async with asyncio.timeout(5):
-            while await connection.fetchval(OTHERS):
-                await asyncio.sleep(0.02)
-        await asyncio.sleep(0.05)
+        await until_gone(connection)
         record = await jobs.get(job_id)
     assert record is not None
     assert record.status is JobStatus.PENDING
@@ -81,10 +86,7 @@ async def test_plain_asyncpg_pool_fails_the_same_way(
     try:
         assert await pool.fetchval("SELECT 1") == 1
         await connection.fetchval(TERMINATE_OTHERS)
-        async with asyncio.timeout(5):
-            while await connection.fetchval(OTHERS):
-                await asyncio.sleep(0.02)
-        await asyncio.sleep(0.05)
+        await until_gone(connection)
         with pytest.raises(asyncpg.InternalClientError, match=r"another operation \(2\)"):
             await pool.fetchval("SELECT 1")
     finally:
