@@ -12,12 +12,13 @@ it is, instead of running the read again on a new connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import asyncpg
 import pytest
 
-from starlette_jobs import Jobs, JobStatus
+from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus
 from tests.faultproxy import FaultProxy
 from tests.integration.test_silent_network import step
 
@@ -75,6 +76,23 @@ async def test_a_read_on_a_connection_told_it_ends_but_not_yet_closed_returns_th
         record = await jobs.get(job_id)
     assert record is not None
     assert record.status is JobStatus.PENDING
+
+
+async def test_an_enqueue_on_a_connection_told_it_ends_raises_nothing_foreign(
+    fault_proxy: FaultProxy, connection: asyncpg.Connection[Any]
+) -> None:
+    """The producer's own connection (not the pool's) in the same window."""
+    fault_proxy.set_close_delay(1.0)
+    async with Jobs(fault_proxy.dsn, queues={}) as jobs:
+        await jobs.enqueue(step, n=1)
+        assert await connection.fetchval(TERMINATE_OTHERS) > 0
+        await until_gone(connection)
+        # Allowed to fail, in the library's words (nothing was written); nothing else.
+        with contextlib.suppress(DatabaseUnavailableError):
+            await jobs.enqueue(step, n=2)
+        await jobs.enqueue(step, n=3)  # and the next one works
+    rows = await connection.fetch("SELECT payload->>'n' AS n FROM starlette_jobs ORDER BY id")
+    assert [row["n"] for row in rows][-1] == "3"
 
 
 async def test_plain_asyncpg_pool_fails_the_same_way(
