@@ -34,7 +34,7 @@ import pytest
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
 _CANCEL_REQUEST = 80877102
-# The most SQL text kept per connection: enough to tell what a connection is for.
+# The most distinct SQL texts kept per connection: enough to tell what a connection is for.
 _STATEMENTS_KEPT = 200
 # Chunks read ahead of a held (blackholed or delayed) direction: bounds memory, then the
 # kernel's buffers fill and the sender blocks, as on a real stalled route.
@@ -148,8 +148,9 @@ def _through(dsn: str, port: int) -> str:
 class _StatementSniffer:
     """Reads the SQL text out of the frontend messages a client sends (Query and Parse)."""
 
-    def __init__(self, into: list[str]) -> None:
+    def __init__(self, into: list[str], on_statement: Callable[[], None]) -> None:
         self._into = into
+        self._on_statement = on_statement
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> None:
@@ -164,9 +165,16 @@ class _StatementSniffer:
             if len(self._into) >= _STATEMENTS_KEPT:
                 continue
             if kind == ord("Q"):
-                self._into.append(body.split(b"\0", 1)[0].decode(errors="replace"))
+                self._add(body.split(b"\0", 1)[0])
             elif kind == ord("P"):  # statement name, then the query
-                self._into.append(body.split(b"\0", 2)[1].decode(errors="replace"))
+                self._add(body.split(b"\0", 2)[1])
+
+    def _add(self, text: bytes) -> None:
+        statement = text.decode(errors="replace")
+        # Each distinct text once: a pool runs its reset query on every release.
+        if statement not in self._into:
+            self._into.append(statement)
+            self._on_statement()
 
 
 class FaultProxy:
@@ -181,7 +189,8 @@ class FaultProxy:
         self._new_delay = 0.0
         self._new_close_delay = 0.0
         self._server: asyncio.Server | None = None
-        self._opened = asyncio.Condition()
+        # Set (and replaced) whenever a connection opens, closes or sends SQL: `wait_for` wakes.
+        self._activity = asyncio.Event()
         self.port = 0
 
     @property
@@ -256,14 +265,14 @@ class FaultProxy:
 
     async def wait_for(self, where: Where, timeout: float = 10.0) -> ProxiedConnection:
         """The first open session connection for which `where` holds, once there is one."""
-        async with asyncio.timeout(timeout), self._opened:
+        async with asyncio.timeout(timeout):
             while not (found := self.matching(where)):
-                await self._opened.wait()
+                await self._activity.wait()
             return found[0]
 
-    async def _changed(self) -> None:
-        async with self._opened:
-            self._opened.notify_all()
+    def _changed(self) -> None:
+        self._activity.set()
+        self._activity = asyncio.Event()
 
     # -- forwarding ---------------------------------------------------------------------------
 
@@ -285,7 +294,7 @@ class FaultProxy:
         finally:
             if not connection.closed:
                 connection.close()
-            await self._changed()
+            self._changed()
 
     async def _serve(
         self,
@@ -314,7 +323,7 @@ class FaultProxy:
                 for k, v in zip(fields[0::2], fields[1::2], strict=False)
                 if k
             }
-        await self._changed()
+        self._changed()
         # A new connection during a blackhole hangs here, before reaching the server.
         await connection._flowing.wait()
         if self._unix_path is not None:
@@ -323,7 +332,7 @@ class FaultProxy:
             server_in, server = await asyncio.open_connection(self._host, self._port)
         connection._sockets.append(server)
         server.write(startup)
-        sniffer = _StatementSniffer(connection.statements)
+        sniffer = _StatementSniffer(connection.statements, self._changed)
         directions = [
             asyncio.create_task(self._pump(connection, client_in, server, sniffer.feed)),
             asyncio.create_task(self._pump(connection, server_in, client, None)),
