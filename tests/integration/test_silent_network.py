@@ -323,6 +323,44 @@ async def test_a_reset_of_any_connection_of_a_working_worker_loses_nothing_and_r
     )
 
 
+@job(retry=Retry.none())
+async def once(n: int) -> None:
+    log().record(log().starts, n)
+    log().record(log().ends, n)
+
+
+async def test_a_claim_whose_answer_is_lost_still_runs_the_job(
+    fault_proxy: FaultProxy, database_dsn: str, connection: asyncpg.Connection[Any], run_log: RunLog
+) -> None:
+    # At least once: a job the server leased to a worker that never heard of it (the claim's
+    # answer was lost with its connection) must still run, even with no retry to spare.
+    async with (
+        Jobs(database_dsn, queues={}) as producer,
+        Jobs(fault_proxy.dsn, queues={"default": 1}, lease_duration=LEASE, poll_interval=30),
+    ):
+        await producer.enqueue(step, n=0)
+        await run_log.wait_ended(1, timeout=10)
+        claimer = await fault_proxy.wait_for(ran(CONNECTION_KINDS["claims"]))
+        claimer.delay = 0.5  # each way: the answer is on the wire for half a second
+        job_id = await producer.enqueue(once, n=1)
+        query = "SELECT status FROM starlette_jobs WHERE id = $1"
+        async with asyncio.timeout(10):
+            while await connection.fetchval(query, job_id) != "running":  # noqa: ASYNC110
+                await asyncio.sleep(0.02)  # no event to wait on: the row, read directly
+        claimed = time.monotonic()
+        claimer.reset()  # the server ran the claim; its answer is lost
+        await until_finished(connection, [job_id], timeout=LEASE * 3)
+        finished = time.monotonic() - claimed
+    status, attempts, last_error = (await statuses(connection))[job_id]
+    print(
+        f"claim answer lost: {status} after {finished:.1f} s, {attempts} attempt(s), {last_error}"
+    )
+    assert run_log.times_started()[1] == 1, (
+        f"the job never ran: {status} after {finished:.1f} s ({last_error})"
+    )
+    assert status == "succeeded"
+
+
 # -- e: shutdown on a silent network ---------------------------------------------------------------
 
 GRACE = 2.0
