@@ -15,7 +15,9 @@ message (`application_name`, `user`, `database`, any `server_settings`), the mom
 and the SQL its client sent (`statements`), so a test can pick "the LISTEN connection" or "the
 one that claims" with a predicate. A blackhole holds bytes instead of dropping them, as TCP
 retransmission would deliver them once the route heals; a side that closes meanwhile loses what it
-had sent, and the other side learns of the close only after the heal.
+had sent, and the other side learns of the close only after the heal. What the proxy cannot
+imitate: kernel-level TCP keepalive failures (its own kernel answers the probes), so only a
+check the application makes itself (a statement with a timeout) notices its blackhole.
 """
 
 from __future__ import annotations
