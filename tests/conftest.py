@@ -22,6 +22,7 @@ import pytest
 from starlette_jobs import Jobs
 from starlette_jobs._embedded import start_embedded_postgres
 from starlette_jobs._store import Store
+from tests.faultproxy import fault_proxy as fault_proxy  # a fixture, for every test
 
 
 @pytest.fixture
