@@ -42,6 +42,10 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
+    # A server that ends an idle connection (pg_terminate_backend, a restart, an idle timeout)
+    # says so before it closes the socket; asyncpg leaves such a connection in an error state,
+    # and it fails its next statement with this, until the closing is read.
+    asyncpg.InternalClientError,
     asyncpg.exceptions.CannotConnectNowError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
@@ -54,6 +58,13 @@ def connection_lost(error: BaseException) -> bool:
     """Whether `error` says the connection is gone (the server dropped it, or the network did),
     rather than that a statement ran out of time on a connection that may still be good."""
     return isinstance(error, DATABASE_ERRORS) and not isinstance(error, TimeoutError)
+
+
+def never_sent(error: BaseException) -> bool:
+    """Whether the statement failed before anything of it reached the server, so that running
+    it again on a new connection cannot run it twice: asyncpg refuses to start it on a
+    connection that the server already said it would end."""
+    return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
 
 
 class Backoff:

@@ -1,7 +1,8 @@
-"""Connections of their own for the hot paths (enqueue, claims, outcomes, leases) and for LISTEN.
+"""The connections: a lane of its own for each hot path (enqueue, claims, outcomes, leases), one
+for LISTEN, and the shared pool for everything else.
 
-Each is opened on first use and again after it was lost, and gives a statement up on the server
-before the client stops waiting for it (see `_connectivity.session_settings`).
+Each is opened on first use and again after it was lost or expired, and gives a statement up on
+the server before the client stops waiting for it (see `_connectivity.session_settings`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from typing import Any
 
 import asyncpg
 
-from ._connectivity import CONNECT_TIMEOUT, connection_lost, session_settings
+from ._connectivity import (
+    CONNECT_TIMEOUT,
+    DATABASE_ERRORS,
+    connection_lost,
+    never_sent,
+    session_settings,
+)
 
 
 def channel_for(queue: str) -> str:
@@ -31,6 +38,43 @@ async def connect(
         server_settings={**session_settings(statement_timeout, purpose), **(extra or {})},
     )
     return connection
+
+
+class SharedPool:
+    """asyncpg's pool, with an expiry that closes the expired connections as it meets them.
+
+    asyncpg's own `expire_connections` closes each in a task nobody awaits, which fails loudly
+    when the socket is already gone: the very case expiry is for.
+    """
+
+    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+        self.pool = pool
+        self._generation = 0
+        self._generation_of: dict[int, int] = {}  # server pid -> generation it was first used in
+
+    def expire(self) -> None:
+        """Every connection in the pool now is replaced on its next use."""
+        self._generation += 1
+
+    async def run(self, method: str, query: str, *args: Any) -> Any:
+        """`connection.<method>(query, *args)` on a pool connection that is not expired. One
+        that fails for want of the server (or timed out) is closed at once, not handed back:
+        the pool would wait for asyncpg's cancel request first, which cannot cross a network
+        that went silent."""
+        for _ in range(self.pool.get_max_size() + 1):
+            async with self.pool.acquire() as connection:
+                pid = connection.get_server_pid()
+                if self._generation_of.setdefault(pid, self._generation) < self._generation:
+                    del self._generation_of[pid]
+                    connection.terminate()
+                    continue
+                try:
+                    return await getattr(connection, method)(query, *args)
+                except DATABASE_ERRORS:
+                    self._generation_of.pop(pid, None)
+                    connection.terminate()
+                    raise
+        raise AssertionError("unreachable: the pool had more connections than its size")
 
 
 class Lane:
@@ -72,18 +116,22 @@ class Lane:
         if self._lock.locked():
             return await self._pooled(method, query, *args)
         async with self._lock:
-            connection = await self._connected()
-            try:
-                return await getattr(connection, method)(query, *args)
-            except BaseException as error:
-                lost = connection_lost(error)  # "terminating connection due to ..." is too
-                if lost or not isinstance(error, asyncpg.PostgresError):
-                    # Unless the server merely refused the statement, the connection is gone
-                    # or may be mid-way through it: start afresh next time.
-                    self._retire(connection, gracefully=not lost)
-                if lost:
-                    await self._on_connection_lost()
-                raise
+            for attempt in range(2):
+                connection = await self._connected()
+                try:
+                    return await getattr(connection, method)(query, *args)
+                except BaseException as error:
+                    lost = connection_lost(error)  # "terminating connection due to ..." is too
+                    if lost or not isinstance(error, asyncpg.PostgresError):
+                        # Unless the server merely refused the statement, the connection is
+                        # gone or may be mid-way through it: start afresh next time.
+                        self._retire(connection, gracefully=not lost)
+                    if isinstance(error, DATABASE_ERRORS):
+                        # Lost, or no answer in time: the others are likely gone too.
+                        await self._on_connection_lost()
+                    if attempt or not never_sent(error):
+                        raise
+            raise AssertionError("unreachable: the second try returns or raises")
 
     def _retire(self, connection: asyncpg.Connection[Any], *, gracefully: bool) -> None:
         if self._connection is connection:

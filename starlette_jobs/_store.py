@@ -14,12 +14,14 @@ import asyncpg
 
 from ._connectivity import (
     CONNECT_TIMEOUT,
+    DATABASE_ERRORS,
     STATEMENT_TIMEOUT,
     connection_lost,
+    never_sent,
     session_settings,
 )
 from ._errors import SchemaVersionError, UniqueKeyTakenError
-from ._lanes import Lane, Listener
+from ._lanes import Lane, Listener, SharedPool
 from ._record import JobRecord, JobStatus
 
 # pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
@@ -120,12 +122,13 @@ class Store:
         worker_statement_timeout: float = STATEMENT_TIMEOUT,
     ) -> None:
         self.pool = pool
+        self._shared = SharedPool(pool)
         self.dsn = dsn
         self.worker_statement_timeout = worker_statement_timeout
         self._q = queries()
 
         def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
-            return Lane(dsn, purpose, timeout, self._write, self._connections_lost, extra)
+            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, extra)
 
         # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
         # checkout costs a shielded task and timers per statement, and hops between backends.
@@ -175,35 +178,41 @@ class Store:
             lane.terminate()
         self.pool.terminate()
 
-    async def _connections_lost(self) -> None:
-        """A connection found itself dropped. When the server restarts (or an operator ends
-        the backends) every connection is dropped, but asyncpg notices only once it reads the
-        closing, and until then a dropped connection is handed out and fails its statement,
-        not always with a connection error. Have all of them replaced on next use."""
-        await self.pool.expire_connections()
+    async def expire_connections(self) -> None:
+        """A connection found itself dropped, or got no answer in time. When the server
+        restarts (or an operator ends the backends) every connection is dropped, but asyncpg
+        notices only once it reads the closing, and until then a dropped connection is handed
+        out and fails its statement; when the network goes silent, every connection waits in
+        vain. Have all of them replaced on next use."""
+        self._shared.expire()
         for lane in self._lanes:
             lane.expire()
 
     async def _read(self, method: str, query: str, *args: Any) -> Any:
-        """`pool.<method>(query, *args)` for a statement that changes nothing, run once more if
-        its connection turned out dropped: a read is safe to repeat."""
+        """`SharedPool.run` for a statement that changes nothing, run once more if its connection
+        turned out dropped: a read is safe to repeat."""
         try:
-            return await getattr(self.pool, method)(query, *args)
+            return await self._shared.run(method, query, *args)
         except BaseException as error:
-            if not connection_lost(error):
+            if not isinstance(error, DATABASE_ERRORS):
                 raise
-        await self._connections_lost()
-        return await getattr(self.pool, method)(query, *args)
+            await self.expire_connections()
+            if not connection_lost(error):
+                raise  # no answer in time: once more would double the wait
+        return await self._shared.run(method, query, *args)
 
     async def _write(self, method: str, query: str, *args: Any) -> Any:
-        """`pool.<method>(query, *args)` for a statement that changes rows. Not repeated if its
-        connection turned out dropped: the server may have run it before dropping it."""
+        """`SharedPool.run` for a statement that changes rows. Not repeated if its connection turned
+        out dropped, unless it never reached the server: the server may have run it."""
         try:
-            return await getattr(self.pool, method)(query, *args)
+            return await self._shared.run(method, query, *args)
         except BaseException as error:
-            if connection_lost(error):
-                await self._connections_lost()
-            raise
+            if not isinstance(error, DATABASE_ERRORS):
+                raise
+            await self.expire_connections()
+            if not never_sent(error):
+                raise
+        return await self._shared.run(method, query, *args)
 
     async def migrate(self) -> list[str]:
         """Applies the migrations this database lacks, in one transaction; returns their names."""

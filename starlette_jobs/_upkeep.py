@@ -133,9 +133,14 @@ class Wakeups:
             if self._listener is not None and await self._listener.alive(self._check_interval):
                 continue
             if self._listener is not None:
-                logger.warning("the LISTEN connection stopped answering; opening it again")
+                logger.warning(
+                    "the LISTEN connection stopped answering; opening it again, and every other "
+                    "connection of this process on next use"
+                )
                 self._listener.terminate()
                 self._listener = None
+                # The network likely went silent for all of them, the idle ones included.
+                await self._store.expire_connections()
             if await self._open():
                 for queue in self._queues:
                     self._wake(queue)
