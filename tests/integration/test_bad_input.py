@@ -273,3 +273,109 @@ async def test_a_row_with_a_malformed_trace_context_still_runs(
     assert record is not None
     assert record.status is JobStatus.SUCCEEDED
     assert seen_correlation_ids == [None]
+
+
+@job(retry=Retry.none())
+async def fail_with_unstorable_text() -> None:
+    # What enqueue refuses in arguments, an exception's message can hold.
+    raise ValueError("bad \ud800 \x00")
+
+
+async def test_an_error_text_postgresql_cannot_store_is_kept_with_escapes(
+    start_jobs: StartJobs,
+) -> None:
+    async with start_jobs() as jobs:
+        job_id = await fail_with_unstorable_text.enqueue()
+        await jobs.drain(timeout=10)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert record.status is JobStatus.FAILED
+    assert record.last_error is not None
+    assert record.last_error.endswith("ValueError: bad \\ud800 \\x00")
+    assert record.errors[0]["error"].endswith("ValueError: bad \\ud800 \\x00")
+
+
+@job(retry=Retry.none())
+async def give_back(kind: str) -> Any:
+    return {
+        "surrogate": {"a": ["\ud800"]},
+        "nul key": {"a\x00": 1},
+        "huge integer": [HUGE],
+        "too deep": nested(65),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["surrogate", "nul key", "huge integer", "too deep"])
+async def test_a_result_that_could_not_be_stored_or_read_back_is_dropped_with_a_warning(
+    start_jobs: StartJobs, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    async with start_jobs() as jobs:
+        job_id = await give_back.enqueue(kind=kind)
+        await jobs.drain(timeout=10)
+        record = await jobs.get(job_id)
+        assert await jobs.list() == [record]
+    assert record is not None
+    assert (record.status, record.result) == (JobStatus.SUCCEEDED, None)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert [m for m in warnings if f"job {job_id} " in m and "result not stored" in m], warnings
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+async def test_a_correlation_id_postgresql_cannot_store_is_kept_with_escapes(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}):
+        with correlation_scope("req\x00-\udfff"):
+            job_id = await typed.enqueue(n=1)
+    stored = await connection.fetchval(
+        "SELECT trace_context->>'x-request-id' FROM starlette_jobs WHERE id = $1", job_id
+    )
+    assert stored == "req\\x00-\\udfff"
+
+
+DEEP = "[" * 5000 + "]" * 5000
+HUGE_TEXT = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("payload", "errors", "result"),
+    [
+        (f'{{"n": {HUGE_TEXT}}}', "[]", None),
+        ("{}", "[]", f"[{HUGE_TEXT}, 1]"),
+        ("{}", f'[{{"attempt": 1, "error": "x", "n": -{HUGE_TEXT}}}]', None),
+        (f'{{"n": {DEEP}}}', "[]", None),
+        ("{}", DEEP, DEEP),
+    ],
+    ids=["huge integer in arguments", "huge integer in the result", "huge integer in errors",
+         "deep arguments", "deep errors and result"],
+)  # fmt: skip
+async def test_every_stored_row_can_be_read_back(
+    start_jobs: StartJobs,
+    connection: asyncpg.Connection[Any],
+    caplog: pytest.LogCaptureFixture,
+    payload: str,
+    errors: str,
+    result: str | None,
+) -> None:
+    job_id = await connection.fetchval(
+        "INSERT INTO starlette_jobs (name, queue, payload, status, max_attempts, errors, result,"
+        " finished_at) VALUES ('nobody.knows', 'default', $1::jsonb, 'failed', 1, $2::jsonb,"
+        " $3::jsonb, now()) RETURNING id",
+        payload,
+        errors,
+        result,
+    )
+    async with start_jobs(queues={}) as jobs:
+        record = await jobs.get(job_id)
+        assert await jobs.list() == [record]
+    assert record is not None
+    assert record.status is JobStatus.FAILED
+    if HUGE_TEXT in payload:
+        assert record.arguments == {"n": decimal.Decimal(HUGE_TEXT)}  # every digit kept
+    if result is not None and HUGE_TEXT in result:
+        assert record.result == [decimal.Decimal(HUGE_TEXT), 1]
+    if HUGE_TEXT in errors:
+        assert record.errors[0]["n"] == decimal.Decimal("-" + HUGE_TEXT)
+    if DEEP in (payload, errors):
+        assert f"job {job_id}" in caplog.text
+        assert "cannot be decoded" in caplog.text
