@@ -6,6 +6,7 @@ import logging
 import warnings
 from pathlib import Path
 
+from ._dsn import masked_dsn
 from ._errors import EmbeddedPostgresUnavailable
 
 logger = logging.getLogger("starlette_jobs.embedded")
@@ -34,5 +35,5 @@ def start_embedded_postgres(data_dir: Path) -> str:
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     server = postgres_server.get_server(data_dir, cleanup_mode="stop")
     dsn = server.get_uri()
-    logger.info("using the embedded PostgreSQL in %s (%s)", data_dir, dsn)
+    logger.info("using the embedded PostgreSQL in %s (%s)", data_dir, masked_dsn(dsn))
     return dsn

@@ -18,6 +18,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._connectivity import DATABASE_ERRORS, Backoff, unavailable_as_error
+from ._dsn import masked_dsn
 from ._embedded import DEFAULT_DATA_DIR, start_embedded_postgres
 from ._errors import (
     DatabaseUnavailableError,
@@ -45,7 +46,7 @@ logger = logging.getLogger("starlette_jobs")
 _DAY = 24 * 3600.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class JobsConfig:
     """Everything `Jobs(...)` was given; see `Jobs` for the meaning of each field."""
 
@@ -64,24 +65,66 @@ class JobsConfig:
     require_database: bool = False
 
     def __post_init__(self) -> None:
+        if self.dsn is not None and not isinstance(self.dsn, str):
+            raise JobDefinitionError(f"dsn must be a PostgreSQL URL or None, got {self.dsn!r}")
         for queue, concurrency in self.queues.items():
             check_queue_name(queue)
-            if not isinstance(concurrency, int) or concurrency < 1:
+            if type(concurrency) is not int or not 1 <= concurrency <= _MAX_CONCURRENCY:
                 raise JobDefinitionError(
-                    f"queue {queue!r}: concurrency must be a positive integer, got {concurrency!r}"
+                    f"queue {queue!r}: concurrency must be a positive integer, at most "
+                    f"{_MAX_CONCURRENCY}, got {concurrency!r}"
                 )
-        for name in ("batch_size", "pool_max_size", "max_payload_bytes"):
-            if getattr(self, name) < 1:
-                raise JobDefinitionError(f"{name} must be at least 1")
-        for name in ("poll_interval", "lease_duration"):
-            if not getattr(self, name) > 0:
-                raise JobDefinitionError(f"{name} must be a positive number of seconds")
-        if self.shutdown_grace < 0:
-            raise JobDefinitionError("shutdown_grace must not be negative")
-        if self.retention is not None and not self.retention > 0:
-            raise JobDefinitionError(
-                "retention must be a positive number of seconds, or None to keep every job"
-            )
+        for name, most in _INTEGER_BOUNDS.items():
+            value = getattr(self, name)
+            # A bool is an int to Python, and almost certainly a mistake here.
+            if type(value) is not int or not 1 <= value <= most:
+                raise JobDefinitionError(
+                    f"{name} must be at least 1 and at most {most} (an integer), got {value!r}"
+                )
+        for name, most in _SECONDS_BOUNDS.items():
+            value = getattr(self, name)
+            if name == "retention" and value is None:
+                continue
+            # `not 0 < value`, not `value <= 0`: NaN must fail too.
+            zero_allowed = name == "shutdown_grace"
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not ((value >= 0) if zero_allowed else (value > 0))
+                or not value <= most
+            ):
+                extra = ", or None to keep every job" if name == "retention" else ""
+                kind = (
+                    "a number of seconds >= 0" if zero_allowed else "a positive number of seconds"
+                )
+                raise JobDefinitionError(
+                    f"{name} must be {kind}, at most {most:.0f}{extra}, got {value!r}"
+                )
+        for name in ("migrate", "require_database"):
+            if not isinstance(getattr(self, name), bool):
+                raise JobDefinitionError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
+
+    def __repr__(self) -> str:
+        # The DSN's password must not reach a log line or a traceback.
+        shown = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if self.dsn:
+            shown["dsn"] = masked_dsn(self.dsn)
+        return f"JobsConfig({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+# The upper bounds of the settings, chosen far beyond any sensible value: they exist to refuse
+# what the database or asyncio cannot take (an infinite lease makes every claim fail, a NaN
+# grace makes shutdown wait forever), not to second-guess a deployment.
+_MAX_CONCURRENCY = 10_000
+_INTEGER_BOUNDS = {"batch_size": 10_000, "pool_max_size": 1000, "max_payload_bytes": 64 * 1024**2}
+_SECONDS_BOUNDS = {
+    "poll_interval": 3600.0,
+    "lease_duration": _DAY,
+    "shutdown_grace": _DAY,
+    "retention": 100 * 365 * _DAY,
+}
 
 
 class Jobs:
@@ -92,25 +135,33 @@ class Jobs:
             `embedded` extra), whose data lives in `embedded_data_dir`.
         queues: queue name -> how many of its jobs may run at once in this process.
             `queues={}` enqueues only and runs no worker.
-        batch_size: the most jobs one claim takes from a queue (never more than free slots).
-        poll_interval: seconds between claims when no notification arrives.
+            A concurrency is 1 to 10,000.
+        batch_size: the most jobs one claim takes from a queue (never more than free slots);
+            1 to 10,000.
+        poll_interval: seconds between claims when no notification arrives; > 0, at most 3,600.
         lease_duration: seconds a claimed job is reserved for this worker; renewed every third
             of it while the job runs. A job whose lease runs out is handed to another worker.
+            > 0, at most 86,400 (a day).
         shutdown_grace: seconds running jobs get to finish at shutdown before they are
-            released back to pending.
+            released back to pending; 0 to 86,400.
         migrate: apply the schema migrations on start.
         embedded_data_dir: data directory of the embedded PostgreSQL.
         tracer_provider: OpenTelemetry tracer provider; default the global one.
-        pool_max_size: connections in the pool. Beside it, a worker keeps three connections of
-            its own (LISTEN, claims, outcomes) and a process that enqueues keeps one.
+        pool_max_size: connections in the pool (1 to 1,000). Beside it, a worker keeps three
+            connections of its own (LISTEN, claims, outcomes) and a process that enqueues
+            keeps one.
         retention: seconds a finished (succeeded, failed or cancelled) job is kept; the workers
-            delete older ones. None keeps every job. Default: 7 days.
-        max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB).
-            Bigger arguments belong in your own storage, with a key in the job.
+            delete older ones. None keeps every job. Default: 7 days; at most 100 years.
+        max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB,
+            at most 64 MiB). Bigger arguments belong in your own storage, with a key in the job.
         require_database: True: starting raises `DatabaseUnavailableError` when PostgreSQL
             cannot be reached. False (default): the app starts anyway; migrations and the
             worker start as soon as the database answers, and calls made meanwhile raise
             `DatabaseUnavailableError`.
+
+    Raises:
+        JobDefinitionError: a setting is out of its range, not finite (NaN, infinity), or of
+            the wrong type (a bool where a number belongs, a number where a bool belongs).
 
     Example:
         >>> jobs = Jobs()
