@@ -75,30 +75,30 @@ class JobsConfig:
                     f"{_MAX_CONCURRENCY}, got {concurrency!r}"
                 )
         for name, most in _INTEGER_BOUNDS.items():
-            value = getattr(self, name)
+            value: object = getattr(self, name)
             # A bool is an int to Python, and almost certainly a mistake here.
             if type(value) is not int or not 1 <= value <= most:
                 raise JobDefinitionError(
                     f"{name} must be at least 1 and at most {most} (an integer), got {value!r}"
                 )
-        for name, most in _SECONDS_BOUNDS.items():
-            value = getattr(self, name)
-            if name == "retention" and value is None:
+        for name, limit in _SECONDS_BOUNDS.items():
+            seconds: object = getattr(self, name)
+            if name == "retention" and seconds is None:
                 continue
-            # `not 0 < value`, not `value <= 0`: NaN must fail too.
+            # Comparisons that NaN fails, so that it is refused too.
             zero_allowed = name == "shutdown_grace"
             if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not ((value >= 0) if zero_allowed else (value > 0))
-                or not value <= most
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not ((seconds >= 0) if zero_allowed else (seconds > 0))
+                or not seconds <= limit
             ):
                 extra = ", or None to keep every job" if name == "retention" else ""
                 kind = (
                     "a number of seconds >= 0" if zero_allowed else "a positive number of seconds"
                 )
                 raise JobDefinitionError(
-                    f"{name} must be {kind}, at most {most:.0f}{extra}, got {value!r}"
+                    f"{name} must be {kind}, at most {limit:.0f}{extra}, got {seconds!r}"
                 )
         for name in ("migrate", "require_database"):
             if not isinstance(getattr(self, name), bool):
