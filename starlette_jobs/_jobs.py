@@ -407,9 +407,13 @@ class Jobs:
     # -- looking at jobs ----------------------------------------------------------------------
 
     async def get(self, job_id: JobId) -> JobRecord | None:
-        """The job with this id, or None."""
-        with unavailable_as_error(f"get job {job_id}"):
-            return await self.store.get_job(int(job_id))
+        """The job with this id, or None (also for what no job id can be: a negative number,
+        one past 64 bits, text that is not a number)."""
+        row_id = _row_id(job_id)
+        if row_id is None:
+            return None
+        with unavailable_as_error(f"get job {row_id}"):
+            return await self.store.get_job(row_id)
 
     async def list(
         self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
@@ -465,11 +469,14 @@ class Jobs:
     async def _change(
         self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
     ) -> bool:
-        with unavailable_as_error(f"{action} job {job_id}"):
-            if await change(int(job_id)):
+        row_id = _row_id(job_id)
+        if row_id is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        with unavailable_as_error(f"{action} job {row_id}"):
+            if await change(row_id):
                 return True
-            if await self.store.job_status(int(job_id)) is None:
-                raise JobNotFoundError(f"no job with id {job_id}")
+            if await self.store.job_status(row_id) is None:
+                raise JobNotFoundError(f"no job with id {row_id}")
         return False
 
     async def migrate(self) -> builtins.list[str]:
@@ -501,6 +508,21 @@ class Jobs:
                 "drain needs a running worker: start Jobs with at least one queue in `queues=`"
             )
         await self._worker.drain(deadline - loop.time(), include_scheduled=include_scheduled)
+
+
+_MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
+
+
+def _row_id(job_id: object) -> int | None:
+    """The row id `job_id` names, or None when no row can have it: an int (not a bool) or the
+    ASCII digits of one (an id that went through a URL), within `bigint`."""
+    if type(job_id) is int:
+        row_id = job_id
+    elif isinstance(job_id, str) and len(job_id) <= 19 and job_id.isascii() and job_id.isdigit():
+        row_id = int(job_id)
+    else:
+        return None
+    return row_id if 1 <= row_id <= _MAX_ROW_ID else None
 
 
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:

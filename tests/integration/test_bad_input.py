@@ -17,6 +17,7 @@ import pytest
 from starlette_jobs import (
     JobArgumentsError,
     JobDefinitionError,
+    JobNotFoundError,
     Jobs,
     JobStatus,
     Retry,
@@ -379,3 +380,20 @@ async def test_every_stored_row_can_be_read_back(
     if DEEP in (payload, errors):
         assert f"job {job_id}" in caplog.text
         assert "cannot be decoded" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "job_id", [2**63, -(2**63) - 1, "9" * 5000, "abc", "12x", "", "1.5", "٣", 1.5, True, None]
+)
+async def test_an_id_no_job_can_have_finds_nothing(start_jobs: StartJobs, job_id: Any) -> None:
+    async with start_jobs(queues={}) as jobs:
+        # Jobs 1 to 3, which True (1), 1.5 or "٣" (an Arabic-Indic 3) must not be taken for.
+        assert await typed.enqueue_many([{"n": 1}] * 3) == [1, 2, 3]
+        existing = 3
+        assert await jobs.get(job_id) is None
+        for change in (jobs.cancel, jobs.retry, jobs.release):
+            with pytest.raises(JobNotFoundError, match="no job with id"):
+                await change(job_id)
+        record = await jobs.get(str(existing))  # an id that went through a URL
+        assert record is not None
+        assert record.id == existing
