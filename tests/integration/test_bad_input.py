@@ -180,7 +180,9 @@ async def test_bad_input_is_refused_clearly_and_writes_nothing(
 @pytest.mark.parametrize(
     ("name", "phrase"),
     [("", "invalid job name ''"), ("j" * 201, "1 to 200"), ("send mail", "invalid job name"),
-     ("x'); DROP TABLE t;--", "invalid job name"), ("名前", "invalid job name")],
+     ("x'); DROP TABLE t;--", "invalid job name"), ("名前", "invalid job name"),
+     ("a/b", "invalid job name"), ("a\x00", "invalid job name"), ("a\n", "invalid job name"),
+     ("\ud800", "invalid job name")],
 )  # fmt: skip
 def test_bad_job_names_are_refused_where_the_job_is_declared(name: str, phrase: str) -> None:
     with pytest.raises(JobDefinitionError, match=phrase):
@@ -188,6 +190,30 @@ def test_bad_job_names_are_refused_where_the_job_is_declared(name: str, phrase: 
         @job(name=name)
         async def anything() -> None:
             pass
+
+
+@pytest.mark.parametrize(
+    "name", ["j" * 200, "a", "emails.receipt", "billing:v2", "app.tasks.<locals>.send", "a-b_c.D9"]
+)
+def test_job_names_are_1_to_200_letters_digits_or_these_marks(name: str) -> None:
+    # Looser than queue names (1 to 48 of letters, digits, _ . -): the default name is
+    # module.qualname, which holds `<locals>` for a function declared in another.
+    @job(name=name)
+    async def anything() -> None:
+        pass
+
+    assert anything.name == name
+
+
+def test_a_default_job_name_is_module_and_qualname_even_inside_a_function() -> None:
+    @job
+    async def inner() -> None:
+        pass
+
+    assert inner.name == (
+        "tests.integration.test_bad_input."
+        "test_a_default_job_name_is_module_and_qualname_even_inside_a_function.<locals>.inner"
+    )
 
 
 async def test_the_payload_limit_is_a_setting(
