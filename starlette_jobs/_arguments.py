@@ -15,6 +15,7 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 
 from ._errors import JobArgumentsError, JobDefinitionError
 from ._storable import (
+    MAX_DEPTH,
     REPLACEMENT_CHARACTER,
     any_may_be_unstorable,
     json_problems,
@@ -97,7 +98,7 @@ class ArgumentsSchema:
         except (pydantic.ValidationError, ValueError, TypeError):
             pass
         else:
-            if not may_be_unstorable(text):
+            if not may_be_unstorable(text, _ARGUMENTS_LEVELS):
                 return text.decode()
         return self._serialize_checked(arguments)
 
@@ -146,7 +147,7 @@ class ArgumentsSchema:
             return None
         # What `serialize` would refuse shows in the text (a string that merely holds "NaN", say,
         # also takes the slow path, which is right).
-        if any_may_be_unstorable(texts):
+        if any_may_be_unstorable(texts, _ARGUMENTS_LEVELS):
             return None
         return [text.decode() for text in texts]
 
@@ -159,6 +160,10 @@ class ArgumentsSchema:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
         parameter_of_field = self._parameter_of_field
         return {parameter_of_field[field]: value for field, value in validated.items()}
+
+
+# The arguments object, then up to MAX_DEPTH levels inside each argument.
+_ARGUMENTS_LEVELS = MAX_DEPTH + 1
 
 
 def _json_values_for_any(hint: Any) -> Any:

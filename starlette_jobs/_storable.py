@@ -65,32 +65,57 @@ def storable(text: str) -> str:
 _SUSPECT = re.compile(rb"NaN|Infinity|\\u(?:0000|[dD])|" + REPLACEMENT_CHARACTER).search
 
 
-def may_be_unstorable(text: bytes) -> bool:
+def may_be_unstorable(text: bytes, levels: int = MAX_DEPTH) -> bool:
     """A cheap test of JSON text from pydantic-core: False means it is storable and readable.
 
-    True may be a false alarm (a string that holds `NaN`, or a backslash and `u0000`):
-    `json_problems` then says for sure.
+    `levels` is how deep the text may nest (one more than `MAX_DEPTH` for an object holding
+    arguments). True may be a false alarm (a string that holds `NaN`, or a backslash and
+    `u0000`): `json_problems` then says for sure.
     """
-    return _SUSPECT(text) is not None or _too_deep_or_huge(text)
+    return _SUSPECT(text) is not None or _too_deep_or_huge(text, levels)
 
 
-def any_may_be_unstorable(texts: list[bytes]) -> bool:
+def any_may_be_unstorable(texts: list[bytes], levels: int = MAX_DEPTH) -> bool:
     """`may_be_unstorable` for many texts: one search through them all (no pattern can span
     two texts of JSON objects), and a look at the brackets and digits of the long ones."""
     if _SUSPECT(b"".join(texts)) is not None:
         return True
     # Short texts (the usual batch) cannot be too deep: no call per text then.
-    return max(map(len, texts)) > 2 * MAX_DEPTH and any(map(_too_deep_or_huge, texts))
-
-
-def _too_deep_or_huge(text: bytes) -> bool:
-    size = len(text)
-    # Nesting deeper than the bound takes more than twice as many brackets.
-    if size <= 2 * MAX_DEPTH:
-        return False
-    return text.count(b"[") + text.count(b"{") > MAX_DEPTH or (
-        size > MAX_INT_DIGITS and _LONG_DIGIT_RUN.search(text) is not None
+    return max(map(len, texts)) > 2 * levels and any(
+        _too_deep_or_huge(text, levels) for text in texts
     )
+
+
+def _too_deep_or_huge(text: bytes, levels: int) -> bool:
+    size = len(text)
+    # Nesting deeper than `levels` takes more than twice as many brackets.
+    if size <= 2 * levels:
+        return False
+    if text.count(b"[") + text.count(b"{") > levels and _deeper_than(text, levels):
+        return True
+    return size > MAX_INT_DIGITS and _LONG_DIGIT_RUN.search(text) is not None
+
+
+_NOT_A_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+# Depth does not care which kind a bracket is: one kind, so that one replace is one level.
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
+
+
+def _deeper_than(text: bytes, levels: int) -> bool:
+    """Whether JSON `text` nests deeper than `levels`, without a call per character: with the
+    strings gone and only brackets left, each pass takes away the innermost pairs, so the
+    text is gone after as many passes as it is deep. Many small lists or dicts side by side
+    (a common payload) are no false alarm this way."""
+    if b"\\" in text:
+        # Escaped backslashes first: what is left of `\"` then is a quote inside a string.
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside_strings = b"".join(text.split(b'"')[::2])
+    brackets = outside_strings.translate(_ONE_KIND, _NOT_A_BRACKET)
+    for _ in range(levels):
+        if not brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return bool(brackets)
 
 
 class _HugeInt:
