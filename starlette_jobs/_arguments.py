@@ -170,7 +170,7 @@ def _json_values_for_any(hint: Any) -> Any:
     """`hint` with `Any` (also inside lists, dicts, unions and `Annotated`) made
     `pydantic.JsonValue`: an untyped value must be a plain JSON value, since nothing would turn
     it back into what it was (bytes would come back as a str, a set or a tuple as a list)."""
-    if hint is Any:
+    if hint is Any or hint is object:  # pydantic takes `object` as `Any`
         return pydantic.JsonValue
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if not args:

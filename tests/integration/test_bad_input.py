@@ -50,6 +50,11 @@ async def unannotated(value) -> None:  # type: ignore[no-untyped-def]
 
 
 @job(retry=Retry.none())
+async def anything_at_all(value: object) -> None:
+    pass
+
+
+@job(retry=Retry.none())
 async def binary(data: bytes) -> None:
     pass
 
@@ -145,6 +150,7 @@ REFUSED: list[tuple[str, Callable[[], Awaitable[Any]], type[Exception] | None, s
     ("bytes that are UTF-8, untyped", lambda: untyped.enqueue(value=b"abc"), JobArgumentsError, "value: input was not a valid JSON value"),
     ("bytes, unannotated", lambda: unannotated.enqueue(value=b"abc"), JobArgumentsError, "not a valid JSON value"),
     ("set, untyped", lambda: untyped.enqueue(value={1, 2}), JobArgumentsError, "not a valid JSON value"),
+    ("set, annotated object", lambda: anything_at_all.enqueue(value={1, 2}), JobArgumentsError, "not a valid JSON value"),
     ("tuple, untyped", lambda: untyped.enqueue(value=(1, 2)), JobArgumentsError, "not a valid JSON value"),
     ("datetime, untyped", lambda: untyped.enqueue(value=datetime.now(UTC)), JobArgumentsError, "not a valid JSON value"),
     ("Decimal, untyped", lambda: untyped.enqueue(value=decimal.Decimal("1.5")), JobArgumentsError, "not a valid JSON value"),
