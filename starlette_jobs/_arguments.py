@@ -4,7 +4,7 @@ JSON, and validated back into the function's own types when the job runs."""
 from __future__ import annotations
 
 import inspect
-import json
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
@@ -14,9 +14,14 @@ import pydantic_core
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from ._errors import JobArgumentsError, JobDefinitionError
-
-# Made once: json.dumps with options builds a new encoder on every call.
-_ENCODE_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+from ._storable import (
+    MAX_DEPTH,
+    REPLACEMENT_CHARACTER,
+    any_may_be_unstorable,
+    json_problems,
+    may_be_unstorable,
+    python_text_problems,
+)
 
 
 class ArgumentsSchema:
@@ -53,7 +58,8 @@ class ArgumentsSchema:
             field_name = f"p{index}"
             self.field_of_parameter[parameter.name] = field_name
             hint: Any = Annotated[  # built at run time: mypy cannot follow it, nor need to
-                hints.get(parameter.name, Any), pydantic.Field(alias=parameter.name)
+                _json_values_for_any(hints.get(parameter.name, Any)),
+                pydantic.Field(alias=parameter.name),
             ]
             fields[field_name] = hint if parameter.default is parameter.empty else NotRequired[hint]
         self._schema = pydantic.with_config(
@@ -63,9 +69,8 @@ class ArgumentsSchema:
         self._validate = adapter.validator.validate_python
         self._validate_json = adapter.validator.validate_json
         # Our own serializer, to keep NaN and infinity in untyped values as floats (pydantic's
-        # default stores null in their place): json.dumps(allow_nan=False) then refuses them,
-        # and in JSON text they show as bare constants. A TypedDict's own config does not
-        # reach the values of its `Any` fields.
+        # default stores null in their place): in JSON text they then show as bare constants,
+        # which `serialize` refuses. A TypedDict's own config does not reach its `Any` fields.
         serializer = pydantic_core.SchemaSerializer(
             adapter.core_schema, pydantic_core.CoreConfig(ser_json_inf_nan="constants")
         )
@@ -84,33 +89,49 @@ class ArgumentsSchema:
 
     def serialize(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         arguments = self._bind(args, kwargs) if args else kwargs
-        # The common case in two calls into pydantic-core. NaN and infinity come out as bare
-        # constants here (not JSON): they, and anything that fails, take the checked path below,
-        # which refuses them with the error to show.
+        # The common case in two calls into pydantic-core and a few substring searches. What
+        # PostgreSQL or the worker could not take (NaN, NUL, lone surrogates, deep nesting,
+        # huge integers) shows in the JSON text: it, and anything that fails, takes the checked
+        # path below, which refuses it with the error to show.
         try:
             text = self._to_json(self._validate(arguments), by_alias=True)
         except (pydantic.ValidationError, ValueError, TypeError):
             pass
         else:
-            if b"NaN" not in text and b"Infinity" not in text:
+            if not may_be_unstorable(text, _ARGUMENTS_LEVELS):
                 return text.decode()
         return self._serialize_checked(arguments)
 
     def _serialize_checked(self, arguments: Mapping[str, Any]) -> str:
         try:
             validated = self._validate(arguments)
-            # Nested models are stored whole (a default_factory value made now is kept).
-            plain = self._to_python(validated, mode="json", by_alias=True)
-            return _ENCODE_JSON(plain)
         except pydantic.ValidationError as error:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
+        try:
+            # Nested models are stored whole (a default_factory value made now is kept).
+            text = self._to_json(validated, by_alias=True)
         except (ValueError, TypeError) as error:
-            # json.dumps refuses NaN/infinity nested in untyped values; pydantic refuses
-            # values it cannot serialize at all.
+            # A lone surrogate in a dict key cannot even be encoded: say where it is.
+            try:
+                plain = self._to_python(validated, by_alias=True)
+                problems = list(python_text_problems(plain))
+            except (ValueError, TypeError, RecursionError):
+                problems = []
+            if problems:
+                raise JobArgumentsError(self.job_name, _problem_errors(problems)) from None
+            # pydantic refuses values it cannot serialize at all.
             raise JobArgumentsError(
                 self.job_name,
                 [{"loc": (), "msg": f"not storable as JSON: {error}", "type": "json"}],
             ) from None
+        problems = json_problems(text, top_level_keys=True)
+        if REPLACEMENT_CHARACTER in text:
+            # pydantic-core writes a lone surrogate in the key of a typed dict as replacement
+            # characters: the text no longer shows it, the values themselves do.
+            problems += python_text_problems(self._to_python(validated, by_alias=True))
+        if problems:
+            raise JobArgumentsError(self.job_name, _problem_errors(problems))
+        return text.decode()
 
     def serialize_batch(self, items: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """`serialize` for many items with one pydantic call to validate them all. None when
@@ -121,17 +142,14 @@ class ArgumentsSchema:
             self._validate_many = many.validator.validate_python
         to_json = self._to_json
         try:
-            texts = [
-                to_json(validated, by_alias=True).decode()
-                for validated in self._validate_many(items)
-            ]
+            texts = [to_json(validated, by_alias=True) for validated in self._validate_many(items)]
         except (pydantic.ValidationError, ValueError, TypeError):
             return None
-        # NaN and infinity come out as bare constants, which is not JSON: `serialize` refuses
-        # them. A string that merely holds these words also takes the slow path, which is right.
-        if any("NaN" in text or "Infinity" in text for text in texts):
+        # What `serialize` would refuse shows in the text (a string that merely holds "NaN", say,
+        # also takes the slow path, which is right).
+        if any_may_be_unstorable(texts, _ARGUMENTS_LEVELS):
             return None
-        return texts
+        return [text.decode() for text in texts]
 
     def parse(self, payload: str) -> dict[str, Any]:
         """The stored JSON validated back into the function's types, keyed by parameter; the
@@ -142,6 +160,36 @@ class ArgumentsSchema:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
         parameter_of_field = self._parameter_of_field
         return {parameter_of_field[field]: value for field, value in validated.items()}
+
+
+# The arguments object, then up to MAX_DEPTH levels inside each argument.
+_ARGUMENTS_LEVELS = MAX_DEPTH + 1
+
+
+def _json_values_for_any(hint: Any) -> Any:
+    """`hint` with `Any` (also inside lists, dicts, unions and `Annotated`) made
+    `pydantic.JsonValue`: an untyped value must be a plain JSON value, since nothing would turn
+    it back into what it was (bytes would come back as a str, a set or a tuple as a list)."""
+    if hint is Any or hint is object:  # pydantic takes `object` as `Any`
+        return pydantic.JsonValue
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if not args:
+        return hint
+    if origin is Annotated:
+        return Annotated[(_json_values_for_any(args[0]), *hint.__metadata__)]
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_json_values_for_any(arg) for arg in args)]  # noqa: UP007
+    if origin in _CONTAINERS:
+        return origin[tuple(_json_values_for_any(arg) for arg in args)]
+    return hint
+
+
+# Generic containers whose `Any` arguments are checked; any other generic is left as declared.
+_CONTAINERS = frozenset({list, dict, Sequence, Mapping})
+
+
+def _problem_errors(problems: list[tuple[tuple[Any, ...], str]]) -> list[dict[str, Any]]:
+    return [{"loc": loc, "msg": reason, "type": "unstorable"} for loc, reason in problems]
 
 
 def _plain_errors(error: pydantic.ValidationError) -> list[dict[str, Any]]:

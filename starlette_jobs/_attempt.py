@@ -13,6 +13,13 @@ from ._context import RunningJob, running
 from ._errors import JobArgumentsError, UnknownJobError
 from ._job import Job, registered_job
 from ._record import JobStatus
+from ._storable import (
+    REPLACEMENT_CHARACTER,
+    json_problems,
+    may_be_unstorable,
+    python_text_problems,
+    storable,
+)
 from ._store import Claim, Outcome
 from ._tracing import ProcessScope, Tracing
 
@@ -96,8 +103,8 @@ def _failed(claim: Claim, status: JobStatus, delay: float | None, error: str) ->
 
 
 def _error_text(error: BaseException) -> str:
-    # PostgreSQL text cannot hold NUL characters.
-    text = "".join(traceback.format_exception(error)).strip().replace("\x00", "\\x00")
+    # PostgreSQL text cannot hold NUL characters or lone surrogates: they are kept as escapes.
+    text = storable("".join(traceback.format_exception(error)).strip())
     if len(text) > _MAX_ERROR_LENGTH:
         # Keep the end: the exception line and the innermost frames say the most.
         text = "...\n" + text[-_MAX_ERROR_LENGTH:]
@@ -108,11 +115,22 @@ def _result_json(claim: Claim, result: object) -> str | None:
     if result is None:
         return None
     try:
-        text = pydantic_core.to_json(result).decode()
+        text = pydantic_core.to_json(result)
     except (pydantic_core.PydanticSerializationError, ValueError) as error:
         logger.warning("job %s (%s): result not stored, not JSON: %s", claim.id, claim.name, error)
         return None
-    if "\\u0000" in text:
-        logger.warning("job %s (%s): result not stored, it holds a NUL", claim.id, claim.name)
-        return None
-    return text
+    # What enqueue refuses in arguments (NUL, lone surrogates, deep nesting, huge integers)
+    # would make the outcome fail to be written, or the row fail to be read.
+    if may_be_unstorable(text):
+        problems = json_problems(text, top_level_keys=False)
+        if REPLACEMENT_CHARACTER in text:
+            # A lone surrogate in a dict key is written as replacement characters.
+            problems += python_text_problems(result)
+        if problems:
+            loc, reason = problems[0]
+            where = ".".join(str(part) for part in loc) or "(result)"
+            logger.warning(
+                "job %s (%s): result not stored: %s: %s", claim.id, claim.name, where, reason
+            )
+            return None
+    return text.decode()

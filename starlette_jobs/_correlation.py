@@ -11,6 +11,8 @@ from contextvars import ContextVar
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._storable import storable
+
 HEADER = "x-request-id"
 
 _current: ContextVar[str | None] = ContextVar("starlette_jobs_correlation_id", default=None)
@@ -24,8 +26,11 @@ def correlation_id() -> str | None:
 
 @contextmanager
 def correlation_scope(value: str | None) -> Iterator[None]:
-    """Make `value` the current correlation id for the duration of the block."""
-    token = _current.set(value)
+    """Make `value` the current correlation id for the duration of the block.
+
+    It is stored with the jobs enqueued meanwhile: NUL characters and lone surrogates, which
+    PostgreSQL cannot store, are kept as escapes."""
+    token = _current.set(None if value is None else storable(value))
     try:
         yield
     finally:

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._dsn import masked_dsn
 from ._errors import EmbeddedPostgresUnavailable
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
             server.start()
         _servers[data_dir] = (server, users + 1)
     dsn = server.get_uri()
-    logger.info("using the embedded PostgreSQL in %s (%s)", data_dir, dsn)
+    logger.info("using the embedded PostgreSQL in %s (%s)", data_dir, masked_dsn(dsn))
     return dsn
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import asyncpg
@@ -16,6 +15,7 @@ import asyncpg
 from ._arguments import ArgumentsSchema
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
 from ._retry import Retry
+from ._storable import MAX_DELAY, MAX_UNIQUE_KEY_LENGTH, unstorable
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,7 +46,8 @@ def _check_job_name(name: str) -> str:
 
 
 def _check_priority(priority: int) -> int:
-    if not isinstance(priority, int) or priority not in _PRIORITY_RANGE:
+    # A bool is an int to Python, and almost certainly a mistake here.
+    if type(priority) is not int or priority not in _PRIORITY_RANGE:
         raise JobDefinitionError(f"priority must be a 32-bit integer, got {priority!r}")
     return priority
 
@@ -65,18 +66,57 @@ class EnqueueOptions:
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
             raise JobDefinitionError("give either delay or run_at, not both")
-        if self.delay is not None and (not math.isfinite(self.delay) or self.delay < 0):
-            raise JobDefinitionError(
-                f"delay must be a finite number of seconds >= 0, got {self.delay}"
-            )
-        if self.run_at is not None and self.run_at.utcoffset() is None:
-            raise JobDefinitionError(
-                "run_at must be timezone-aware (e.g. datetime.now(timezone.utc))"
-            )
+        if self.delay is not None:
+            check_seconds("delay", self.delay)
+        if self.run_at is not None:
+            _check_run_at(self.run_at)
         if self.priority is not None:
             _check_priority(self.priority)
         if self.queue is not None:
             check_queue_name(self.queue)
+        if self.unique_key is not None:
+            _check_unique_key(self.unique_key)
+
+
+def check_seconds(name: str, seconds: float, *, zero: bool = True) -> float:
+    """A number of seconds for a delay or a timeout: finite, within `MAX_DELAY`, and >= 0
+    (> 0 unless `zero`)."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not (0 <= seconds <= MAX_DELAY)
+        or (seconds == 0 and not zero)
+    ):
+        raise JobDefinitionError(
+            f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0 and at most "
+            f"{MAX_DELAY:.0f} (10 years), got {seconds!r}"
+        )
+    return seconds
+
+
+def _check_run_at(run_at: datetime) -> None:
+    if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
+        raise JobDefinitionError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
+    try:
+        in_utc = run_at.astimezone(UTC)
+    except OverflowError:
+        in_utc = None
+    # asyncpg stores datetime.max and datetime.min as infinity, which never comes due.
+    if in_utc is None or not (datetime.min < in_utc.replace(tzinfo=None) < datetime.max):
+        raise JobDefinitionError(
+            f"run_at must lie between years 1 and 9999 in UTC, got {run_at.isoformat()}"
+        )
+
+
+def _check_unique_key(unique_key: str) -> None:
+    if not isinstance(unique_key, str) or not 1 <= len(unique_key) <= MAX_UNIQUE_KEY_LENGTH:
+        raise JobDefinitionError(
+            f"unique_key must be 1 to {MAX_UNIQUE_KEY_LENGTH} characters, got "
+            f"{len(unique_key) if isinstance(unique_key, str) else unique_key!r}"
+        )
+    reason = unstorable(unique_key)
+    if reason is not None:
+        raise JobDefinitionError(f"unique_key {reason}")
 
 
 class Enqueuer(Protocol):
@@ -129,8 +169,8 @@ class Job(Generic[P, R]):
         priority: int,
         non_retryable: tuple[type[BaseException], ...],
     ) -> None:
-        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-            raise JobDefinitionError(f"timeout must be a positive number of seconds, got {timeout}")
+        if timeout is not None:
+            check_seconds("timeout", timeout, zero=False)
         self.func = func
         self.name = _check_job_name(name)
         self.queue = check_queue_name(queue)

@@ -23,6 +23,7 @@ from ._connectivity import (
     unavailable_as_error,
     worker_statement_timeout,
 )
+from ._dsn import masked_dsn
 from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
 from ._errors import (
     ConfigurationError,
@@ -42,7 +43,7 @@ from ._job import (
     registered_job,
 )
 from ._record import JobRecord, JobStatus
-from ._startup import OutageReport, check_connection, check_dsn, masked
+from ._startup import OutageReport, check_connection, check_dsn
 from ._store import NewJobs, Store
 from ._tracing import Tracing
 from ._worker import CLOSE_SECONDS, Worker, WorkerSettings
@@ -52,7 +53,7 @@ logger = logging.getLogger("starlette_jobs")
 _DAY = 24 * 3600.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class JobsConfig:
     """Everything `Jobs(...)` was given; see `Jobs` for the meaning of each field."""
 
@@ -71,24 +72,66 @@ class JobsConfig:
     require_database: bool = False
 
     def __post_init__(self) -> None:
+        if self.dsn is not None and not isinstance(self.dsn, str):
+            raise JobDefinitionError(f"dsn must be a PostgreSQL URL or None, got {self.dsn!r}")
         for queue, concurrency in self.queues.items():
             check_queue_name(queue)
-            if not isinstance(concurrency, int) or concurrency < 1:
+            if type(concurrency) is not int or not 1 <= concurrency <= _MAX_CONCURRENCY:
                 raise JobDefinitionError(
-                    f"queue {queue!r}: concurrency must be a positive integer, got {concurrency!r}"
+                    f"queue {queue!r}: concurrency must be a positive integer, at most "
+                    f"{_MAX_CONCURRENCY}, got {concurrency!r}"
                 )
-        for name in ("batch_size", "pool_max_size", "max_payload_bytes"):
-            if getattr(self, name) < 1:
-                raise JobDefinitionError(f"{name} must be at least 1")
-        for name in ("poll_interval", "lease_duration"):
-            if not getattr(self, name) > 0:
-                raise JobDefinitionError(f"{name} must be a positive number of seconds")
-        if self.shutdown_grace < 0:
-            raise JobDefinitionError("shutdown_grace must not be negative")
-        if self.retention is not None and not self.retention > 0:
-            raise JobDefinitionError(
-                "retention must be a positive number of seconds, or None to keep every job"
-            )
+        for name, most in _INTEGER_BOUNDS.items():
+            value: object = getattr(self, name)
+            # A bool is an int to Python, and almost certainly a mistake here.
+            if type(value) is not int or not 1 <= value <= most:
+                raise JobDefinitionError(
+                    f"{name} must be at least 1 and at most {most} (an integer), got {value!r}"
+                )
+        for name, limit in _SECONDS_BOUNDS.items():
+            seconds: object = getattr(self, name)
+            if name == "retention" and seconds is None:
+                continue
+            # Comparisons that NaN fails, so that it is refused too.
+            zero_allowed = name == "shutdown_grace"
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not ((seconds >= 0) if zero_allowed else (seconds > 0))
+                or not seconds <= limit
+            ):
+                extra = ", or None to keep every job" if name == "retention" else ""
+                kind = (
+                    "a number of seconds >= 0" if zero_allowed else "a positive number of seconds"
+                )
+                raise JobDefinitionError(
+                    f"{name} must be {kind}, at most {limit:.0f}{extra}, got {seconds!r}"
+                )
+        for name in ("migrate", "require_database"):
+            if not isinstance(getattr(self, name), bool):
+                raise JobDefinitionError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
+
+    def __repr__(self) -> str:
+        # The DSN's password must not reach a log line or a traceback.
+        shown = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if self.dsn:
+            shown["dsn"] = masked_dsn(self.dsn)
+        return f"JobsConfig({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+# The upper bounds of the settings, chosen far beyond any sensible value: they exist to refuse
+# what the database or asyncio cannot take (an infinite lease makes every claim fail, a NaN
+# grace makes shutdown wait forever), not to second-guess a deployment.
+_MAX_CONCURRENCY = 10_000
+_INTEGER_BOUNDS = {"batch_size": 10_000, "pool_max_size": 1000, "max_payload_bytes": 64 * 1024**2}
+_SECONDS_BOUNDS = {
+    "poll_interval": 3600.0,
+    "lease_duration": _DAY,
+    "shutdown_grace": _DAY,
+    "retention": 100 * 365 * _DAY,
+}
 
 
 class Jobs:
@@ -99,27 +142,35 @@ class Jobs:
             `embedded` extra), whose data lives in `embedded_data_dir`.
         queues: queue name -> how many of its jobs may run at once in this process.
             `queues={}` enqueues only and runs no worker.
-        batch_size: the most jobs one claim takes from a queue (never more than free slots).
-        poll_interval: seconds between claims when no notification arrives.
+            A concurrency is 1 to 10,000.
+        batch_size: the most jobs one claim takes from a queue (never more than free slots);
+            1 to 10,000.
+        poll_interval: seconds between claims when no notification arrives; > 0, at most 3,600.
         lease_duration: seconds a claimed job is reserved for this worker; renewed every third
             of it while the job runs. A job whose lease runs out is handed to another worker.
+            > 0, at most 86,400 (a day).
         shutdown_grace: seconds running jobs get to finish at shutdown before they are
-            released back to pending.
+            released back to pending; 0 to 86,400.
         migrate: apply the schema migrations on start.
         embedded_data_dir: data directory of the embedded PostgreSQL.
         tracer_provider: OpenTelemetry tracer provider; default the global one.
-        pool_max_size: connections in the pool. Beside it, a worker keeps three connections of
-            its own (LISTEN, claims, outcomes) and a process that enqueues keeps one.
+        pool_max_size: connections in the pool (1 to 1,000). Beside it, a worker keeps three
+            connections of its own (LISTEN, claims, outcomes) and a process that enqueues
+            keeps one.
         retention: seconds a finished (succeeded, failed or cancelled) job is kept; the workers
-            delete older ones. None keeps every job. Default: 7 days.
-        max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB).
-            Bigger arguments belong in your own storage, with a key in the job.
+            delete older ones. None keeps every job. Default: 7 days; at most 100 years.
+        max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB,
+            at most 64 MiB). Bigger arguments belong in your own storage, with a key in the job.
         require_database: True: starting raises `DatabaseUnavailableError` when PostgreSQL
             cannot be reached. False (default): the app starts anyway, and warns about every 30 s
             until it answers; migrations and the worker start as soon as the database answers,
             and calls made meanwhile raise `DatabaseUnavailableError`. Either way, settings that
             cannot work (not a PostgreSQL URL, an unknown host, a missing database or role, a
             wrong password) make starting raise `ConfigurationError`.
+
+    Raises:
+        JobDefinitionError: a setting is out of its range, not finite (NaN, infinity), or of
+            the wrong type (a bool where a number belongs, a number where a bool belongs).
 
     Example:
         >>> jobs = Jobs()
@@ -199,14 +250,14 @@ class Jobs:
                 await store.close()
                 await self._release_embedded()
                 raise DatabaseUnavailableError(
-                    f"PostgreSQL is unreachable at start on {masked(self._dsn)} "
+                    f"PostgreSQL is unreachable at start on {masked_dsn(self._dsn)} "
                     f"({type(error).__name__}: {error}); "
                     "with require_database=False the app would start and keep trying"
                 ) from error
             logger.warning(
                 "PostgreSQL is unreachable at start on %s (%s); starting anyway, retrying in "
                 "the background. Calls raise DatabaseUnavailableError until it answers",
-                masked(self._dsn),
+                masked_dsn(self._dsn),
                 error,
             )
             self._preparing = asyncio.create_task(
@@ -411,9 +462,13 @@ class Jobs:
     # -- looking at jobs ----------------------------------------------------------------------
 
     async def get(self, job_id: JobId) -> JobRecord | None:
-        """The job with this id, or None."""
-        with unavailable_as_error(f"get job {job_id}"):
-            return await self.store.get_job(int(job_id))
+        """The job with this id, or None (also for what no job id can be: a negative number,
+        one past 64 bits, text that is not a number)."""
+        row_id = _row_id(job_id)
+        if row_id is None:
+            return None
+        with unavailable_as_error(f"get job {row_id}"):
+            return await self.store.get_job(row_id)
 
     async def list(
         self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
@@ -469,11 +524,14 @@ class Jobs:
     async def _change(
         self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
     ) -> bool:
-        with unavailable_as_error(f"{action} job {job_id}"):
-            if await change(int(job_id)):
+        row_id = _row_id(job_id)
+        if row_id is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        with unavailable_as_error(f"{action} job {row_id}"):
+            if await change(row_id):
                 return True
-            if await self.store.job_status(int(job_id)) is None:
-                raise JobNotFoundError(f"no job with id {job_id}")
+            if await self.store.job_status(row_id) is None:
+                raise JobNotFoundError(f"no job with id {row_id}")
         return False
 
     async def migrate(self) -> builtins.list[str]:
@@ -505,6 +563,21 @@ class Jobs:
                 "drain needs a running worker: start Jobs with at least one queue in `queues=`"
             )
         await self._worker.drain(deadline - loop.time(), include_scheduled=include_scheduled)
+
+
+_MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
+
+
+def _row_id(job_id: object) -> int | None:
+    """The row id `job_id` names, or None when no row can have it: an int (not a bool) or the
+    ASCII digits of one (an id that went through a URL), within `bigint`."""
+    if type(job_id) is int:
+        row_id = job_id
+    elif isinstance(job_id, str) and len(job_id) <= 19 and job_id.isascii() and job_id.isdigit():
+        row_id = int(job_id)
+    else:
+        return None
+    return row_id if 1 <= row_id <= _MAX_ROW_ID else None
 
 
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:

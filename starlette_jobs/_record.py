@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import decimal
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+logger = logging.getLogger("starlette_jobs")
 
 
 class JobStatus(StrEnum):
@@ -22,7 +26,13 @@ class JobStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
-    """One job row, as `Jobs.get` and `Jobs.list` return it."""
+    """One job row, as `Jobs.get` and `Jobs.list` return it.
+
+    Every row can be read: an integer too long for Python to convert from text (more than
+    4,300 digits, which only a row written by other means can hold) comes back as a
+    `decimal.Decimal` with every digit; a JSON field nested too deeply for Python to decode
+    comes back empty (`{}`, `[]`, `None`), and a warning names the job and the field.
+    """
 
     id: int
     name: str
@@ -44,12 +54,13 @@ class JobRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
+        job_id = row["id"]
         return cls(
             id=row["id"],
             name=row["name"],
             queue=row["queue"],
             status=JobStatus(row["status"]),
-            arguments=json.loads(row["payload"]),
+            arguments=_decoded(row["payload"], job_id, "arguments", {}),
             priority=row["priority"],
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
@@ -58,9 +69,11 @@ class JobRecord:
             started_at=row["started_at"],
             finished_at=row["finished_at"],
             last_error=row["last_error"],
-            errors=json.loads(row["errors"]),
+            errors=_decoded(row["errors"], job_id, "errors", []),
             worker_id=row["worker_id"],
-            result=None if row["result"] is None else json.loads(row["result"]),
+            result=None
+            if row["result"] is None
+            else _decoded(row["result"], job_id, "result", None),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,3 +84,26 @@ class JobRecord:
                 data[key] = value.isoformat()
         data["status"] = self.status.value
         return data
+
+
+def _decoded(text: str, job_id: int, field: str, placeholder: Any) -> Any:
+    """A JSON column of the row, decoded; reading a row never fails on what it holds."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass  # an integer past Python's int/str conversion limit
+    except RecursionError:
+        logger.warning("job %s: its %s cannot be decoded (nested too deeply)", job_id, field)
+        return placeholder
+    try:
+        return json.loads(text, parse_int=_long_int)
+    except (ValueError, RecursionError) as error:
+        logger.warning("job %s: its %s cannot be decoded: %s", job_id, field, error)
+        return placeholder
+
+
+def _long_int(digits: str) -> int | decimal.Decimal:
+    try:
+        return int(digits)
+    except ValueError:
+        return decimal.Decimal(digits)

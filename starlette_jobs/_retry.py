@@ -6,11 +6,15 @@ stores the answer as the row's next `run_at`.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from ._errors import JobDefinitionError
+from ._storable import MAX_DELAY
+
+_MAX_ATTEMPTS = 2**31 - 1  # stored in an `integer` column
 
 RandomFraction = Callable[[], float]
 """Returns a float in [0, 1); `random.random` unless a test passes its own."""
@@ -36,12 +40,28 @@ class Retry:
     jitter: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        if not (0 <= self.base_delay < math.inf and 0 <= self.max_delay < math.inf):
-            raise ValueError("retry delays must be finite numbers of seconds >= 0")
+        # JobDefinitionError is a ValueError, which these raised before it existed.
+        if type(self.max_attempts) is not int or not 1 <= self.max_attempts <= _MAX_ATTEMPTS:
+            raise JobDefinitionError(
+                f"max_attempts must be an integer from 1 to {_MAX_ATTEMPTS}, "
+                f"got {self.max_attempts!r}"
+            )
+        for delay in (self.base_delay, self.max_delay):
+            # The delay becomes a timestamp in the row: one PostgreSQL cannot hold would keep
+            # the failed attempt from being recorded at all.
+            if (
+                isinstance(delay, bool)
+                or not isinstance(delay, int | float)
+                or not (0 <= delay <= MAX_DELAY)
+            ):
+                raise JobDefinitionError(
+                    "retry delays must be finite numbers of seconds >= 0 and at most "
+                    f"{MAX_DELAY:.0f} (10 years), got {delay!r}"
+                )
         if not 0.0 <= self.jitter <= 1.0:
-            raise ValueError(f"jitter is a fraction of the delay in [0, 1], got {self.jitter}")
+            raise JobDefinitionError(
+                f"jitter is a fraction of the delay in [0, 1], got {self.jitter}"
+            )
 
     @classmethod
     def fixed(cls, max_attempts: int = 3, delay: float = 1.0, *, jitter: float = 0.0) -> Retry:

@@ -16,6 +16,7 @@ import time
 import asyncpg
 
 from ._connectivity import CONNECT_TIMEOUT
+from ._dsn import masked_dsn
 from ._errors import ConfigurationError
 
 logger = logging.getLogger("starlette_jobs")
@@ -24,19 +25,9 @@ logger = logging.getLogger("starlette_jobs")
 REPORT_EVERY = 30.0
 
 _EXPECTED = "expected postgresql://user:password@host:port/database"
-# The password of `scheme://user:password@host`: up to the last "@", since an unencoded "@" in a
-# password is a common slip, and masking too much is the safe side.
-_USER_PASSWORD = re.compile(r"^(?P<start>[^:/?#]+://[^:/?#@]*:)[^/?#]*@")
-_QUERY_PASSWORD = re.compile(r"(?P<start>[?&]password=)[^&]*")
 # getaddrinfo's answers that mean "this name does not exist", as opposed to "the resolver could
 # not answer now" (EAI_AGAIN), which is an outage. EAI_NODATA is not defined on every platform.
 _NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
-
-
-def masked(dsn: str) -> str:
-    """`dsn` with its password, in the URL or in a `password=` parameter, shown as `***`."""
-    dsn = _USER_PASSWORD.sub(lambda m: m["start"] + "***@", dsn, count=1)
-    return _QUERY_PASSWORD.sub(lambda m: m["start"] + "***", dsn)
 
 
 def check_dsn(dsn: str, source: str) -> None:
@@ -50,13 +41,15 @@ def check_dsn(dsn: str, source: str) -> None:
     """
     scheme, separator, _ = dsn.partition("://")
     if not separator or scheme.lower() not in ("postgresql", "postgres"):
-        raise ConfigurationError(f"not a PostgreSQL URL: {masked(dsn)!r} ({source}); {_EXPECTED}")
+        raise ConfigurationError(
+            f"not a PostgreSQL URL: {masked_dsn(dsn)!r} ({source}); {_EXPECTED}"
+        )
 
 
 def configuration_mistake(error: BaseException, dsn: str, source: str) -> ConfigurationError | None:
     """The `ConfigurationError` that `error`, raised while connecting, stands for; None when
     it is an outage or any other failure."""
-    shown = f"{masked(dsn)} ({source})"
+    shown = f"{masked_dsn(dsn)} ({source})"
     if isinstance(error, asyncpg.InvalidCatalogNameError):
         database = _quoted_name(error) or "the database"
         return ConfigurationError(

@@ -4,7 +4,7 @@ import asyncio
 import json
 import math
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pydantic
@@ -155,6 +155,9 @@ def test_a_parameter_named_like_a_pydantic_attribute_works() -> None:
         ({"name": "drop table;"}, "job name"),
         ({"priority": 2**31}, "priority"),
         ({"timeout": 0}, "timeout"),
+        ({"priority": True}, "32-bit integer"),
+        ({"timeout": 1e13}, "at most 315360000"),
+        ({"timeout": True}, "timeout"),
     ],
 )
 def test_invalid_declarations_are_refused(options: dict[str, Any], message: str) -> None:
@@ -190,6 +193,15 @@ def test_two_functions_cannot_share_a_job_name() -> None:
         ({"delay": 1, "run_at": datetime.now(UTC) + timedelta(seconds=1)}, "not both"),
         ({"queue": "no spaces"}, "queue"),
         ({"priority": -(2**31) - 1}, "priority"),
+        ({"priority": False}, "32-bit integer"),
+        ({"delay": 1e13}, "at most 315360000"),
+        ({"delay": True}, "delay"),
+        ({"run_at": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))}, "years 1 and 9999"),
+        ({"run_at": datetime.min.replace(tzinfo=UTC)}, "years 1 and 9999"),
+        ({"unique_key": "k" * 513}, "1 to 512 characters"),
+        ({"unique_key": 42}, "1 to 512 characters"),
+        ({"unique_key": "a\x00"}, "NUL"),
+        ({"unique_key": "\udfff"}, "lone surrogate"),
     ],
 )
 def test_invalid_enqueue_options_are_refused(options: dict[str, Any], message: str) -> None:

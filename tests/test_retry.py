@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from starlette_jobs import Retry
+from starlette_jobs import JobDefinitionError, Retry
 
 
 def test_fixed_waits_the_same_delay_and_gives_up_after_max_attempts() -> None:
@@ -42,6 +45,38 @@ def test_jitter_takes_at_most_its_share_off_the_delay() -> None:
 def test_invalid_policies_are_refused(make: object) -> None:
     with pytest.raises(ValueError, match=r"."):
         make()  # type: ignore[operator]
+
+
+TEN_YEARS = 10 * 365 * 24 * 3600.0
+
+
+@pytest.mark.parametrize(
+    ("make", "phrase"),
+    [
+        # max_attempts is stored in an `integer` column.
+        (lambda: Retry.fixed(max_attempts=2**31), "from 1 to 2147483647"),
+        (lambda: Retry.exponential(max_attempts=-(2**31) - 1), "from 1 to 2147483647"),
+        (lambda: Retry.fixed(max_attempts=True), "an integer"),
+        (lambda: Retry.fixed(max_attempts=2.5), "an integer"),  # type: ignore[arg-type]
+        # A retry time PostgreSQL cannot hold would keep the failed attempt from being recorded.
+        (lambda: Retry.fixed(delay=1e13), "at most 315360000"),
+        (lambda: Retry.exponential(base_delay=TEN_YEARS + 1), "at most 315360000"),
+        (lambda: Retry.exponential(max_delay=1e300), "at most 315360000"),
+        (lambda: Retry.fixed(delay=math.nan), "finite"),
+        (lambda: Retry.exponential(jitter=math.nan), "jitter"),
+    ],
+)
+def test_policies_the_database_cannot_hold_are_refused_as_definition_errors(
+    make: Callable[[], Retry], phrase: str
+) -> None:
+    with pytest.raises(JobDefinitionError, match=phrase) as raised:
+        make()
+    assert isinstance(raised.value, ValueError)  # what these raised before
+
+
+def test_the_largest_policies_allowed_are_accepted() -> None:
+    policy = Retry.exponential(max_attempts=2**31 - 1, base_delay=TEN_YEARS, max_delay=TEN_YEARS)
+    assert policy.next_delay(2**31 - 2, lambda: 0.0) == TEN_YEARS
 
 
 policies = st.one_of(
