@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from ._attempt import run_attempt
-from ._connectivity import DATABASE_ERRORS, Backoff
+from ._connectivity import DATABASE_ERRORS, Backoff, worker_statement_timeout
 from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper
@@ -45,6 +45,15 @@ class WorkerSettings:
     lease_duration: float
     shutdown_grace: float
     retention: float | None
+
+
+def shutdown_bound(shutdown_grace: float, lease_duration: float) -> float:
+    """The longest a shutdown takes, however the database behaves: the grace period, time for
+    cancelled jobs to unwind, one worker statement timeout for the last writes, and the time
+    given to closing connections. Documented in docs/workers.md."""
+    return (
+        shutdown_grace + _UNWIND_SECONDS + worker_statement_timeout(lease_duration) + CLOSE_SECONDS
+    )
 
 
 def _horizon(remaining: float, include_scheduled: bool) -> float | None:

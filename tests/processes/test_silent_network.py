@@ -12,13 +12,15 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs
+from starlette_jobs._worker import shutdown_bound
 from tests.faultproxy import FaultProxy
-from tests.integration.test_silent_network import SILENT_BOUND
+from tests.integration.test_silent_network import SHUTDOWN_SLACK
 from tests.processes.conftest import StartWorker
 from tests.processes.support import count, read_run_log, wait_until
 from tests.processes.worker_app import work
 
 GRACE = 2.0
+LEASE = 6.0
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -33,7 +35,7 @@ async def test_sigterm_on_a_silent_network_exits_within_the_grace_and_the_bound(
     async with Jobs(database_dsn, queues={}) as producer:
         ids = await producer.enqueue_many(work, [{"n": n, "seconds": 60} for n in range(3)])
     worker = start_worker(
-        "--queue", "default=4", "--shutdown-grace", str(GRACE), "--lease-duration", "6",
+        "--queue", "default=4", "--shutdown-grace", str(GRACE), "--lease-duration", str(LEASE),
         dsn=fault_proxy.dsn,
     )  # fmt: skip
     await asyncio.to_thread(
@@ -50,7 +52,8 @@ async def test_sigterm_on_a_silent_network_exits_within_the_grace_and_the_bound(
         ids,
     )
     print(f"SIGTERM with a {GRACE} s grace on a silent network: exit {code} after {took:.1f} s")
-    assert took <= GRACE + SILENT_BOUND, f"exit took {took:.1f} s:\n{worker.output}"
+    bound = shutdown_bound(GRACE, LEASE) + SHUTDOWN_SLACK
+    assert took <= bound, f"exit took {took:.1f} s:\n{worker.output}"
     assert code == 0, worker.output
     # Released, or left to a lease that expires: never running for good.
     assert all(
