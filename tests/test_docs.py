@@ -128,3 +128,34 @@ async def test_python_blocks_run(
         if inspect.iscoroutine(result):
             await result
     assert not _started, f"{page.name} leaves a Jobs instance started"
+
+
+_TEST_REFERENCE = re.compile(r"`((?:[\w/]+\.py)?(?:::\w+)?)`")
+
+
+def test_every_test_the_reliability_page_names_exists() -> None:
+    """Each fault in docs/reliability.md names the test that shows it: a renamed or deleted test
+    must not leave the page promising what nothing checks any more."""
+    page = (DOCS / "reliability.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "test" in line]
+    named = 0
+    # A file named by its name alone is the one last named with its folder.
+    last_with_folder: dict[str, Path] = {}
+    for row in rows:
+        current: Path | None = None
+        for reference in _TEST_REFERENCE.findall(row.rsplit("|", 2)[-2]):
+            path, _, name = reference.partition("::")
+            if path:
+                if "/" in path:
+                    current = ROOT / path
+                    last_with_folder[current.name] = current
+                else:
+                    current = last_with_folder.get(path) or next((ROOT / "tests").rglob(path))
+                assert current.is_file(), f"{path}: no such test file ({row[:60]}...)"
+            if name:
+                assert current is not None, f"::{name} follows no file"
+                assert re.search(rf"^(async )?def {name}\(", current.read_text(), re.M), (
+                    f"{current.relative_to(ROOT)} has no test {name}"
+                )
+                named += 1
+    assert named >= 30
