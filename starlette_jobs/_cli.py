@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
+from ._config import JobsConfig
 from ._errors import StarletteJobsError
-from ._jobs import Jobs, JobsConfig
+from ._jobs import Jobs
 
 logger = logging.getLogger("starlette_jobs.cli")
 
