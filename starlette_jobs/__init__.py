@@ -24,8 +24,8 @@ from ._job import Job as Job
 from ._job import JobId as JobId
 from ._job import job as job
 from ._jobs import Jobs as Jobs
-from ._record import JobRecord as JobRecord
-from ._record import JobStatus as JobStatus
+from ._records import JobRecord as JobRecord
+from ._records import JobStatus as JobStatus
 from ._retry import Retry as Retry
 
 __all__ = [

@@ -12,7 +12,7 @@ import pydantic_core
 from ._context import RunningJob, running
 from ._errors import JobArgumentsError, UnknownJobError
 from ._job import Job, registered_job
-from ._record import JobStatus
+from ._records import Claim, JobStatus, Outcome
 from ._storable import (
     REPLACEMENT_CHARACTER,
     json_problems,
@@ -20,7 +20,6 @@ from ._storable import (
     python_text_problems,
     storable,
 )
-from ._store import Claim, Outcome
 from ._tracing import ProcessScope, Tracing
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -72,7 +71,12 @@ async def run_attempt(
         except BaseException as error:  # a job must never take the worker down
             return _attempt_failed(claim, job, error, scope)
     return Outcome(
-        claim.id, claim.lease_token, JobStatus.SUCCEEDED, None, None, _result_json(claim, result)
+        id=claim.id,
+        lease_token=claim.lease_token,
+        status=JobStatus.SUCCEEDED,
+        retry_delay=None,
+        error=None,
+        result=_result_json(claim, result),
     )
 
 
@@ -99,7 +103,14 @@ def _attempt_failed(
 
 
 def _failed(claim: Claim, status: JobStatus, delay: float | None, error: str) -> Outcome:
-    return Outcome(claim.id, claim.lease_token, status, delay, error, None)
+    return Outcome(
+        id=claim.id,
+        lease_token=claim.lease_token,
+        status=status,
+        retry_delay=delay,
+        error=error,
+        result=None,
+    )
 
 
 def _error_text(error: BaseException) -> str:

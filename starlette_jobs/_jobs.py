@@ -42,9 +42,9 @@ from ._job import (
     _started,
     registered_job,
 )
-from ._record import JobRecord, JobStatus
+from ._records import JobRecord, JobStatus, NewJobs
 from ._startup import OutageReport, check_connection, check_dsn
-from ._store import NewJobs, Store
+from ._store import Store
 from ._tracing import Tracing
 from ._worker import CLOSE_SECONDS, Worker, WorkerSettings
 
@@ -342,16 +342,16 @@ class Jobs:
         with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
             ids = await store.insert_jobs(
                 NewJobs(
-                    job.name,
-                    queue,
-                    payloads,
-                    job.priority if options.priority is None else options.priority,
-                    options.delay,
-                    options.run_at,
-                    job.retry.max_attempts,
-                    scope.stored_context,
-                    options.unique_key,
-                    _due_now(options),
+                    name=job.name,
+                    queue=queue,
+                    payloads=payloads,
+                    priority=job.priority if options.priority is None else options.priority,
+                    delay=options.delay,
+                    run_at=options.run_at,
+                    max_attempts=job.retry.max_attempts,
+                    trace_context=scope.stored_context,
+                    unique_key=options.unique_key,
+                    notify=_due_now(options),
                 ),
                 options.connection,
             )

@@ -7,11 +7,13 @@ an outcome as soon as the job ends (there is no timer to wait for).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from uuid import UUID
 
 from ._connectivity import DATABASE_ERRORS, Backoff
-from ._store import Outcome, Store
+from ._records import Outcome
+from ._store import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -116,7 +118,8 @@ class OutcomeWriter:
             if stripped:
                 return set()  # the lease expires and the job is rescued
             # Keep what happened (the status); give up on the values that could not be stored.
-            plain = outcome._replace(
+            plain = dataclasses.replace(
+                outcome,
                 error=None if outcome.error is None else "(the error text could not be stored)",
                 result=None,
             )

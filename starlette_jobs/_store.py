@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from functools import cache
 from importlib import resources
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, TypeAlias
 from uuid import UUID
 
 import asyncpg
@@ -22,7 +21,7 @@ from ._connectivity import (
 )
 from ._errors import SchemaVersionError, UniqueKeyTakenError
 from ._lanes import Lane, Listener, SharedPool
-from ._record import JobRecord, JobStatus
+from ._records import Claim, JobRecord, JobStatus, NewJobs, Outcome
 
 # pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
 _MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
@@ -67,45 +66,6 @@ def _check_schema_version(applied: set[int], *, missing_is_error: bool = False) 
             f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
             "`starlette-jobs migrate`, or start Jobs with migrate=True"
         )
-
-
-class Claim(NamedTuple):
-    """A job this worker has just leased."""
-
-    id: int
-    name: str
-    queue: str
-    payload: str
-    attempts: int
-    max_attempts: int
-    lease_token: UUID
-    trace_context: str | None
-
-
-class Outcome(NamedTuple):
-    """How one attempt ended, to be written by `Store.record_outcomes`."""
-
-    id: int
-    lease_token: UUID
-    status: JobStatus  # SUCCEEDED, FAILED, or PENDING for a retry
-    retry_delay: float | None
-    error: str | None
-    result: str | None  # JSON text
-
-
-class NewJobs(NamedTuple):
-    """Rows to insert for one job name; see `Store.insert_jobs`."""
-
-    name: str
-    queue: str
-    payloads: list[str]
-    priority: int
-    delay: float | None
-    run_at: datetime | None
-    max_attempts: int
-    trace_context: str | None
-    unique_key: str | None
-    notify: bool
 
 
 Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
@@ -287,12 +247,19 @@ class Store:
         rows = await self._claimer.fetch(
             self._q["claim_batch"], queue, limit, worker_id, lease_seconds
         )
-        return [Claim(*row) for row in rows]
+        return [Claim(**row) for row in rows]
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
-        columns = list(zip(*outcomes, strict=True))
-        rows = await self._writer.fetch(self._q["record_outcomes"], *columns)
+        rows = await self._writer.fetch(
+            self._q["record_outcomes"],
+            [o.id for o in outcomes],
+            [o.lease_token for o in outcomes],
+            [o.status for o in outcomes],
+            [o.retry_delay for o in outcomes],
+            [o.error for o in outcomes],
+            [o.result for o in outcomes],
+        )
         return {row[0] for row in rows}
 
     async def extend_leases(

@@ -24,8 +24,9 @@ from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper
 from ._outcomes import OutcomeWriter
+from ._records import Claim
 from ._running import RunningAttempts
-from ._store import Claim, Store
+from ._store import Store
 from ._tracing import Tracing
 from ._upkeep import Upkeep, Wakeups
 

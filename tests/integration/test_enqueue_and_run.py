@@ -21,7 +21,7 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._store import NewJobs
+from starlette_jobs._records import NewJobs
 from tests.conftest import StartJobs
 
 ran: list[Any] = []
@@ -191,13 +191,27 @@ async def test_enqueue_by_name(start_jobs: StartJobs) -> None:
     assert stored.status == JobStatus.SUCCEEDED
 
 
+def stored_row(name: str, payload: str) -> NewJobs:
+    """A row as another version of the code may have written it."""
+    return NewJobs(
+        name=name,
+        queue="default",
+        payloads=[payload],
+        priority=0,
+        delay=None,
+        run_at=None,
+        max_attempts=5,
+        trace_context=None,
+        unique_key=None,
+        notify=True,
+    )
+
+
 async def test_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs() as jobs:
-        [job_id] = await jobs.store.insert_jobs(
-            NewJobs("vanished.module.job", "default", ["{}"], 0, None, None, 5, None, None, True)
-        )
+        [job_id] = await jobs.store.insert_jobs(stored_row("vanished.module.job", "{}"))
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
     assert stored is not None
@@ -210,11 +224,7 @@ async def test_a_stored_payload_that_no_longer_validates_fails_with_the_validati
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs() as jobs:
-        [job_id] = await jobs.store.insert_jobs(
-            NewJobs(
-                record.name, "default", ['{"value": "forty"}'], 0, None, None, 5, None, None, True
-            )
-        )
+        [job_id] = await jobs.store.insert_jobs(stored_row(record.name, '{"value": "forty"}'))
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
     assert stored is not None

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 
 from starlette_jobs import JobStatus, Retry, job
-from starlette_jobs._store import Outcome
+from starlette_jobs._records import Outcome
 from tests.conftest import StartJobs
 
 finished: list[int] = []
+
+
+def succeeded(job_id: int, lease_token: UUID) -> Outcome:
+    return Outcome(
+        id=job_id,
+        lease_token=lease_token,
+        status=JobStatus.SUCCEEDED,
+        retry_delay=None,
+        error=None,
+        result=None,
+    )
 
 
 @job(retry=Retry.fixed(max_attempts=3, delay=0))
@@ -32,7 +44,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_the_newer_attempt(
         [fresh] = await store.claim_batch("default", 10, "healthy-worker", 30)
         assert (fresh.id, fresh.attempts) == (stale.id, 2)
 
-        late = Outcome(stale.id, stale.lease_token, JobStatus.SUCCEEDED, None, None, None)
+        late = succeeded(stale.id, stale.lease_token)
         assert await store.record_outcomes([late]) == set()
         assert await store.extend_leases([(stale.id, stale.lease_token)], 30) == {}
         assert await store.release_jobs([(stale.id, stale.lease_token)]) == set()
@@ -44,7 +56,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_the_newer_attempt(
             2,
         )
 
-        done = Outcome(fresh.id, fresh.lease_token, JobStatus.SUCCEEDED, None, None, None)
+        done = succeeded(fresh.id, fresh.lease_token)
         assert await store.record_outcomes([done]) == {job_id}
         record = await jobs.get(job_id)
     assert record is not None

@@ -35,8 +35,9 @@ from hypothesis.stateful import (
 
 from starlette_jobs import JobStatus
 from starlette_jobs._errors import UniqueKeyTakenError
+from starlette_jobs._records import Claim, NewJobs, Outcome
 from starlette_jobs._running import RunningAttempts
-from starlette_jobs._store import Claim, NewJobs, Outcome, Store
+from starlette_jobs._store import Store
 
 T = TypeVar("T")
 
@@ -93,6 +94,42 @@ class Held:
     lease_token: UUID
     attempts: int
     max_attempts: int
+
+
+def ended(
+    held: Held, status: JobStatus, delay: float | None, error: str | None, result: str | None
+) -> Outcome:
+    return Outcome(
+        id=held.id,
+        lease_token=held.lease_token,
+        status=status,
+        retry_delay=delay,
+        error=error,
+        result=result,
+    )
+
+
+def new_jobs(
+    queue: str,
+    count: int,
+    *,
+    max_attempts: int,
+    priority: int = 0,
+    delay: float | None = None,
+    unique_key: str | None = None,
+) -> NewJobs:
+    return NewJobs(
+        name="tests.lifecycle",
+        queue=queue,
+        payloads=["{}"] * count,
+        priority=priority,
+        delay=delay,
+        run_at=None,
+        max_attempts=max_attempts,
+        trace_context=None,
+        unique_key=unique_key,
+        notify=delay is None,
+    )
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -197,9 +234,7 @@ class Lifecycle(RuleBasedStateMachine):
         """Every run starts with work in each queue, so that claims have something to take."""
         for n, attempts in enumerate(max_attempts):
             queue = QUEUES[n % len(QUEUES)]
-            new = NewJobs(
-                "tests.lifecycle", queue, ["{}"], 0, None, None, attempts, None, None, True
-            )
+            new = new_jobs(queue, 1, max_attempts=attempts)
             self.insert(new, delayed=False)
 
     @rule(
@@ -212,10 +247,13 @@ class Lifecycle(RuleBasedStateMachine):
     def enqueue(
         self, queue: str, count: int, priority: int, max_attempts: int, delayed: bool
     ) -> None:
-        new = NewJobs(
-            "tests.lifecycle", queue, ["{}"] * count, priority, LATER if delayed else None,
-            None, max_attempts, None, None, not delayed,
-        )  # fmt: skip
+        new = new_jobs(
+            queue,
+            count,
+            max_attempts=max_attempts,
+            priority=priority,
+            delay=LATER if delayed else None,
+        )
         assert len(self.insert(new, delayed)) == count
 
     @rule(
@@ -225,9 +263,7 @@ class Lifecycle(RuleBasedStateMachine):
     )
     def enqueue_unique(self, queue: str, max_attempts: int, key: str) -> None:
         holder = self.key_holder(key)
-        new = NewJobs(
-            "tests.lifecycle", queue, ["{}"], 0, None, None, max_attempts, None, key, True
-        )
+        new = new_jobs(queue, 1, max_attempts=max_attempts, unique_key=key)
         if holder:
             # The live job keeps the key; its id comes back and nothing is written.
             assert self.call(self.store.insert_jobs(new)) == holder
@@ -300,11 +336,11 @@ class Lifecycle(RuleBasedStateMachine):
         for h in self.draw_held(data, worker):
             end = data.draw(st.sampled_from(ENDS), label="end")
             if end == "succeeded":
-                outcome = Outcome(h.id, h.lease_token, JobStatus.SUCCEEDED, None, None, '"ok"')
+                outcome = ended(h, JobStatus.SUCCEEDED, None, None, '"ok"')
             elif end == "failed" and h.attempts < h.max_attempts:
-                outcome = Outcome(h.id, h.lease_token, JobStatus.PENDING, 0.0, "boom", None)
+                outcome = ended(h, JobStatus.PENDING, 0.0, "boom", None)
             else:
-                outcome = Outcome(h.id, h.lease_token, JobStatus.FAILED, None, "boom", None)
+                outcome = ended(h, JobStatus.FAILED, None, "boom", None)
             outcomes.append(outcome)
             self.attempt_ends(worker, h.lease_token)
         held = [o for o in outcomes if self.jobs[o.id].lease_token == o.lease_token]

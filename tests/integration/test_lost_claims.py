@@ -15,7 +15,8 @@ import pytest
 
 from starlette_jobs import Jobs, JobStatus, Retry, job
 from starlette_jobs._connectivity import worker_statement_timeout
-from starlette_jobs._store import Claim, Store
+from starlette_jobs._records import Claim
+from starlette_jobs._store import Store
 from starlette_jobs._worker import CLOSE_SECONDS
 from tests.conftest import StartJobs, eventually
 

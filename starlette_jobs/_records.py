@@ -1,4 +1,6 @@
-"""What users get back when they look at jobs: `JobStatus` and `JobRecord`."""
+"""The records: what users get back when they look at jobs (`JobStatus`, `JobRecord`), and what
+the library hands between its parts (`NewJobs` to insert, a `Claim` a worker took, the
+`Outcome` of an attempt). All are built by keyword."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
 logger = logging.getLogger("starlette_jobs")
 
@@ -107,3 +110,51 @@ def _long_int(digits: str) -> int | decimal.Decimal:
         return int(digits)
     except ValueError:
         return decimal.Decimal(digits)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJobs:
+    """Rows to insert for one job name; see `Store.insert_jobs`."""
+
+    name: str
+    queue: str
+    payloads: list[str]
+    """One JSON text per job."""
+    priority: int
+    delay: float | None
+    run_at: datetime | None
+    max_attempts: int
+    trace_context: str | None
+    unique_key: str | None
+    notify: bool
+    """Whether to wake the queue's workers (false for a job that is not due yet)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """A job a worker has just leased, under `lease_token`."""
+
+    id: int
+    name: str
+    queue: str
+    payload: str
+    attempts: int
+    """This attempt's number, from 1."""
+    max_attempts: int
+    lease_token: UUID
+    trace_context: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """How one attempt ended, to be written under the lease token it was claimed with."""
+
+    id: int
+    lease_token: UUID
+    status: JobStatus
+    """SUCCEEDED, FAILED, or PENDING for a retry."""
+    retry_delay: float | None
+    """Seconds until the retry; None unless PENDING."""
+    error: str | None
+    result: str | None
+    """JSON text."""
