@@ -13,6 +13,7 @@ from ._context import RunningJob, running
 from ._errors import JobArgumentsError, UnknownJobError
 from ._job import Job, registered_job
 from ._records import Claim, JobStatus, Outcome
+from ._retry import delay_after_failure
 from ._storable import (
     REPLACEMENT_CHARACTER,
     json_problems,
@@ -85,10 +86,9 @@ def _attempt_failed(
 ) -> Outcome:
     scope.failed(error)
     text = _error_text(error)
-    if isinstance(error, job.non_retryable) or claim.attempts >= claim.max_attempts:
-        delay = None
-    else:
-        delay = job.retry.next_delay(claim.attempts)
+    delay = delay_after_failure(
+        job.retry, claim.attempts, claim.max_attempts, error, job.non_retryable
+    )
     if delay is None:
         logger.error(
             "job %s (%s) failed on attempt %d/%d, giving up: %s",

@@ -101,3 +101,24 @@ class Retry:
         else:
             delay = self.base_delay
         return delay * (1.0 - self.jitter * random_fraction())
+
+
+def delay_after_failure(
+    policy: Retry,
+    attempt: int,
+    max_attempts: int,
+    error: BaseException,
+    non_retryable: tuple[type[BaseException], ...] = (),
+) -> float | None:
+    """The whole retry decision for an attempt that failed with `error`: seconds until the next
+    attempt, or None to fail the job for good. `max_attempts` is the row's (the policy's when
+    the job was enqueued), which wins over a policy changed since.
+
+    Example:
+        >>> delay_after_failure(Retry.fixed(max_attempts=3, delay=2.0), 1, 3, ValueError())
+        2.0
+        >>> delay_after_failure(Retry.fixed(3, 2.0), 1, 3, KeyError(), non_retryable=(KeyError,))
+    """
+    if isinstance(error, non_retryable) or attempt >= max_attempts:
+        return None
+    return policy.next_delay(attempt)

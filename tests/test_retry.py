@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from starlette_jobs import JobDefinitionError, Retry
+from starlette_jobs._retry import delay_after_failure
 
 
 def test_fixed_waits_the_same_delay_and_gives_up_after_max_attempts() -> None:
@@ -119,3 +120,21 @@ def test_exponential_delays_never_shrink_from_one_attempt_to_the_next(
     this, following = (policy.next_delay(a, lambda: 0.0) for a in (attempt, attempt + 1))
     if this is not None and following is not None:
         assert following >= this
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_attempts", "error", "expected"),
+    [
+        (1, 3, ValueError("boom"), 2.0),
+        (2, 3, ValueError("boom"), 2.0),
+        (3, 3, ValueError("boom"), None),  # no attempt left
+        (1, 1, ValueError("boom"), None),  # the row's max_attempts wins over the policy's
+        (1, 3, KeyError("gone"), None),  # non-retryable, even with attempts left
+        (1, 3, LookupError("parent"), 2.0),  # only the declared types and their subclasses
+    ],
+)
+def test_the_retry_decision_weighs_attempts_left_and_non_retryable_errors(
+    attempt: int, max_attempts: int, error: BaseException, expected: float | None
+) -> None:
+    policy = Retry.fixed(max_attempts=3, delay=2.0)
+    assert delay_after_failure(policy, attempt, max_attempts, error, (KeyError,)) == expected
