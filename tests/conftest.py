@@ -30,6 +30,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture
+def scratch_dir() -> Iterator[Path]:
+    """A fresh directory for an embedded PostgreSQL's data. Not under pytest's `tmp_path`:
+    pytest makes its root private to root again whenever a session starts, and the embedded
+    server runs as another user, who must reach the directory."""
+    with tempfile.TemporaryDirectory(prefix="starlette-jobs-test-") as scratch:
+        yield Path(scratch)
+
+
 def with_database(dsn: str, database: str) -> str:
     """The same server URL, pointing at another database."""
     parts = urlsplit(dsn)

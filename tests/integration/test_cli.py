@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -193,17 +190,8 @@ def _help_of(parser: argparse.ArgumentParser, option: str) -> str:
     return action.help or ""
 
 
-@pytest.fixture
-def empty_directory() -> Iterator[Path]:
-    """A working directory for the embedded data. Not `tmp_path`: as root the server runs as
-    another user, and pytest makes its directories private to root whenever a session starts."""
-    made = Path(tempfile.mkdtemp(prefix="starlette-jobs-cli-"))
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
 def test_on_the_embedded_database_the_servers_own_logs_show_only_with_debug(
-    empty_directory: Path,
+    scratch_dir: Path,
 ) -> None:
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
@@ -211,7 +199,7 @@ def test_on_the_embedded_database_the_servers_own_logs_show_only_with_debug(
     def migrate(*options: str) -> str:
         done = subprocess.run(
             [sys.executable, "-m", "starlette_jobs", *options, "migrate"],
-            cwd=empty_directory,
+            cwd=scratch_dir,
             env=env,
             capture_output=True,
             text=True,

@@ -16,10 +16,10 @@ async def hello() -> str:
 
 
 async def test_jobs_without_a_dsn_runs_on_the_embedded_postgres(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    scratch_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    data_dir = tmp_path / "nested" / "pgdata"
+    data_dir = scratch_dir / "nested" / "pgdata"
     caplog.set_level("INFO", logger="starlette_jobs")
     async with Jobs(embedded_data_dir=data_dir, poll_interval=0.2) as jobs:
         job_id = await hello.enqueue()
@@ -47,10 +47,10 @@ async def test_without_the_extra_the_error_names_both_fixes(
 
 
 async def test_the_server_stops_when_the_last_jobs_of_the_process_stops(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    scratch_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    data_dir = tmp_path / "pgdata"
+    data_dir = scratch_dir / "pgdata"
     async with Jobs(embedded_data_dir=data_dir, queues={}) as outer:
         server = int((data_dir / "postmaster.pid").read_text().split()[0])
         async with Jobs(embedded_data_dir=data_dir, queues={}) as inner:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,25 +33,15 @@ def alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def directory() -> Iterator[Path]:
-    """The working directory of the processes, where their embedded data goes. Not pytest's
-    `tmp_path`: as root the server runs as another user, and pytest makes its temporary
-    directories private to root again whenever a session starts."""
-    made = Path(tempfile.mkdtemp(prefix="starlette-jobs-embedded-"))
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
-@pytest.fixture
-def start(directory: Path) -> Iterator[Start]:
-    """`start(*command)`: a process in `directory`, with the library of this checkout and no
+def start(scratch_dir: Path) -> Iterator[Start]:
+    """`start(*command)`: a process in `scratch_dir`, with the library of this checkout and no
     DATABASE_URL; killed at the end, and its server too."""
     started: list[LoggedProcess] = []
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
 
     def run(*command: str) -> LoggedProcess:
-        process = LoggedProcess([sys.executable, *command], cwd=directory, env=env)
+        process = LoggedProcess([sys.executable, *command], cwd=scratch_dir, env=env)
         started.append(process)
         return process
 
@@ -61,7 +49,7 @@ def start(directory: Path) -> Iterator[Start]:
     for process in started:
         process.kill()
     with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-        os.kill(postmaster_pid(directory / DATA), signal.SIGQUIT)  # left running: a failed test
+        os.kill(postmaster_pid(scratch_dir / DATA), signal.SIGQUIT)  # left running: a failed test
 
 
 def uvicorn(start: Start) -> LoggedProcess:
@@ -72,10 +60,10 @@ def uvicorn(start: Start) -> LoggedProcess:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_the_embedded_server_stops_when_uvicorn_does(
-    start: Start, directory: Path, signum: signal.Signals
+    start: Start, scratch_dir: Path, signum: signal.Signals
 ) -> None:
     app = uvicorn(start)
-    server = postmaster_pid(directory / DATA)
+    server = postmaster_pid(scratch_dir / DATA)
     assert alive(server)
     app.send(signum)
     app.wait(30)
@@ -84,12 +72,12 @@ def test_the_embedded_server_stops_when_uvicorn_does(
 
 
 def test_the_last_of_two_processes_on_the_same_data_stops_the_server(
-    start: Start, directory: Path
+    start: Start, scratch_dir: Path
 ) -> None:
     app = uvicorn(start)
     worker = start("-m", "starlette_jobs", "worker", "example_app.app:jobs")
     worker.wait_for("started on queues", timeout=60)
-    server = postmaster_pid(directory / DATA)
+    server = postmaster_pid(scratch_dir / DATA)
 
     app.send(signal.SIGTERM)
     app.wait(30)
@@ -97,7 +85,7 @@ def test_the_last_of_two_processes_on_the_same_data_stops_the_server(
     status = start("-m", "starlette_jobs", "status")
     assert status.wait(60) == 0, status.output
     assert "left the embedded PostgreSQL" in status.output
-    assert postmaster_pid(directory / DATA) == server
+    assert postmaster_pid(scratch_dir / DATA) == server
     assert alive(server)
     assert worker.process.poll() is None, worker.output
 
@@ -108,10 +96,10 @@ def test_the_last_of_two_processes_on_the_same_data_stops_the_server(
 
 
 def test_a_server_left_by_a_killed_app_is_stopped_by_the_next_user_that_exits(
-    start: Start, directory: Path
+    start: Start, scratch_dir: Path
 ) -> None:
     app = uvicorn(start)
-    server = postmaster_pid(directory / DATA)
+    server = postmaster_pid(scratch_dir / DATA)
     app.kill()  # SIGKILL: no shutdown, no chance to stop the server
     assert alive(server)
 
