@@ -14,6 +14,7 @@ from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
 from ._errors import JobArgumentsError as JobArgumentsError
 from ._errors import JobDefinitionError as JobDefinitionError
 from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import MemoryStoreUnsupportedError as MemoryStoreUnsupportedError
 from ._errors import NotStartedError as NotStartedError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
@@ -42,6 +43,7 @@ __all__ = [
     "JobRecord",
     "JobStatus",
     "Jobs",
+    "MemoryStoreUnsupportedError",
     "NotStartedError",
     "Retry",
     "RunningJob",

@@ -80,3 +80,8 @@ class ConfigurationError(StarletteJobsError, ValueError):
     Raised when `Jobs` starts, whether or not `require_database` is set: waiting would not fix
     it. The message names the mistake and the DSN, its password masked.
     """
+
+
+class MemoryStoreUnsupportedError(StarletteJobsError, NotImplementedError):
+    """What only PostgreSQL can do was asked of the in-memory store (`Jobs("memory://")`):
+    joining a caller's transaction, serving several processes. Test that code on PostgreSQL."""

@@ -42,6 +42,8 @@ from ._job import (
     _started,
     registered_job,
 )
+from ._memory import is_memory_dsn, memory_store
+from ._postgres import PostgresStore
 from ._records import JobRecord, JobStatus, NewJobs
 from ._startup import OutageReport, check_connection, check_dsn
 from ._store import Store
@@ -150,13 +152,7 @@ class Jobs:
             raise RuntimeError("this Jobs instance is already started")
         self._dsn = await self._resolve_dsn()
         try:
-            # min_size=0: opening the pool does not need the server; `_prepare` is its first use.
-            store = await Store.open(
-                self._dsn,
-                min_size=0,
-                max_size=self.config.pool_max_size,
-                worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
-            )
+            store = await self._open_store(self._dsn)
         except BaseException:
             await self._release_embedded()
             raise
@@ -188,6 +184,17 @@ class Jobs:
         _started.append(self)
         return self
 
+    async def _open_store(self, dsn: str) -> Store:
+        if is_memory_dsn(dsn):
+            return memory_store(dsn)
+        # min_size=0: opening the pool does not need the server; `_prepare` is its first use.
+        return await PostgresStore.open(
+            dsn,
+            min_size=0,
+            max_size=self.config.pool_max_size,
+            worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
+        )
+
     async def _prepare(self, store: Store) -> None:
         """Applies the migrations, then starts the worker.
 
@@ -196,7 +203,8 @@ class Jobs:
         """
         # One connection of its own first: its errors are the ones that tell a mistake in the
         # settings from an outage, whatever the steps below would connect with.
-        await check_connection(store.dsn, self._dsn_source)
+        if isinstance(store, PostgresStore):
+            await check_connection(store.dsn, self._dsn_source)
         if self.config.migrate:
             applied = await store.migrate()
             if applied:
@@ -271,6 +279,9 @@ class Jobs:
 
     async def _resolve_dsn(self) -> str:
         """The DSN to use, checked to be a PostgreSQL URL; starts the embedded server if none."""
+        if self.config.dsn and is_memory_dsn(self.config.dsn):
+            self._dsn_source = "the in-memory store"
+            return self.config.dsn
         if self.config.dsn:
             self._dsn_source, dsn = "from the dsn argument", self.config.dsn
         elif os.environ.get("DATABASE_URL"):

@@ -16,8 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ._connectivity import DATABASE_ERRORS
-from ._lanes import Listener
-from ._store import Store
+from ._store import Listener, Store
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -93,9 +93,10 @@ class Worker:
         self._outcomes = OutcomeWriter(store)
         self._leases = LeaseKeeper(store, settings.lease_duration, self._held, self._lost)
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
-        self._wakeups = Wakeups(
-            store, list(self._queues), self.wake, store.worker_statement_timeout / 2
-        )
+        # The worker's statements wait at most this long (see _connectivity): LISTEN is
+        # checked twice as often, so that a silent one is found within as long.
+        self._statement_timeout = worker_statement_timeout(settings.lease_duration)
+        self._wakeups = Wakeups(store, list(self._queues), self.wake, self._statement_timeout / 2)
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         # Attempts this worker cancelled (shutdown, lost lease), as opposed to a job that
@@ -306,7 +307,7 @@ class Worker:
             for task in unfinished
             if not task.done() or task.cancelled()
         ]
-        budget = self._store.worker_statement_timeout
+        budget = self._statement_timeout
         settled = asyncio.gather(
             self._release(to_release),
             self._outcomes.stop(timeout=budget),

@@ -21,7 +21,7 @@ import pytest
 
 from starlette_jobs import Jobs
 from starlette_jobs._embedded import start_embedded_postgres
-from starlette_jobs._store import Store
+from starlette_jobs._postgres import PostgresStore
 from tests.faultproxy import fault_proxy as fault_proxy  # a fixture, for every test
 
 
@@ -71,7 +71,7 @@ def template_database(server_dsn: str) -> Iterator[str]:
 
     async def create() -> None:
         await _admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
-        store = await Store.open(with_database(server_dsn, name), min_size=1, max_size=1)
+        store = await PostgresStore.open(with_database(server_dsn, name), min_size=1, max_size=1)
         try:
             await store.migrate()
         finally:
@@ -113,6 +113,13 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
                 await asyncio.sleep(0.05)
     except TimeoutError:
         raise AssertionError(f"still waiting for {what} after {timeout} s") from None
+
+
+def on_postgres(jobs: Jobs) -> PostgresStore:
+    """The PostgreSQL store of a started `Jobs`, for a test that reaches below the protocol."""
+    store = jobs.store
+    assert isinstance(store, PostgresStore)
+    return store
 
 
 StartJobs = Callable[..., AbstractAsyncContextManager[Jobs]]

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, SchemaVersionError
-from starlette_jobs._store import Store, migrations
+from starlette_jobs._postgres import PostgresStore, migrations
 
 # What defines the schema, read from the catalog: columns, constraints, indexes, and storage
 # parameters (autovacuum settings).
@@ -58,7 +58,7 @@ async def test_migrations_produce_exactly_schema_sql(
 async def test_many_processes_starting_at_once_migrate_once(database_dsn: str) -> None:
     async with asyncpg.create_pool(database_dsn, min_size=1, max_size=2) as pool:
         await pool.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-    stores = [await Store.open(database_dsn, min_size=1, max_size=1) for _ in range(5)]
+    stores = [await PostgresStore.open(database_dsn, min_size=1, max_size=1) for _ in range(5)]
     try:
         results = await asyncio.gather(*(store.migrate() for store in stores))
         # One process applies every migration; the others find nothing left to do.

@@ -18,6 +18,7 @@ def test_exported_names_are_pinned() -> None:
         "JobRecord",
         "JobStatus",
         "Jobs",
+        "MemoryStoreUnsupportedError",
         "NotStartedError",
         "Retry",
         "RunningJob",

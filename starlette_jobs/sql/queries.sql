@@ -1,4 +1,4 @@
--- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _store.py.
+-- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _postgres.py.
 -- Parameters are always bound ($1, $2, ...), never formatted into the text.
 
 -- name: lock_migrations
@@ -74,7 +74,7 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- Takes up to $2 due pending jobs of one queue for this worker, skipping rows another worker
 -- is claiming at the same moment, and leases them. The ids go to the UPDATE as one array, so
 -- that the plan is the same whatever $2 is: the claim connection reuses one generic plan
--- instead of planning every claim (see _store.py).
+-- instead of planning every claim (see _postgres.py).
 -- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds
 WITH picked AS (
     SELECT id FROM starlette_jobs

@@ -22,7 +22,7 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._records import NewJobs
-from tests.conftest import StartJobs
+from tests.conftest import StartJobs, on_postgres
 
 ran: list[Any] = []
 
@@ -425,7 +425,7 @@ async def test_a_statement_cancelled_on_a_connection_of_its_own_leaves_the_next_
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs(queues={}) as jobs:
-        lane = jobs.store._producer
+        lane = on_postgres(jobs)._producer
         slow = asyncio.create_task(lane.fetchval("SELECT pg_sleep(5)"))
         await asyncio.sleep(0.3)
         slow.cancel()

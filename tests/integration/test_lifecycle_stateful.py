@@ -35,9 +35,9 @@ from hypothesis.stateful import (
 
 from starlette_jobs import JobStatus
 from starlette_jobs._errors import UniqueKeyTakenError
+from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim, NewJobs, Outcome
 from starlette_jobs._running import RunningAttempts
-from starlette_jobs._store import Store
 
 T = TypeVar("T")
 
@@ -139,7 +139,7 @@ class Lifecycle(RuleBasedStateMachine):
         super().__init__()
         self.runner = asyncio.Runner()
         try:
-            self.store = self.runner.run(Store.open(self.dsn, min_size=1, max_size=2))
+            self.store = self.runner.run(PostgresStore.open(self.dsn, min_size=1, max_size=2))
             self.runner.run(self.store.pool.execute("TRUNCATE starlette_jobs RESTART IDENTITY"))
         except BaseException:
             self.runner.close()

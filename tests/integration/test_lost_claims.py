@@ -15,8 +15,8 @@ import pytest
 
 from starlette_jobs import Jobs, JobStatus, Retry, job
 from starlette_jobs._connectivity import worker_statement_timeout
+from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim
-from starlette_jobs._store import Store
 from starlette_jobs._worker import CLOSE_SECONDS
 from tests.conftest import StartJobs, eventually
 
@@ -81,10 +81,10 @@ async def test_a_claim_blocked_by_lock_table_at_shutdown_never_commits_later(
 async def test_a_claim_whose_answer_was_lost_is_given_back_without_losing_an_attempt(
     start_jobs: StartJobs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_claim = Store.claim_batch
+    real_claim = PostgresStore.claim_batch
     lost: list[list[Claim]] = []
 
-    async def answer_lost_once(self: Store, *args: Any) -> list[Claim]:
+    async def answer_lost_once(self: PostgresStore, *args: Any) -> list[Claim]:
         claims = await real_claim(self, *args)
         if claims and not lost:
             lost.append(claims)
@@ -92,7 +92,7 @@ async def test_a_claim_whose_answer_was_lost_is_given_back_without_losing_an_att
             raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
         return claims
 
-    monkeypatch.setattr(Store, "claim_batch", answer_lost_once)
+    monkeypatch.setattr(PostgresStore, "claim_batch", answer_lost_once)
     async with start_jobs(queues={}) as producer:
         ids = await once.enqueue_many([{"n": n} for n in range(3)])
         async with start_jobs(lease_duration=2) as worker:

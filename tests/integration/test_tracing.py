@@ -19,6 +19,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from starlette_jobs import CorrelationIdMiddleware, Jobs, Retry, correlation_id, job
+from tests.conftest import on_postgres
 
 seen_in_job: dict[str, Any] = {}
 
@@ -130,7 +131,7 @@ async def test_a_malformed_stored_trace_context_runs_the_job_in_a_fresh_trace(
     seen_in_job.clear()
     async with Jobs(database_dsn, queues={}, tracer_provider=provider) as producer:
         job_id = await traced.enqueue(n=1)
-        await producer.store.pool.execute(
+        await on_postgres(producer).pool.execute(
             "UPDATE starlette_jobs SET trace_context = $1::jsonb WHERE id = $2",
             '{"traceparent": "00-zzzz-not-a-trace", "baggage": 5}',
             job_id,

@@ -1,0 +1,352 @@
+"""The PostgreSQL store: the only module that talks SQL. Runs the named queries of
+sql/queries.sql and the migrations, over the connections of `_lanes.py`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any, TypeAlias
+from uuid import UUID
+
+import asyncpg
+
+from ._connectivity import (
+    CONNECT_TIMEOUT,
+    DATABASE_ERRORS,
+    STATEMENT_TIMEOUT,
+    connection_lost,
+    never_sent,
+    session_settings,
+)
+from ._errors import SchemaVersionError, UniqueKeyTakenError
+from ._lanes import Lane, Listener, SharedPool
+from ._records import Claim, JobRecord, JobStatus, NewJobs, Outcome
+
+# pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
+_MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
+_UNIQUE_KEY_TRIES = 5
+
+
+@cache
+def queries() -> dict[str, str]:
+    """The named queries of sql/queries.sql, read once."""
+    text = resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
+    parts = _HEADER.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every shipped migration, in order."""
+    folder = resources.files(__package__).joinpath("sql", "migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.fullmatch(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def _check_schema_version(applied: set[int], *, missing_is_error: bool = False) -> None:
+    known = {version: name for version, name, _ in migrations()}
+    newer = sorted(applied - known.keys())
+    if newer:
+        raise SchemaVersionError(
+            f"the database's schema is newer than this code: it has migration {newer[-1]}, "
+            f"this version of starlette-jobs knows migrations up to {max(known)}. Upgrade "
+            "starlette-jobs here (a newer release migrated this database); the older code would "
+            "misread its rows"
+        )
+    missing = sorted(known.keys() - applied)
+    if missing and missing_is_error:
+        raise SchemaVersionError(
+            f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
+            "`starlette-jobs migrate`, or start Jobs with migrate=True"
+        )
+
+
+Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
+
+
+class PostgresStore:
+    """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool[Any],
+        dsn: str,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
+        self.pool = pool
+        self._shared = SharedPool(pool)
+        self.dsn = dsn
+        self.worker_statement_timeout = worker_statement_timeout
+        self._q = queries()
+
+        def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
+            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, extra)
+
+        # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
+        # checkout costs a shielded task and timers per statement, and hops between backends.
+        self._producer = lane("enqueue", statement_timeout)
+        # PostgreSQL keeps planning the claim afresh (a custom plan for each LIMIT), which costs
+        # about as much as running it; its generic plan is as good. Only this connection runs
+        # claims, so forcing generic plans here changes nothing else.
+        self._claimer = lane(
+            "claims", worker_statement_timeout, {"plan_cache_mode": "force_generic_plan"}
+        )
+        self._writer = lane("outcomes", worker_statement_timeout)
+        # Lease renewals wait for nothing else: not for a busy outcome write, nor the pool.
+        self._leases = lane("leases", worker_statement_timeout)
+        self._lanes = (self._producer, self._claimer, self._writer, self._leases)
+
+    @property
+    def name(self) -> str:
+        return "PostgreSQL"
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        min_size: int,
+        max_size: int,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> PostgresStore:
+        """A pool on `dsn`. No statement of ours takes long: the timeouts keep a hung server or
+        a silent network from blocking a caller (or a worker's shutdown) for long.
+        With `min_size=0` the pool opens without reaching the server."""
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            command_timeout=statement_timeout,
+            timeout=CONNECT_TIMEOUT,
+            server_settings=session_settings(statement_timeout, "pool"),
+        )
+        return cls(pool, dsn, statement_timeout, worker_statement_timeout)
+
+    async def close(self) -> None:
+        for lane in self._lanes:
+            await lane.close()
+        await self.pool.close()
+
+    def terminate(self) -> None:
+        """Closes every connection at once, without waiting for statements in flight."""
+        for lane in self._lanes:
+            lane.terminate()
+        self.pool.terminate()
+
+    async def expire_connections(self) -> None:
+        """A connection found itself dropped, or got no answer in time. When the server
+        restarts (or an operator ends the backends) every connection is dropped, but asyncpg
+        notices only once it reads the closing, and until then a dropped connection is handed
+        out and fails its statement; when the network goes silent, every connection waits in
+        vain. Have all of them replaced on next use."""
+        self._shared.expire()
+        for lane in self._lanes:
+            lane.expire()
+
+    async def _read(self, method: str, query: str, *args: Any) -> Any:
+        """`SharedPool.run` for a statement that changes nothing, run once more if its connection
+        turned out dropped: a read is safe to repeat."""
+        try:
+            return await self._shared.run(method, query, *args)
+        except BaseException as error:
+            if not isinstance(error, DATABASE_ERRORS):
+                raise
+            await self.expire_connections()
+            if not connection_lost(error):
+                raise  # no answer in time: once more would double the wait
+        return await self._shared.run(method, query, *args)
+
+    async def _write(self, method: str, query: str, *args: Any) -> Any:
+        """`SharedPool.run` for a statement that changes rows. Not repeated if its connection turned
+        out dropped, unless it never reached the server: the server may have run it."""
+        try:
+            return await self._shared.run(method, query, *args)
+        except BaseException as error:
+            if not isinstance(error, DATABASE_ERRORS):
+                raise
+            await self.expire_connections()
+            if not never_sent(error):
+                raise
+        return await self._shared.run(method, query, *args)
+
+    async def migrate(self) -> list[str]:
+        """Applies the migrations this database lacks, in one transaction; returns their names."""
+        applied_now = []
+        # A connection of its own, without the pool's statement timeout: a migration may
+        # legitimately take long on a large table.
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(
+            self.dsn, timeout=CONNECT_TIMEOUT
+        )
+        try:
+            async with connection.transaction():
+                await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
+                await connection.execute(self._q["create_migrations_table"])
+                done = {row[0] for row in await connection.fetch(self._q["applied_migrations"])}
+                _check_schema_version(done)
+                for version, name, sql in migrations():
+                    if version not in done:
+                        await connection.execute(sql)
+                        await connection.execute(self._q["record_migration"], version, name)
+                        applied_now.append(name)
+        finally:
+            await connection.close()
+        return applied_now
+
+    async def check_schema(self, *, complete: bool) -> None:
+        """Raises `SchemaVersionError` if the database's schema is newer than this code, or,
+        with `complete`, if it lacks a migration (for a start with `migrate=False`)."""
+        try:
+            rows = await self._read("fetch", self._q["applied_migrations"])
+        except asyncpg.UndefinedTableError:
+            rows = []
+        _check_schema_version({row[0] for row in rows}, missing_is_error=complete)
+
+    async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
+        """Inserts the jobs and returns their ids, in order. With `connection`, in its
+        transaction; otherwise on the producer connection, or the pool when it is busy."""
+        return await self._insert_jobs(new, connection or self._producer)
+
+    async def _insert_jobs(self, new: NewJobs, executor: Executor) -> list[int]:
+        if len(new.payloads) == 1 and new.unique_key is None:
+            job_id: int = await executor.fetchval(
+                self._q["insert_job"],
+                new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                new.max_attempts, new.trace_context, new.notify,
+            )  # fmt: skip
+            return [job_id]
+        if len(new.payloads) == 1:
+            for _ in range(_UNIQUE_KEY_TRIES):
+                job_id = await executor.fetchval(
+                    self._q["insert_unique_job"],
+                    new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                    new.max_attempts, new.trace_context, new.unique_key, new.notify,
+                )  # fmt: skip
+                if job_id is not None:
+                    return [job_id]
+                # The key's holder committed after this statement's snapshot was taken, so
+                # neither the insert nor the look-up saw it: a new statement will.
+            raise RuntimeError(
+                f"unique key {new.unique_key!r}: could neither insert nor find the live job "
+                "holding it (is the connection's transaction REPEATABLE READ or SERIALIZABLE?)"
+            )
+        ids = await executor.fetchval(
+            self._q["insert_jobs"],
+            new.name, new.queue, f"[{','.join(new.payloads)}]", new.priority, new.delay, new.run_at,
+            new.max_attempts, new.trace_context, new.notify,
+        )  # fmt: skip
+        return list(ids)
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        rows = await self._claimer.fetch(
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds
+        )
+        return [Claim(**row) for row in rows]
+
+    async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
+        """Writes the outcomes whose lease is still held; returns the ids written."""
+        rows = await self._writer.fetch(
+            self._q["record_outcomes"],
+            [o.id for o in outcomes],
+            [o.lease_token for o in outcomes],
+            [o.status for o in outcomes],
+            [o.retry_delay for o in outcomes],
+            [o.error for o in outcomes],
+            [o.result for o in outcomes],
+        )
+        return {row[0] for row in rows}
+
+    async def extend_leases(
+        self, held: Sequence[tuple[int, UUID]], lease_seconds: float
+    ) -> dict[UUID, bool]:
+        """Renews the leases still held; returns, for each token that still holds its job,
+        whether its lease was renewed (False: the row was locked by another transaction, to
+        be tried again next round). A token left out has lost its job."""
+        ids, tokens = zip(*held, strict=True)
+        rows = await self._leases.fetch(self._q["extend_leases"], ids, tokens, lease_seconds)
+        return {row[0]: row[1] for row in rows}
+
+    async def release_unknown_claims(
+        self, queue: str, worker_id: str, known: Sequence[UUID]
+    ) -> list[int]:
+        """Gives back, attempt included, the jobs of `queue` that this worker holds under a
+        lease token it does not know: a claim that committed after its answer was lost."""
+        rows = await self._write(
+            "fetch", self._q["release_unknown_claims"], queue, worker_id, list(known)
+        )
+        return [row[0] for row in rows]
+
+    async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
+        ids, tokens = zip(*held, strict=True)
+        rows = await self._write("fetch", self._q["release_jobs"], ids, tokens)
+        return {row[0] for row in rows}
+
+    async def release_job(self, job_id: int) -> bool:
+        return await self._write("fetchrow", self._q["release_job"], job_id) is not None
+
+    async def release_worker_jobs(self, worker_id: str) -> list[int]:
+        rows = await self._write("fetch", self._q["release_worker_jobs"], worker_id)
+        return [row[0] for row in rows]
+
+    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        deleted: int = await self._write(
+            "fetchval", self._q["prune_finished"], retention_seconds, limit
+        )
+        return deleted
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        rows = await self._write("fetch", self._q["rescue_expired"], limit)
+        return [(row[0], row[1], JobStatus(row[2])) for row in rows]
+
+    async def get_job(self, job_id: int) -> JobRecord | None:
+        row = await self._read("fetchrow", self._q["get_job"], job_id)
+        return None if row is None else JobRecord.from_row(row)
+
+    async def list_jobs(
+        self, status: JobStatus | None, queue: str | None, limit: int
+    ) -> list[JobRecord]:
+        rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit)
+        return [JobRecord.from_row(row) for row in rows]
+
+    async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
+        counts = dict.fromkeys(JobStatus, 0)
+        for status, jobs in await self._read("fetch", self._q["count_by_status"], queue):
+            counts[JobStatus(status)] = jobs
+        return counts
+
+    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
+        count: int = await self._read(
+            "fetchval", self._q["count_unfinished"], list(queues), horizon_seconds
+        )
+        return count
+
+    async def cancel_job(self, job_id: int) -> bool:
+        return await self._write("fetchval", self._q["cancel_job"], job_id) is not None
+
+    async def retry_job(self, job_id: int) -> bool:
+        try:
+            return await self._write("fetchrow", self._q["retry_job"], job_id) is not None
+        except asyncpg.UniqueViolationError:
+            raise UniqueKeyTakenError(
+                f"job {job_id} cannot be retried: another pending or running job holds its "
+                "unique key; retry it once that job has finished"
+            ) from None
+
+    async def job_status(self, job_id: int) -> JobStatus | None:
+        status = await self._read("fetchval", self._q["job_status"], job_id)
+        return None if status is None else JobStatus(status)
+
+    async def listen(self, queues: Sequence[str], on_notify: Callable[[str], None]) -> Listener:
+        """A connection of its own that calls `on_notify(queue)` when a queue's channel fires."""
+        return await Listener.open(self.dsn, self.worker_statement_timeout, queues, on_notify)

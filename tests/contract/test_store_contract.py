@@ -1,0 +1,418 @@
+"""The Store contract: the semantics both stores share, run against PostgreSQL and memory alike.
+
+This is the one place those semantics are tested store by store; a feature that lands in one
+store lands in the other, held by a test here. What only PostgreSQL can do (several processes,
+LISTEN/NOTIFY across them, migrations, network faults, joining a caller's transaction) is
+tested elsewhere, on PostgreSQL; the last tests here show the memory store refusing it clearly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from uuid import uuid4
+
+import pytest
+
+from starlette_jobs import (
+    Jobs,
+    JobStatus,
+    MemoryStoreUnsupportedError,
+    Retry,
+    UniqueKeyTakenError,
+    current_job,
+    job,
+)
+from starlette_jobs._memory import MemoryStore
+from starlette_jobs._postgres import PostgresStore
+from starlette_jobs._records import Claim, NewJobs, Outcome
+from starlette_jobs._store import Store
+
+LEASE = 30.0
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def postgres_dsn(request: pytest.FixtureRequest) -> str | None:
+    """A fresh migrated database for the PostgreSQL store; None for the memory store."""
+    if request.param == "memory":
+        return None
+    dsn: str = request.getfixturevalue("database_dsn")
+    return dsn
+
+
+@pytest.fixture
+async def store(postgres_dsn: str | None) -> AsyncIterator[Store]:
+    opened: Store
+    if postgres_dsn is None:
+        opened = MemoryStore()
+    else:
+        opened = await PostgresStore.open(postgres_dsn, min_size=1, max_size=2)
+    yield opened
+    await opened.close()
+
+
+def new(
+    count: int = 1,
+    *,
+    queue: str = "default",
+    priority: int = 0,
+    delay: float | None = None,
+    max_attempts: int = 3,
+    unique_key: str | None = None,
+    payload: str = '{"n": 1}',
+) -> NewJobs:
+    return NewJobs(
+        name="tests.contract",
+        queue=queue,
+        payloads=[payload] * count,
+        priority=priority,
+        delay=delay,
+        run_at=None,
+        max_attempts=max_attempts,
+        trace_context=None,
+        unique_key=unique_key,
+        notify=delay is None,
+    )
+
+
+def ended(
+    claim: Claim,
+    status: JobStatus,
+    *,
+    delay: float | None = None,
+    error: str | None = None,
+    result: str | None = None,
+) -> Outcome:
+    return Outcome(
+        id=claim.id,
+        lease_token=claim.lease_token,
+        status=status,
+        retry_delay=delay,
+        error=error,
+        result=result,
+    )
+
+
+async def expire(seconds: float = 0.05) -> None:
+    """Let a lease of 0.01 s (or a delay) run out in the store's own clock."""
+    await asyncio.sleep(seconds)
+
+
+# -- insert and claim --------------------------------------------------------------------------
+
+
+async def test_ids_come_back_in_order_and_the_rows_read_back(store: Store) -> None:
+    ids = await store.insert_jobs(new(3, payload='{"a": [1, 2], "b": "x"}'))
+    assert ids == sorted(set(ids))
+    assert len(ids) == 3
+    record = await store.get_job(ids[1])
+    assert record is not None
+    assert (record.name, record.queue, record.status, record.arguments) == (
+        "tests.contract",
+        "default",
+        JobStatus.PENDING,
+        {"a": [1, 2], "b": "x"},
+    )
+    assert (record.attempts, record.max_attempts, record.errors, record.result) == (0, 3, [], None)
+    assert await store.get_job(ids[-1] + 1000) is None
+
+
+async def test_a_claim_takes_due_jobs_of_its_queue_by_priority_then_age_then_id(
+    store: Store,
+) -> None:
+    [low] = await store.insert_jobs(new(priority=0))
+    [high] = await store.insert_jobs(new(priority=5))
+    [later] = await store.insert_jobs(new(delay=3600))
+    [elsewhere] = await store.insert_jobs(new(queue="other"))
+    [low_too] = await store.insert_jobs(new(priority=0))
+    first = await store.claim_batch("default", 2, "w", LEASE)
+    # Which jobs a claim takes follows the order; the order it returns them in is not promised.
+    assert sorted(c.id for c in first) == sorted([high, low])
+    rest = await store.claim_batch("default", 10, "w", LEASE)
+    assert [c.id for c in rest] == [low_too]  # not the delayed job, nor another queue's
+    assert later not in [c.id for c in first + rest]
+    assert elsewhere not in [c.id for c in rest]
+    assert all(c.attempts == 1 and c.queue == "default" for c in first + rest)
+    assert len({c.lease_token for c in first + rest}) == 3
+    record = await store.get_job(high)
+    assert record is not None
+    assert (record.status, record.worker_id, record.attempts) == (JobStatus.RUNNING, "w", 1)
+
+
+# -- outcomes and the fence --------------------------------------------------------------------
+
+
+async def test_outcomes_are_written_once_and_only_under_the_current_lease(store: Store) -> None:
+    [job_id] = await store.insert_jobs(new())
+    [stale] = await store.claim_batch("default", 1, "stalled", 0.01)
+    await expire()
+    assert [(i, s) for i, _, s in await store.rescue_expired(10)] == [(job_id, JobStatus.PENDING)]
+    [fresh] = await store.claim_batch("default", 1, "healthy", LEASE)
+    assert (fresh.id, fresh.attempts) == (job_id, 2)
+
+    assert await store.record_outcomes([ended(stale, JobStatus.SUCCEEDED)]) == set()
+    assert await store.extend_leases([(stale.id, stale.lease_token)], LEASE) == {}
+    assert await store.release_jobs([(stale.id, stale.lease_token)]) == set()
+    assert await store.extend_leases([(fresh.id, fresh.lease_token)], LEASE) == {
+        fresh.lease_token: True
+    }
+    done = ended(fresh, JobStatus.SUCCEEDED, result='{"ok": true}')
+    assert await store.record_outcomes([done]) == {job_id}
+    assert await store.record_outcomes([done]) == set()  # once
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.result, record.attempts) == (JobStatus.SUCCEEDED, {"ok": True}, 2)
+    assert record.finished_at is not None
+    assert [e["attempt"] for e in record.errors] == [1]
+    assert "lease expired: worker stalled" in record.errors[0]["error"]
+
+
+async def test_a_failed_attempt_keeps_its_error_and_waits_for_its_retry(store: Store) -> None:
+    [job_id] = await store.insert_jobs(new())
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    retry = ended(claim, JobStatus.PENDING, delay=3600, error="boom")
+    assert await store.record_outcomes([retry]) == {job_id}
+    assert await store.claim_batch("default", 10, "w", LEASE) == []  # not due for an hour
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.attempts, record.last_error) == (JobStatus.PENDING, 1, "boom")
+    assert [(e["attempt"], e["error"], e["worker_id"]) for e in record.errors] == [(1, "boom", "w")]
+    assert record.finished_at is None
+    assert await store.count_unfinished(["default"], 0) == 0
+    assert await store.count_unfinished(["default"], 7200) == 1
+    assert await store.count_unfinished(["default"], None) == 1
+
+
+async def test_a_retry_after_a_short_delay_is_claimed_again(store: Store) -> None:
+    [job_id] = await store.insert_jobs(new())
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    await store.record_outcomes([ended(claim, JobStatus.PENDING, delay=0.01, error="boom")])
+    await expire()
+    [again] = await store.claim_batch("default", 1, "w", LEASE)
+    assert (again.id, again.attempts) == (job_id, 2)
+    await store.record_outcomes([ended(again, JobStatus.FAILED, error="boom again")])
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.last_error) == (JobStatus.FAILED, "boom again")
+    assert [e["attempt"] for e in record.errors] == [1, 2]
+
+
+# -- leases and rescue -------------------------------------------------------------------------
+
+
+async def test_rescue_takes_the_longest_expired_first_and_fails_those_out_of_attempts(
+    store: Store,
+) -> None:
+    [once] = await store.insert_jobs(new(max_attempts=1))
+    [twice] = await store.insert_jobs(new(max_attempts=2))
+    [kept] = await store.insert_jobs(new(max_attempts=2))
+    await store.claim_batch("default", 1, "dead", 0.01)  # `once`, expires first
+    await store.claim_batch("default", 1, "dead", 0.02)  # `twice`
+    [alive] = await store.claim_batch("default", 1, "alive", LEASE)
+    await expire()
+    assert await store.rescue_expired(1) == [(once, "default", JobStatus.FAILED)]
+    assert await store.rescue_expired(10) == [(twice, "default", JobStatus.PENDING)]
+    assert await store.rescue_expired(10) == []
+    assert alive.id == kept
+    failed = await store.get_job(once)
+    assert failed is not None
+    assert (failed.status, failed.finished_at is not None) == (JobStatus.FAILED, True)
+
+
+async def test_a_renewed_lease_is_not_rescued(store: Store) -> None:
+    await store.insert_jobs(new())
+    [claim] = await store.claim_batch("default", 1, "w", 0.3)
+    await store.extend_leases([(claim.id, claim.lease_token)], LEASE)
+    await expire(0.4)
+    assert await store.rescue_expired(10) == []
+
+
+# -- releases ----------------------------------------------------------------------------------
+
+
+async def test_releases_give_the_attempt_back(store: Store) -> None:
+    ids = await store.insert_jobs(new(4))
+    claims = await store.claim_batch("default", 4, "w", LEASE)
+    assert await store.release_jobs([(claims[0].id, claims[0].lease_token)]) == {ids[0]}
+    assert await store.release_job(ids[1]) is True
+    assert await store.release_job(ids[1]) is False  # no longer running
+    assert await store.release_worker_jobs("w") == ids[2:]
+    for job_id in ids:
+        record = await store.get_job(job_id)
+        assert record is not None
+        assert (record.status, record.attempts, record.errors) == (JobStatus.PENDING, 0, [])
+    again = await store.claim_batch("default", 4, "w", LEASE)
+    assert sorted(c.id for c in again) == ids
+    assert {c.attempts for c in again} == {1}
+
+
+async def test_a_lost_claims_jobs_are_given_back_and_no_others(store: Store) -> None:
+    known = await store.insert_jobs(new(2))
+    await store.insert_jobs(new(queue="other"))
+    mine = await store.claim_batch("default", 1, "me", LEASE)
+    lost = await store.claim_batch("default", 1, "me", LEASE)  # its answer never came back
+    await store.claim_batch("other", 1, "me", LEASE)  # another queue: not this loop's
+    released = await store.release_unknown_claims("default", "me", [mine[0].lease_token])
+    assert released == [lost[0].id] == [known[1]]
+    assert await store.job_status(mine[0].id) is JobStatus.RUNNING
+    assert await store.count_by_status("other") == {
+        **dict.fromkeys(JobStatus, 0),
+        JobStatus.RUNNING: 1,
+    }
+    record = await store.get_job(known[1])
+    assert record is not None
+    assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
+    assert await store.release_unknown_claims("default", "me", [uuid4(), mine[0].lease_token]) == []
+
+
+# -- unique keys, cancel, retry ----------------------------------------------------------------
+
+
+async def test_a_unique_key_is_held_by_one_live_job(store: Store) -> None:
+    [first] = await store.insert_jobs(new(unique_key="k"))
+    assert await store.insert_jobs(new(unique_key="k")) == [first]
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    assert await store.insert_jobs(new(unique_key="k")) == [first]  # running holds it too
+    await store.record_outcomes([ended(claim, JobStatus.FAILED, error="boom")])
+    [second] = await store.insert_jobs(new(unique_key="k"))  # finished jobs hold no key
+    assert second != first
+    with pytest.raises(UniqueKeyTakenError):
+        await store.retry_job(first)
+    assert await store.cancel_job(second) is True
+    assert await store.retry_job(first) is True
+    record = await store.get_job(first)
+    assert record is not None
+    assert (record.status, record.attempts, record.finished_at) == (JobStatus.PENDING, 0, None)
+    assert record.errors != []  # the history stays
+
+
+async def test_only_pending_jobs_cancel_and_only_finished_ones_retry(store: Store) -> None:
+    pending, running = await store.insert_jobs(new(2))
+    await store.claim_batch("default", 1, "w", LEASE)  # `pending`, the first, is taken
+    assert await store.cancel_job(running) is True
+    assert await store.cancel_job(pending) is False  # running now
+    assert await store.cancel_job(running) is False  # already cancelled
+    assert await store.retry_job(pending) is False  # running
+    assert await store.job_status(running) is JobStatus.CANCELLED
+    assert await store.job_status(running + 1000) is None
+
+
+# -- retention, listing, counts ----------------------------------------------------------------
+
+
+async def test_retention_deletes_only_jobs_finished_long_enough_ago(store: Store) -> None:
+    ids = await store.insert_jobs(new(3))
+    claims = await store.claim_batch("default", 2, "w", LEASE)
+    await store.record_outcomes([ended(c, JobStatus.SUCCEEDED) for c in claims])
+    assert await store.prune_finished(3600, 10) == 0  # finished just now
+    await expire()
+    assert await store.prune_finished(0.01, 1) == 1
+    assert await store.prune_finished(0.01, 10) == 1
+    assert [r.id for r in await store.list_jobs(None, None, 10)] == [ids[2]]
+
+
+async def test_lists_are_newest_first_and_filtered_and_counts_cover_every_status(
+    store: Store,
+) -> None:
+    ids = await store.insert_jobs(new(3))
+    [other] = await store.insert_jobs(new(queue="other"))
+    await store.claim_batch("default", 1, "w", LEASE)
+    assert [r.id for r in await store.list_jobs(None, None, 10)] == [other, *reversed(ids)]
+    assert [r.id for r in await store.list_jobs(JobStatus.RUNNING, None, 10)] == [ids[0]]
+    assert [r.id for r in await store.list_jobs(None, "other", 10)] == [other]
+    assert [r.id for r in await store.list_jobs(None, None, 2)] == [other, ids[2]]
+    counts = await store.count_by_status(None)
+    assert counts == {**dict.fromkeys(JobStatus, 0), JobStatus.PENDING: 3, JobStatus.RUNNING: 1}
+    assert await store.count_unfinished(["default"], 0) == 3
+    assert await store.count_unfinished(["other", "default"], 0) == 4
+
+
+async def test_a_listener_hears_of_due_jobs_of_its_queues_only(store: Store) -> None:
+    heard: list[str] = []
+    woken = asyncio.Event()
+
+    def on_notify(queue: str) -> None:
+        heard.append(queue)
+        woken.set()
+
+    listener = await store.listen(["default"], on_notify)
+    try:
+        await store.insert_jobs(new(queue="other"))
+        await store.insert_jobs(new(delay=3600))  # not due: nobody to wake
+        await store.insert_jobs(new())
+        async with asyncio.timeout(5):
+            await woken.wait()
+        assert await listener.alive(1.0)
+    finally:
+        await listener.close()
+    assert heard == ["default"]
+
+
+# -- what only PostgreSQL does -------------------------------------------------------------------
+
+
+async def test_the_memory_store_refuses_to_join_a_transaction() -> None:
+    with pytest.raises(MemoryStoreUnsupportedError, match="connection="):
+        await MemoryStore().insert_jobs(new(), connection=object())
+
+
+# -- the worker on either store, through `Jobs` --------------------------------------------------
+
+attempts_seen: list[int] = []
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0.05))
+async def flaky(n: int) -> dict[str, int]:
+    me = current_job()
+    assert me is not None
+    attempts_seen.append(me.attempt)
+    if me.attempt < 3:
+        raise ConnectionError(f"try {me.attempt}")
+    return {"n": n, "attempt": me.attempt}
+
+
+@pytest.fixture
+def jobs_dsn(postgres_dsn: str | None) -> str:
+    return postgres_dsn or "memory://"
+
+
+async def test_a_job_is_retried_by_its_policy_and_its_result_kept(jobs_dsn: str) -> None:
+    attempts_seen.clear()
+    async with Jobs(jobs_dsn, poll_interval=0.1) as jobs:
+        job_id = await flaky.enqueue(n=7)
+        await jobs.drain(timeout=10)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert (record.status, record.attempts, record.result) == (
+        JobStatus.SUCCEEDED,
+        3,
+        {"n": 7, "attempt": 3},
+    )
+    assert [e["error"].splitlines()[-1] for e in record.errors] == [
+        "ConnectionError: try 1",
+        "ConnectionError: try 2",
+    ]
+    assert attempts_seen == [1, 2, 3]
+
+
+async def test_a_job_of_a_name_no_worker_knows_fails_at_once(jobs_dsn: str) -> None:
+    async with Jobs(jobs_dsn, poll_interval=0.1) as jobs:
+        [job_id] = await jobs.store.insert_jobs(
+            NewJobs(
+                name="nowhere.to.be.found",
+                queue="default",
+                payloads=["{}"],
+                priority=0,
+                delay=None,
+                run_at=None,
+                max_attempts=5,
+                trace_context=None,
+                unique_key=None,
+                notify=True,
+            )
+        )
+        await jobs.drain(timeout=10)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert (record.status, record.attempts) == (JobStatus.FAILED, 1)
+    assert "no job named 'nowhere.to.be.found'" in (record.last_error or "")
