@@ -4,6 +4,7 @@ before trying again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from types import TracebackType
 
@@ -37,8 +38,8 @@ def session_settings(statement_timeout: float, purpose: str) -> dict[str, str]:
     return {"statement_timeout": str(server_ms), "application_name": f"starlette_jobs {purpose}"}
 
 
-# Raised while PostgreSQL restarts or the network drops; the worker retries after these.
-DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+# The connection is gone: the server dropped it, or the network did.
+CONNECTION_LOST: tuple[type[BaseException], ...] = (
     OSError,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
@@ -50,14 +51,33 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.ConnectionDoesNotExistError,
-    TimeoutError,
+)
+# The server is there but did not do the work in time: the statement ran past the server's
+# statement_timeout (blocked by a lock, or too large), or a lock could not be had.
+TOO_SLOW: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+# What makes a call fail for want of the database rather than for what it asked: raised as
+# `DatabaseUnavailableError` to callers; the worker keeps what it has and tries again.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_LOST,
+    *TOO_SLOW,
+    TimeoutError,  # no answer in time: the network went silent, or the server hangs
+    asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
 )
 
 
 def connection_lost(error: BaseException) -> bool:
     """Whether `error` says the connection is gone (the server dropped it, or the network did),
     rather than that a statement ran out of time on a connection that may still be good."""
-    return isinstance(error, DATABASE_ERRORS) and not isinstance(error, TimeoutError)
+    return isinstance(error, CONNECTION_LOST)
+
+
+def no_answer(error: BaseException) -> bool:
+    """Whether the connection is gone or did not answer at all: it, and likely every other
+    connection of the process, should be replaced."""
+    return isinstance(error, (*CONNECTION_LOST, TimeoutError))
 
 
 def never_sent(error: BaseException) -> bool:
@@ -78,9 +98,16 @@ class Backoff:
     def reset(self) -> None:
         self._next = self._first
 
-    async def wait(self) -> None:
-        await asyncio.sleep(self._next * (0.5 + random.random() / 2))
+    async def wait(self, interrupt: asyncio.Event | None = None) -> None:
+        """Sleeps the next delay, or until `interrupt` is set (a shutdown, say)."""
+        delay = self._next * (0.5 + random.random() / 2)
         self._next = min(self._next * 2, self._cap)
+        if interrupt is None:
+            await asyncio.sleep(delay)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await interrupt.wait()
 
 
 class unavailable_as_error:  # lower case: used like the context-manager function it was
@@ -105,7 +132,8 @@ class unavailable_as_error:  # lower case: used like the context-manager functio
     ) -> None:
         if error is not None and isinstance(error, DATABASE_ERRORS):
             detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            raise DatabaseUnavailableError(
-                f"could not {self._action}: PostgreSQL is unreachable or stopped answering "
-                f"({detail})"
-            ) from error
+            if isinstance(error, TOO_SLOW):
+                why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
+            else:
+                why = "PostgreSQL is unreachable or stopped answering"
+            raise DatabaseUnavailableError(f"could not {self._action}: {why} ({detail})") from error

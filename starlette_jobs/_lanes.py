@@ -10,17 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
-from ._connectivity import (
-    CONNECT_TIMEOUT,
-    DATABASE_ERRORS,
-    connection_lost,
-    never_sent,
-    session_settings,
-)
+from ._connectivity import CONNECT_TIMEOUT, never_sent, no_answer, session_settings
 
 
 def channel_for(queue: str) -> str:
@@ -40,6 +34,18 @@ async def connect(
     return connection
 
 
+class _PooledConnection(asyncpg.Connection):
+    """A pool connection that remembers the pool generation it was opened in."""
+
+    generation: int | None = None
+
+    def opened_in(self, generation: int) -> int:
+        """The generation this connection belongs to: `generation` on its first use."""
+        if self.generation is None:
+            self.generation = generation
+        return self.generation
+
+
 class SharedPool:
     """asyncpg's pool, with an expiry that closes the expired connections as it meets them.
 
@@ -50,29 +56,44 @@ class SharedPool:
     def __init__(self, pool: asyncpg.Pool[Any]) -> None:
         self.pool = pool
         self._generation = 0
-        self._generation_of: dict[int, int] = {}  # server pid -> generation it was first used in
+
+    @classmethod
+    async def open(
+        cls, dsn: str, *, min_size: int, max_size: int, statement_timeout: float
+    ) -> SharedPool:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            command_timeout=statement_timeout,
+            timeout=CONNECT_TIMEOUT,
+            server_settings=session_settings(statement_timeout, "pool"),
+            connection_class=_PooledConnection,
+        )
+        return cls(pool)
 
     def expire(self) -> None:
         """Every connection in the pool now is replaced on its next use."""
         self._generation += 1
 
-    async def run(self, method: str, query: str, *args: Any) -> Any:
-        """`connection.<method>(query, *args)` on a pool connection that is not expired. One
-        that fails for want of the server (or timed out) is closed at once, not handed back:
-        the pool would wait for asyncpg's cancel request first, which cannot cross a network
-        that went silent."""
+    async def run(self, method: str, query: str, *args: Any, timeout: float | None = None) -> Any:
+        """`connection.<method>(query, *args)` on a pool connection that is not expired, given
+        up after `timeout` seconds (default: the pool's). A connection that is gone, did not
+        answer or whose caller gave up is closed at once, not handed back: the pool would wait
+        for asyncpg's cancel request first, which cannot cross a network that went silent."""
         for _ in range(self.pool.get_max_size() + 1):
             async with self.pool.acquire() as connection:
-                pid = connection.get_server_pid()
-                if self._generation_of.setdefault(pid, self._generation) < self._generation:
-                    del self._generation_of[pid]
+                # The pool hands out a proxy of our connection class: its methods pass through.
+                if cast(_PooledConnection, connection).opened_in(self._generation) < (
+                    self._generation
+                ):
                     connection.terminate()
                     continue
                 try:
-                    return await getattr(connection, method)(query, *args)
-                except DATABASE_ERRORS:
-                    self._generation_of.pop(pid, None)
-                    connection.terminate()
+                    return await getattr(connection, method)(query, *args, timeout=timeout)
+                except BaseException as error:
+                    if no_answer(error) or isinstance(error, asyncio.CancelledError):
+                        connection.terminate()
                     raise
         raise AssertionError("unreachable: the pool had more connections than its size")
 
@@ -114,21 +135,24 @@ class Lane:
     async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
         """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""
         if self._lock.locked():
-            return await self._pooled(method, query, *args)
+            return await self._pooled(method, query, *args, timeout=self._statement_timeout)
         async with self._lock:
             for attempt in range(2):
                 connection = await self._connected()
                 try:
                     return await getattr(connection, method)(query, *args)
                 except BaseException as error:
-                    lost = connection_lost(error)  # "terminating connection due to ..." is too
-                    if lost or not isinstance(error, asyncpg.PostgresError):
-                        # Unless the server merely refused the statement, the connection is
-                        # gone or may be mid-way through it: start afresh next time.
-                        self._retire(connection, gracefully=not lost)
-                    if isinstance(error, DATABASE_ERRORS):
-                        # Lost, or no answer in time: the others are likely gone too.
-                        await self._on_connection_lost()
+                    if isinstance(error, asyncio.CancelledError):
+                        # The caller gave up (shutdown): asyncpg sends the server a cancel
+                        # request, which closing (not terminating) lets go out first.
+                        self._retire(connection, gracefully=True)
+                    elif no_answer(error) or not isinstance(error, asyncpg.PostgresError):
+                        # Gone, silent, or mid-way through who knows what: cut it at once, so
+                        # that nothing it held back can still reach the server (a claim that
+                        # arrives late would commit behind the worker's back).
+                        self._retire(connection, gracefully=False)
+                    if no_answer(error):
+                        await self._on_connection_lost()  # the others are likely gone too
                     if attempt or not never_sent(error):
                         raise
             raise AssertionError("unreachable: the second try returns or raises")
@@ -139,9 +163,9 @@ class Lane:
         if not gracefully:
             connection.terminate()
             return
-        # A statement given up on (timed out, or its caller cancelled) may still be running on
-        # the server. asyncpg sends a cancel request for it; terminating the connection now
-        # would drop that request, so close it in the background instead.
+        # A statement its caller gave up on may still run on the server. asyncpg sends a cancel
+        # request for it; terminating the connection now would drop that request, so close it
+        # in the background instead.
         task = asyncio.create_task(self._close_quietly(connection))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)

@@ -14,11 +14,10 @@ import asyncpg
 
 from ._connectivity import (
     CONNECT_TIMEOUT,
-    DATABASE_ERRORS,
     STATEMENT_TIMEOUT,
     connection_lost,
     never_sent,
-    session_settings,
+    no_answer,
 )
 from ._errors import SchemaVersionError, UniqueKeyTakenError
 from ._lanes import Lane, Listener, SharedPool
@@ -77,13 +76,13 @@ class PostgresStore:
 
     def __init__(
         self,
-        pool: asyncpg.Pool[Any],
+        shared: SharedPool,
         dsn: str,
         statement_timeout: float = STATEMENT_TIMEOUT,
         worker_statement_timeout: float = STATEMENT_TIMEOUT,
     ) -> None:
-        self.pool = pool
-        self._shared = SharedPool(pool)
+        self._shared = shared
+        self.pool = shared.pool  # for tests and operators' own statements
         self.dsn = dsn
         self.worker_statement_timeout = worker_statement_timeout
         self._q = queries()
@@ -122,15 +121,10 @@ class PostgresStore:
         """A pool on `dsn`. No statement of ours takes long: the timeouts keep a hung server or
         a silent network from blocking a caller (or a worker's shutdown) for long.
         With `min_size=0` the pool opens without reaching the server."""
-        pool = await asyncpg.create_pool(
-            dsn,
-            min_size=min_size,
-            max_size=max_size,
-            command_timeout=statement_timeout,
-            timeout=CONNECT_TIMEOUT,
-            server_settings=session_settings(statement_timeout, "pool"),
+        shared = await SharedPool.open(
+            dsn, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout
         )
-        return cls(pool, dsn, statement_timeout, worker_statement_timeout)
+        return cls(shared, dsn, statement_timeout, worker_statement_timeout)
 
     async def close(self) -> None:
         for lane in self._lanes:
@@ -159,25 +153,32 @@ class PostgresStore:
         try:
             return await self._shared.run(method, query, *args)
         except BaseException as error:
-            if not isinstance(error, DATABASE_ERRORS):
+            if not no_answer(error):
                 raise
             await self.expire_connections()
             if not connection_lost(error):
                 raise  # no answer in time: once more would double the wait
         return await self._shared.run(method, query, *args)
 
-    async def _write(self, method: str, query: str, *args: Any) -> Any:
-        """`SharedPool.run` for a statement that changes rows. Not repeated if its connection turned
-        out dropped, unless it never reached the server: the server may have run it."""
+    async def _write(
+        self, method: str, query: str, *args: Any, timeout: float | None = None
+    ) -> Any:
+        """`SharedPool.run` for a statement that changes rows. Not repeated if its connection
+        turned out dropped, unless it never reached the server: the server may have run it."""
         try:
-            return await self._shared.run(method, query, *args)
+            return await self._shared.run(method, query, *args, timeout=timeout)
         except BaseException as error:
-            if not isinstance(error, DATABASE_ERRORS):
+            if not no_answer(error):
                 raise
             await self.expire_connections()
             if not never_sent(error):
                 raise
-        return await self._shared.run(method, query, *args)
+        return await self._shared.run(method, query, *args, timeout=timeout)
+
+    async def _worker_write(self, method: str, query: str, *args: Any) -> Any:
+        """`_write` for a worker's own statement, given up after a worker statement timeout
+        (not the pool's longer one), so that shutdown keeps its bound."""
+        return await self._write(method, query, *args, timeout=self.worker_statement_timeout)
 
     async def migrate(self) -> list[str]:
         """Applies the migrations this database lacks, in one transaction; returns their names."""
@@ -282,14 +283,14 @@ class PostgresStore:
     ) -> list[int]:
         """Gives back, attempt included, the jobs of `queue` that this worker holds under a
         lease token it does not know: a claim that committed after its answer was lost."""
-        rows = await self._write(
+        rows = await self._worker_write(
             "fetch", self._q["release_unknown_claims"], queue, worker_id, list(known)
         )
         return [row[0] for row in rows]
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         ids, tokens = zip(*held, strict=True)
-        rows = await self._write("fetch", self._q["release_jobs"], ids, tokens)
+        rows = await self._worker_write("fetch", self._q["release_jobs"], ids, tokens)
         return {row[0] for row in rows}
 
     async def release_job(self, job_id: int) -> bool:
@@ -300,13 +301,13 @@ class PostgresStore:
         return [row[0] for row in rows]
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
-        deleted: int = await self._write(
+        deleted: int = await self._worker_write(
             "fetchval", self._q["prune_finished"], retention_seconds, limit
         )
         return deleted
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
-        rows = await self._write("fetch", self._q["rescue_expired"], limit)
+        rows = await self._worker_write("fetch", self._q["rescue_expired"], limit)
         return [(row[0], row[1], JobStatus(row[2])) for row in rows]
 
     async def get_job(self, job_id: int) -> JobRecord | None:

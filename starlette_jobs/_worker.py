@@ -72,9 +72,10 @@ def new_worker_id() -> str:
 class _QueueState:
     name: str
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # A claim failed: it may have committed on the server all the same (its answer was lost).
-    # Its jobs are given back before this queue claims again.
-    claim_may_be_lost: bool = False
+    # A claim failed: it may have committed on the server all the same (its answer was lost,
+    # or it reached the server late). Until this time (the event loop's clock), every claim of
+    # the queue is preceded by giving such jobs back.
+    reconcile_until: float | None = None
     # False once a claim came back short: until a NOTIFY or a poll, a freed slot need not
     # trigger another claim.
     may_have_more: bool = True
@@ -98,6 +99,7 @@ class Worker:
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
         self._wakeups = Wakeups(store, list(self._queues), self.wake, self._statement_timeout / 2)
         self._stopping = False
+        self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
         self._tasks: list[asyncio.Task[None]] = []
         # Attempts this worker cancelled (shutdown, lost lease), as opposed to a job that
         # cancelled itself.
@@ -153,13 +155,16 @@ class Worker:
             if free > 0:
                 wanted = min(free, settings.batch_size)
                 try:
-                    if state.claim_may_be_lost:
+                    if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
                     claims = await self._store.claim_batch(
                         state.name, wanted, self.worker_id, settings.lease_duration
                     )
                 except BaseException as error:
-                    state.claim_may_be_lost = True
+                    # A claim that reached the server late is ended by it within a statement
+                    # timeout of arriving; the connection it came on is cut at once.
+                    loop = asyncio.get_running_loop()
+                    state.reconcile_until = loop.time() + self._statement_timeout
                     if not isinstance(error, Exception):
                         raise  # cancelled: shutdown gave up on this claim
                     if isinstance(error, DATABASE_ERRORS):
@@ -171,7 +176,7 @@ class Worker:
                         # the loop must outlive them, or the process looks healthy and never
                         # claims.
                         logger.exception("claiming from queue %r failed, retrying", state.name)
-                    await backoff.wait()
+                    await backoff.wait(self._stopped)
                     continue
                 backoff.reset()
                 if self._stopping:
@@ -195,10 +200,13 @@ class Worker:
         """A claim of this queue failed on the client's side, yet may have committed: its jobs
         would sit `running` under a lease nobody renews, and lose an attempt at rescue without
         having run. Give back every job of the queue held under a token this worker does not
-        know. No other claim of this queue is in flight meanwhile (this loop makes them)."""
+        know. No other claim of this queue is in flight meanwhile (this loop makes them, and
+        shutdown calls this once they are over)."""
+        began = asyncio.get_running_loop().time()
         known = [token for _, token in self._held()]
         released = await self._store.release_unknown_claims(state.name, self.worker_id, known)
-        state.claim_may_be_lost = False
+        if state.reconcile_until is not None and began > state.reconcile_until:
+            state.reconcile_until = None
         if released:
             logger.warning(
                 "queue %r: gave back %d job(s) of a claim whose answer was lost: %s",
@@ -275,6 +283,7 @@ class Worker:
         went silent, the jobs not released are left to lease expiry.
         """
         self._stopping = True
+        self._stopped.set()
         for state in self._queues.values():
             state.wake.set()
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
@@ -311,7 +320,8 @@ class Worker:
         settled = asyncio.gather(
             self._release(to_release),
             self._outcomes.stop(timeout=budget),
-            asyncio.wait(self._tasks, timeout=budget) if self._tasks else asyncio.sleep(0),
+            self._claims_settled(),
+            self._wakeups.stop(),
         )
         try:
             await asyncio.wait_for(settled, budget)
@@ -328,11 +338,24 @@ class Worker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._leases.stop()
         await self._upkeep.stop()
-        try:
-            await asyncio.wait_for(self._wakeups.stop(), CLOSE_SECONDS)
-        except TimeoutError:
-            self._wakeups.terminate()
+        self._wakeups.terminate()  # if closing it ran out of time
         logger.info("worker %s stopped", self.worker_id)
+
+    async def _claims_settled(self) -> None:
+        """Waits for the claims in flight (their jobs are handed back at once), then gives back
+        what a claim that failed lately may have left behind."""
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        for state in self._queues.values():
+            if state.reconcile_until is not None:
+                try:
+                    await self._release_lost_claims(state)
+                except Exception as error:  # shutdown goes on: the leases expire instead
+                    logger.error(
+                        "queue %r: could not give back the jobs of a claim whose answer was "
+                        "lost (%s); once their lease expires they run again",
+                        state.name, error,
+                    )  # fmt: skip
 
     async def _release(self, held: list[tuple[int, UUID]]) -> None:
         if not held:

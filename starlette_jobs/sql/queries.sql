@@ -1,5 +1,9 @@
 -- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _postgres.py.
 -- Parameters are always bound ($1, $2, ...), never formatted into the text.
+-- Rows about to be updated are locked FOR NO KEY UPDATE, the strength of the UPDATE itself:
+-- FOR UPDATE would also conflict with the FOR KEY SHARE lock that an insert into an
+-- application's table with a foreign key to a job takes, and a lease renewal would skip a
+-- healthy job for as long as that transaction lasts.
 
 -- name: lock_migrations
 -- Serializes migrations across processes for the rest of the transaction.
@@ -81,7 +85,7 @@ WITH picked AS (
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
      ORDER BY priority DESC, run_at, id
      LIMIT $2
-       FOR UPDATE SKIP LOCKED
+       FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE starlette_jobs AS job
    SET status = 'running',
@@ -131,7 +135,7 @@ WITH held AS (
 ), lockable AS (
     SELECT job.id FROM starlette_jobs AS job
       JOIN held ON job.id = held.id AND job.lease_token = held.lease_token
-       FOR UPDATE OF job SKIP LOCKED
+       FOR NO KEY UPDATE OF job SKIP LOCKED
 ), renewed AS (
     UPDATE starlette_jobs AS job
        SET lease_expires_at = now() + make_interval(secs => $3)
@@ -224,7 +228,7 @@ WITH expired AS (
      WHERE status = 'running' AND lease_expires_at < now()
      ORDER BY lease_expires_at
      LIMIT $1
-       FOR UPDATE SKIP LOCKED
+       FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE starlette_jobs AS job
    SET status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
