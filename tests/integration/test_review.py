@@ -1,0 +1,174 @@
+"""Adversarial review of the hardening change (4c0621b): each test shows one suspected bug and
+fails on that commit. See the docstring of each test for the mechanism."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import Jobs, JobStatus, Retry, job
+from starlette_jobs._store import Claim, Store
+from tests.conftest import StartJobs, eventually
+from tests.faultproxy import FaultProxy
+
+pytestmark = [pytest.mark.timeout(240)]
+
+gates: dict[str, asyncio.Event] = {}
+started: dict[str, asyncio.Event] = {}
+ran: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    gates.clear()
+    started.clear()
+    ran.clear()
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0))
+async def gated(key: str) -> dict[str, str]:
+    ran.append(key)
+    started.setdefault(key, asyncio.Event()).set()
+    await gates.setdefault(key, asyncio.Event()).wait()
+    return {"key": key}
+
+
+@job(retry=Retry.none())
+async def once(key: str) -> None:
+    ran.append(key)
+
+
+# -- 1: a statement_timeout is treated as "the database refused this value" -----------------------
+
+
+async def test_an_outcome_held_up_by_a_row_lock_is_written_once_the_lock_goes(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """The outcomes lane has a server-side statement_timeout of 0.8 x the worker's statement
+    timeout (8 s by default). A row lock held longer than that (an operator's
+    SELECT ... FOR UPDATE, a CREATE INDEX, LOCK TABLE) makes `record_outcomes` fail with
+    QueryCanceledError: a PostgresError, not in DATABASE_ERRORS. OutcomeWriter._write takes it
+    for "one value the database cannot store", writes the outcomes one by one (8 s), then
+    *strips the result and error* and tries again (8 s), then drops the outcome for good
+    (`return set()`). The row stays `running` under a token nobody renews any more: the job is
+    rescued at lease expiry and runs again (or fails with 'lease expired' with no attempt left),
+    though it succeeded. Before this change, the same lock only cost a client-side
+    TimeoutError, which is retried."""
+    async with start_jobs(lease_duration=45) as jobs:  # worker statement timeout 10 s, server 8
+        job_id = await gated.enqueue(key="a")
+        await asyncio.wait_for(started.setdefault("a", asyncio.Event()).wait(), 10)
+        async with connection.transaction():
+            await connection.execute("SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", job_id)
+            gates.setdefault("a", asyncio.Event()).set()  # the job ends; its outcome waits
+            await asyncio.sleep(26)  # past 3 x 8 s; the lease (45 s) still holds
+        # The lock is gone, the lease still holds: the outcome can be written now.
+        try:
+            await eventually(
+                lambda: _status_is(connection, job_id, "succeeded"), "the outcome", timeout=8
+            )
+        finally:
+            record = await jobs.get(job_id)
+            held = jobs._worker._held() if jobs._worker else None  # type: ignore[attr-defined]
+            print("after the lock:", record and (record.status, record.result), "held:", held)
+    assert record is not None
+    assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"key": "a"})
+    assert ran == ["a"]
+
+
+async def _status_is(connection: asyncpg.Connection[Any], job_id: int, status: str) -> bool:
+    found: str | None = await connection.fetchval(
+        "SELECT status FROM starlette_jobs WHERE id = $1", job_id
+    )
+    return found == status
+
+
+# -- 2: a lost claim at shutdown strands its jobs `running` ---------------------------------------
+
+
+async def test_a_claim_lost_just_before_shutdown_leaves_no_job_running(
+    start_jobs: StartJobs, monkeypatch: pytest.MonkeyPatch, connection: asyncpg.Connection[Any]
+) -> None:
+    """A claim whose answer was lost sets `claim_may_be_lost`; its jobs are given back only at
+    the top of the next loop iteration (`_release_lost_claims`). When stop() comes during the
+    backoff, `while not self._stopping` exits first and nothing gives them back: a clean
+    shutdown leaves them `running`, and at lease expiry the rescue burns their attempt: a
+    Retry.none() job fails with 'lease expired' without ever having run."""
+    real_claim = Store.claim_batch
+    lost = asyncio.Event()
+
+    async def answer_lost_once(self: Store, *args: Any) -> list[Claim]:
+        claims = await real_claim(self, *args)
+        if claims and not lost.is_set():
+            lost.set()
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
+        return claims
+
+    monkeypatch.setattr(Store, "claim_batch", answer_lost_once)
+    async with start_jobs(queues={}):
+        ids = await once.enqueue_many([{"key": str(n)} for n in range(3)])
+    async with start_jobs(lease_duration=2, shutdown_grace=1):
+        await asyncio.wait_for(lost.wait(), 10)
+    rows = await connection.fetch(
+        "SELECT id, status, attempts FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id",
+        ids,
+    )
+    assert [tuple(r) for r in rows] == [(i, "pending", 0) for i in ids]
+
+
+# -- 3: a claim delivered late commits after release_unknown_claims ran ---------------------------
+
+
+def _claims(c: Any) -> bool:
+    return c.ran("WITH picked AS")
+
+
+async def test_a_claim_delivered_late_does_not_strand_its_job(
+    fault_proxy: FaultProxy, database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The server's statement_timeout only bounds a statement once it *arrives*. A claim whose
+    bytes are held on the route (TCP retransmission; the proxy's blackhole holds bytes the way
+    it does) times out on the client; the claim loop runs `release_unknown_claims` (nothing to
+    release yet), clears `claim_may_be_lost`, and claims on a new connection. When the route
+    heals before the old socket is torn down (graceful close waits one statement timeout), the
+    held claim runs and commits under a token nobody knows. Nothing looks for it again: the
+    job sits `running` until its lease expires, then the rescue burns its only attempt: a
+    Retry.none() job fails without ever having run (at-least-once broken)."""
+    lease = 9.0  # worker statement timeout 3 s
+    async with (
+        Jobs(database_dsn, queues={}) as producer,
+        Jobs(fault_proxy.dsn, queues={"default": 1}, lease_duration=lease, poll_interval=0.2),
+    ):
+        first = await fault_proxy.wait_for(_claims)
+        await asyncio.sleep(0.1)  # between two polls: the next claim's request is held
+        first.blackhole()  # the next claim (within a poll) is held on the route
+        second = await fault_proxy.wait_for(lambda c: _claims(c) and c is not first, timeout=15)
+        # release_unknown_claims has run (it comes before the claim on the new connection).
+        second.blackhole()
+        await asyncio.sleep(0.3)
+        job_id = await producer.enqueue(once, key="late")
+        first.heal()  # the held claim arrives, runs, commits; its client gave up long ago
+        await eventually(
+            lambda: _status_is(connection, job_id, "running"), "the late claim", timeout=5
+        )
+        second.heal()
+        began = time.monotonic()
+        await eventually(
+            lambda: _finished(connection, job_id), "the job to finish", timeout=lease * 3
+        )
+        took = time.monotonic() - began
+    row = await connection.fetchrow(
+        "SELECT status, attempts, last_error FROM starlette_jobs WHERE id = $1", job_id
+    )
+    print(f"late claim: {tuple(row) if row else None} after {took:.1f} s; ran={ran}")
+    assert ran == ["late"], f"the job never ran: {tuple(row) if row else None}"
+
+
+async def _finished(connection: asyncpg.Connection[Any], job_id: int) -> bool:
+    status: str | None = await connection.fetchval(
+        "SELECT status FROM starlette_jobs WHERE id = $1", job_id
+    )
+    return status in ("succeeded", "failed")
