@@ -172,3 +172,29 @@ async def _finished(connection: asyncpg.Connection[Any], job_id: int) -> bool:
         "SELECT status FROM starlette_jobs WHERE id = $1", job_id
     )
     return status in ("succeeded", "failed")
+
+
+# -- 4: the new server-side statement_timeout kills a legitimate bulk enqueue, and leaks raw -------
+
+
+@job(queue="bulk")
+async def bulk(n: int) -> None: ...
+
+
+async def test_a_large_enqueue_many_is_not_killed_by_the_statement_timeout(
+    start_jobs: StartJobs,
+) -> None:
+    """The producer lane and the pool now carry statement_timeout = 8 s on the server (and a
+    10 s client timeout; it was 30 s at 02641e6). `enqueue_many` is one INSERT ... SELECT over
+    jsonb_array_elements: a big batch (here 1.5M small items, ~20 s on this machine) is
+    cancelled by the server, and the user gets asyncpg's raw QueryCanceledError
+    (`unavailable_as_error` only maps DATABASE_ERRORS), not a library error. Same for
+    jobs.list(limit=...) with a large limit on a busy server."""
+    async with start_jobs(queues={}):
+        began = time.monotonic()
+        try:
+            ids = await bulk.enqueue_many([{"n": n} for n in range(1_500_000)])
+        except Exception as error:
+            took = time.monotonic() - began
+            pytest.fail(f"after {took:.1f} s: {type(error).__module__}.{type(error).__name__}: {error}")
+    assert len(ids) == 1_500_000
