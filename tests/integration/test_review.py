@@ -198,3 +198,44 @@ async def test_a_large_enqueue_many_is_not_killed_by_the_statement_timeout(
             took = time.monotonic() - began
             pytest.fail(f"after {took:.1f} s: {type(error).__module__}.{type(error).__name__}: {error}")
     assert len(ids) == 1_500_000
+
+
+# -- 5: a pool statement cancelled at shutdown waits for asyncpg's cancel, unbounded -------------
+
+
+async def test_shutdown_with_a_silent_pool_connection_ends_within_the_bound(
+    fault_proxy: FaultProxy, database_dsn: str
+) -> None:
+    """SharedPool.run terminates a pool connection whose statement failed or timed out, but not
+    one whose caller was *cancelled*. stop() cancels its last writes after one worker statement
+    timeout (`wait_for(settled, budget)`, budget = lease/3, here 2 s, below the pool's 10 s
+    command timeout); a `release_jobs` cancelled mid-statement leaves `async with
+    pool.acquire()` through asyncpg's `PoolConnectionHolder.release`, which waits for the
+    cancellation to complete (bounded only by the pool's command_timeout, 10 s) on a connection
+    whose network is silent. wait_for() waits for its cancelled inner task, so the shutdown
+    takes grace + 0.5 + ~10 s + close instead of the documented grace + 0.5 + 2 + 2 (measured:
+    12.5 s against a 5.0 s bound). Meanwhile the cancelled job, no longer renewed nor released,
+    is rescued with its attempt burned. `_upkeep.stop()` (unbounded) can hang the same way."""
+    from starlette_jobs._worker import shutdown_bound
+
+    lease, grace = 6.0, 0.5
+    jobs = Jobs(
+        fault_proxy.dsn, queues={"default": 2}, lease_duration=lease, shutdown_grace=grace,
+    )  # fmt: skip
+    await jobs.__aenter__()
+    try:
+        await gated.enqueue(key="h")
+        await asyncio.wait_for(started.setdefault("h", asyncio.Event()).wait(), 10)
+        for _ in range(12):  # every holder of the pool gets a live connection
+            await jobs.get(1)
+        fault_proxy.blackhole(where=lambda c: c.application_name == "starlette_jobs pool")
+        began = time.monotonic()
+        try:
+            await asyncio.wait_for(jobs.__aexit__(None, None, None), 40)
+        except TimeoutError:
+            pass
+        took = time.monotonic() - began
+    finally:
+        fault_proxy.heal()
+    bound = shutdown_bound(grace, lease)
+    assert took <= bound + 1.0, f"shutdown took {took:.1f} s; the bound is {bound:.1f} s"
