@@ -239,3 +239,55 @@ async def test_shutdown_with_a_silent_pool_connection_ends_within_the_bound(
         fault_proxy.heal()
     bound = shutdown_bound(grace, lease)
     assert took <= bound + 1.0, f"shutdown took {took:.1f} s; the bound is {bound:.1f} s"
+
+
+# -- 6: "too many connections" leaks as a raw asyncpg error ---------------------------------------
+
+
+async def test_too_many_connections_is_reported_as_unavailable_not_raw(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """A connection storm (a deploy where old and new processes overlap) makes PostgreSQL refuse
+    new sessions with SQLSTATE 53300 (TooManyConnectionsError). It is a PostgresError, not in
+    DATABASE_ERRORS: when a lane has to reconnect then, `unavailable_as_error` lets asyncpg's
+    raw TooManyConnectionsError through to the caller of `enqueue` (and `get`, `list`...),
+    instead of DatabaseUnavailableError; at start it is not treated as an outage either (the
+    app fails to start with the raw error). Simulated with a role's CONNECTION LIMIT (superusers
+    are exempt, so a plain role)."""
+    role = f"sj_review_{int(time.time() * 1000) % 10**9}"
+    await connection.execute(f"CREATE ROLE {role} LOGIN")
+    await connection.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+    await connection.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(database_dsn)
+    netloc = parts.netloc.rpartition("@")[2]
+    dsn = urlunsplit(parts._replace(netloc=f"{role}@{netloc}"))
+    errors: list[str] = []
+    async with Jobs(dsn, queues={}, migrate=False) as jobs:
+        await once.enqueue(key="first")  # the producer's connection is open
+        hog = await asyncpg.connect(dsn)
+        used = await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role
+        )
+        await connection.execute(f"ALTER ROLE {role} CONNECTION LIMIT {used}")  # full
+        try:
+            await connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'starlette_jobs enqueue'"
+            )
+            await asyncio.sleep(0.2)
+            blocker = await asyncpg.connect(dsn)  # the freed slot is taken by someone else
+            try:
+                for _ in range(3):
+                    try:
+                        await once.enqueue(key="again")
+                    except Exception as error:
+                        errors.append(f"{type(error).__module__}.{type(error).__name__}")
+            finally:
+                await blocker.close()
+        finally:
+            await hog.close()
+    print(errors)
+    assert errors, "the enqueue should have failed: no connection slot was left"
+    assert set(errors) == {"starlette_jobs._errors.DatabaseUnavailableError"}, errors
