@@ -291,3 +291,24 @@ async def test_too_many_connections_is_reported_as_unavailable_not_raw(
     print(errors)
     assert errors, "the enqueue should have failed: no connection slot was left"
     assert set(errors) == {"starlette_jobs._errors.DatabaseUnavailableError"}, errors
+
+
+async def test_an_outcome_held_up_by_a_row_lock_keeps_its_result(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """The same mechanism as the test above, with a shorter lock (between 2 and 3 server
+    statement timeouts): the batch write and the one-by-one write are cancelled, the *stripped*
+    write goes through: the job is `succeeded` with its result silently replaced by None."""
+    async with start_jobs(lease_duration=45) as jobs:  # worker statement timeout 10 s, server 8
+        job_id = await gated.enqueue(key="b")
+        await asyncio.wait_for(started.setdefault("b", asyncio.Event()).wait(), 10)
+        async with connection.transaction():
+            await connection.execute("SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", job_id)
+            gates.setdefault("b", asyncio.Event()).set()
+            await asyncio.sleep(17)  # past 2 x 8 s
+        await eventually(
+            lambda: _status_is(connection, job_id, "succeeded"), "the outcome", timeout=10
+        )
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"key": "b"})
