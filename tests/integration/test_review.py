@@ -312,3 +312,56 @@ async def test_an_outcome_held_up_by_a_row_lock_keeps_its_result(
         record = await jobs.get(job_id)
     assert record is not None
     assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"key": "b"})
+
+
+# -- 7: the heartbeat's FOR UPDATE conflicts with a foreign key's FOR KEY SHARE --------------------
+
+from starlette_jobs import current_job  # noqa: E402
+
+
+@job(queue="fk", retry=Retry.fixed(max_attempts=3, delay=0))
+async def writes_rows_about_itself(dsn: str, hold: float, after: float) -> None:
+    me = current_job()
+    assert me is not None
+    ran.append(f"fk:{me.attempt}")
+    own: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
+    try:
+        async with own.transaction():
+            # An application table with a foreign key to the job: PostgreSQL's RI check takes
+            # FOR KEY SHARE on the job's row until this transaction ends.
+            await own.execute("INSERT INTO review_job_log (job_id) VALUES ($1)", me.id)
+            await asyncio.sleep(hold)
+    finally:
+        await own.close()
+    await asyncio.sleep(after)
+
+
+async def test_a_foreign_key_to_a_running_job_does_not_cost_it_its_lease(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """`extend_leases` locks with FOR UPDATE OF job SKIP LOCKED. FOR UPDATE conflicts with FOR
+    KEY SHARE, which every INSERT into a table with a foreign key to starlette_jobs(id) takes on
+    the job's row (here: the job logging rows about itself in its own transaction). The
+    heartbeat skips the row ('lease not renewed this round: another transaction holds its row
+    locked') for as long as that transaction lasts; past the lease, the rescue takes the job
+    the moment the transaction commits, while it still runs fine; the heartbeat then cancels
+    the healthy copy. Measured: a job that runs fine is run 3 times and ends `failed` with
+    'lease expired' on every attempt. The renewal
+    only updates non-key columns: FOR NO KEY UPDATE would not conflict with KEY SHARE (and
+    neither does the outcome write, an UPDATE of non-key columns)."""
+    await connection.execute(
+        "CREATE TABLE review_job_log (job_id bigint REFERENCES starlette_jobs (id))"
+    )
+    lease = 3.0
+    async with (
+        Jobs(database_dsn, queues={"fk": 1}, lease_duration=lease, poll_interval=0.2) as jobs,
+        # Another worker of the cluster, on another queue, whose upkeep rescues often.
+        Jobs(database_dsn, queues={"other": 1}, lease_duration=0.3, poll_interval=0.2),
+    ):
+        job_id = await writes_rows_about_itself.enqueue(dsn=database_dsn, hold=4.0, after=2.0)
+        await eventually(lambda: _finished(connection, job_id), "the job", timeout=30)
+        record = await jobs.get(job_id)
+    assert record is not None
+    print(record.status, record.attempts, record.errors, ran)
+    assert ran == ["fk:1"], record.errors
+    assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 1)
