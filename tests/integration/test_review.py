@@ -365,3 +365,26 @@ async def test_a_foreign_key_to_a_running_job_does_not_cost_it_its_lease(
     print(record.status, record.attempts, record.errors, ran)
     assert ran == ["fk:1"], record.errors
     assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 1)
+
+
+async def test_too_many_connections_at_start_is_an_outage_not_a_crash(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """With require_database=False (the default) the app is meant to start anyway while
+    PostgreSQL cannot take it, and retry in the background. 'too many connections' (53300)
+    is neither in DATABASE_ERRORS nor a ConfigurationError: `__aenter__`'s `except
+    BaseException` closes the store and re-raises asyncpg's raw TooManyConnectionsError, and
+    the app fails to start."""
+    role = f"sj_review_{int(time.time() * 1000) % 10**9}"
+    await connection.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(database_dsn)
+    netloc = parts.netloc.rpartition("@")[2]
+    dsn = urlunsplit(parts._replace(netloc=f"{role}@{netloc}"))
+    jobs = Jobs(dsn, queues={})
+    try:
+        await jobs.__aenter__()
+    except Exception as error:
+        pytest.fail(f"start raised {type(error).__module__}.{type(error).__name__}: {error}")
+    await jobs.__aexit__(None, None, None)
