@@ -10,9 +10,12 @@ from pathlib import Path
 import asyncpg
 
 from starlette_jobs import Jobs, JobStatus
+from starlette_jobs._store import queries
 from tests.processes.conftest import StartWorker
-from tests.processes.support import count, read_run_log, wait_until
+from tests.processes.support import count, eventually, read_run_log, wait_until
 from tests.processes.worker_app import work
+
+_FINISHED = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
 
 
 async def test_sigkill_mid_batch_loses_nothing_and_reruns_only_the_jobs_in_flight(
@@ -99,3 +102,55 @@ async def test_a_stalled_worker_is_fenced_off_and_keeps_working_when_it_resumes(
     assert after is not None
     assert after.status is JobStatus.SUCCEEDED
     assert after.result == stalled.pid
+
+
+async def test_a_job_rescued_while_its_worker_was_frozen_comes_back_to_it_and_runs_to_the_end(
+    database_dsn: str, start_worker: StartWorker, run_log: Path, connection: asyncpg.Connection
+) -> None:
+    # When it wakes, the worker claims the job again (it has a free slot) while its stale copy
+    # still runs: its bookkeeping must keep the two attempts apart. Keyed by job id, the stale
+    # copy's end deleted the new copy's entry, whose lease then went unrenewed and was rescued.
+    async with Jobs(database_dsn, queues={}) as jobs:
+        worker = start_worker("--queue", "default=2", "--lease-duration", "1", dsn=database_dsn)
+        await asyncio.to_thread(worker.wait_for, "started on queues")
+        job_id = await work.enqueue(n=1, seconds=2.5)
+        await asyncio.to_thread(
+            wait_until, lambda: count(read_run_log(run_log), "start")[1] == 1, what="job start"
+        )
+        worker.send(signal.SIGSTOP)
+
+        async def lease_expired() -> bool:
+            return bool(
+                await connection.fetchval(
+                    "SELECT lease_expires_at < now() FROM starlette_jobs WHERE id = $1", job_id
+                )
+            )
+
+        await eventually(lease_expired, timeout=10, what="the frozen worker's lease to expire")
+        # The rescue any other worker would do, then the wake-up that comes with new work: the
+        # frozen worker claims the job again as soon as it runs.
+        rescued = await connection.fetch(queries()["rescue_expired"], 100)
+        assert [row["id"] for row in rescued] == [job_id]
+        await connection.execute("SELECT pg_notify('starlette_jobs:default', '')")
+        worker.send(signal.SIGCONT)
+
+        async def finished() -> bool:
+            record = await jobs.get(job_id)
+            return record is not None and record.status in _FINISHED
+
+        await eventually(finished, timeout=30, what="the job to finish")
+        worker.send(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait) == 0, worker.output
+        record = await jobs.get(job_id)
+        left_running = await connection.fetchval(
+            "SELECT count(*) FROM starlette_jobs WHERE status = 'running'"
+        )
+
+    assert record is not None
+    assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 2), record.errors
+    assert len(record.errors) == 1
+    assert "lease expired" in record.errors[0]["error"]
+    assert record.result == worker.pid
+    # The new copy's lease was renewed while it ran: no further rescue, no third start.
+    assert count(read_run_log(run_log), "start")[1] == 2, worker.output
+    assert left_running == 0

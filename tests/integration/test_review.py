@@ -1,0 +1,390 @@
+"""Adversarial review of the hardening change (4c0621b): each test shows one suspected bug and
+fails on that commit. See the docstring of each test for the mechanism."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import Jobs, JobStatus, Retry, job
+from starlette_jobs._store import Claim, Store
+from tests.conftest import StartJobs, eventually
+from tests.faultproxy import FaultProxy
+
+pytestmark = [pytest.mark.timeout(240)]
+
+gates: dict[str, asyncio.Event] = {}
+started: dict[str, asyncio.Event] = {}
+ran: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    gates.clear()
+    started.clear()
+    ran.clear()
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0))
+async def gated(key: str) -> dict[str, str]:
+    ran.append(key)
+    started.setdefault(key, asyncio.Event()).set()
+    await gates.setdefault(key, asyncio.Event()).wait()
+    return {"key": key}
+
+
+@job(retry=Retry.none())
+async def once(key: str) -> None:
+    ran.append(key)
+
+
+# -- 1: a statement_timeout is treated as "the database refused this value" -----------------------
+
+
+async def test_an_outcome_held_up_by_a_row_lock_is_written_once_the_lock_goes(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """The outcomes lane has a server-side statement_timeout of 0.8 x the worker's statement
+    timeout (8 s by default). A row lock held longer than that (an operator's
+    SELECT ... FOR UPDATE, a CREATE INDEX, LOCK TABLE) makes `record_outcomes` fail with
+    QueryCanceledError: a PostgresError, not in DATABASE_ERRORS. OutcomeWriter._write takes it
+    for "one value the database cannot store", writes the outcomes one by one (8 s), then
+    *strips the result and error* and tries again (8 s), then drops the outcome for good
+    (`return set()`). The row stays `running` under a token nobody renews any more: the job is
+    rescued at lease expiry and runs again (or fails with 'lease expired' with no attempt left),
+    though it succeeded. Before this change, the same lock only cost a client-side
+    TimeoutError, which is retried."""
+    async with start_jobs(lease_duration=45) as jobs:  # worker statement timeout 10 s, server 8
+        job_id = await gated.enqueue(key="a")
+        await asyncio.wait_for(started.setdefault("a", asyncio.Event()).wait(), 10)
+        async with connection.transaction():
+            await connection.execute("SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", job_id)
+            gates.setdefault("a", asyncio.Event()).set()  # the job ends; its outcome waits
+            await asyncio.sleep(26)  # past 3 x 8 s; the lease (45 s) still holds
+        # The lock is gone, the lease still holds: the outcome can be written now.
+        try:
+            await eventually(
+                lambda: _status_is(connection, job_id, "succeeded"), "the outcome", timeout=8
+            )
+        finally:
+            record = await jobs.get(job_id)
+            held = jobs._worker._held() if jobs._worker else None  # type: ignore[attr-defined]
+            print("after the lock:", record and (record.status, record.result), "held:", held)
+    assert record is not None
+    assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"key": "a"})
+    assert ran == ["a"]
+
+
+async def _status_is(connection: asyncpg.Connection[Any], job_id: int, status: str) -> bool:
+    found: str | None = await connection.fetchval(
+        "SELECT status FROM starlette_jobs WHERE id = $1", job_id
+    )
+    return found == status
+
+
+# -- 2: a lost claim at shutdown strands its jobs `running` ---------------------------------------
+
+
+async def test_a_claim_lost_just_before_shutdown_leaves_no_job_running(
+    start_jobs: StartJobs, monkeypatch: pytest.MonkeyPatch, connection: asyncpg.Connection[Any]
+) -> None:
+    """A claim whose answer was lost sets `claim_may_be_lost`; its jobs are given back only at
+    the top of the next loop iteration (`_release_lost_claims`). When stop() comes during the
+    backoff, `while not self._stopping` exits first and nothing gives them back: a clean
+    shutdown leaves them `running`, and at lease expiry the rescue burns their attempt: a
+    Retry.none() job fails with 'lease expired' without ever having run."""
+    real_claim = Store.claim_batch
+    lost = asyncio.Event()
+
+    async def answer_lost_once(self: Store, *args: Any) -> list[Claim]:
+        claims = await real_claim(self, *args)
+        if claims and not lost.is_set():
+            lost.set()
+            raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle")
+        return claims
+
+    monkeypatch.setattr(Store, "claim_batch", answer_lost_once)
+    async with start_jobs(queues={}):
+        ids = await once.enqueue_many([{"key": str(n)} for n in range(3)])
+    async with start_jobs(lease_duration=2, shutdown_grace=1):
+        await asyncio.wait_for(lost.wait(), 10)
+    rows = await connection.fetch(
+        "SELECT id, status, attempts FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id",
+        ids,
+    )
+    assert [tuple(r) for r in rows] == [(i, "pending", 0) for i in ids]
+
+
+# -- 3: a claim delivered late commits after release_unknown_claims ran ---------------------------
+
+
+def _claims(c: Any) -> bool:
+    return c.ran("WITH picked AS")
+
+
+async def test_a_claim_delivered_late_does_not_strand_its_job(
+    fault_proxy: FaultProxy, database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The server's statement_timeout only bounds a statement once it *arrives*. A claim whose
+    bytes are held on the route (TCP retransmission; the proxy's blackhole holds bytes the way
+    it does) times out on the client; the claim loop runs `release_unknown_claims` (nothing to
+    release yet), clears `claim_may_be_lost`, and claims on a new connection. When the route
+    heals before the old socket is torn down (graceful close waits one statement timeout), the
+    held claim runs and commits under a token nobody knows. Nothing looks for it again: the
+    job sits `running` until its lease expires, then the rescue burns its only attempt: a
+    Retry.none() job fails without ever having run (at-least-once broken)."""
+    lease = 9.0  # worker statement timeout 3 s
+    async with (
+        Jobs(database_dsn, queues={}) as producer,
+        Jobs(fault_proxy.dsn, queues={"default": 1}, lease_duration=lease, poll_interval=0.2),
+    ):
+        first = await fault_proxy.wait_for(_claims)
+        await asyncio.sleep(0.1)  # between two polls: the next claim's request is held
+        first.blackhole()  # the next claim (within a poll) is held on the route
+        second = await fault_proxy.wait_for(lambda c: _claims(c) and c is not first, timeout=15)
+        # release_unknown_claims has run (it comes before the claim on the new connection).
+        second.blackhole()
+        await asyncio.sleep(0.3)
+        job_id = await producer.enqueue(once, key="late")
+        first.heal()  # the held claim arrives, runs, commits; its client gave up long ago
+        await eventually(
+            lambda: _status_is(connection, job_id, "running"), "the late claim", timeout=5
+        )
+        second.heal()
+        began = time.monotonic()
+        await eventually(
+            lambda: _finished(connection, job_id), "the job to finish", timeout=lease * 3
+        )
+        took = time.monotonic() - began
+    row = await connection.fetchrow(
+        "SELECT status, attempts, last_error FROM starlette_jobs WHERE id = $1", job_id
+    )
+    print(f"late claim: {tuple(row) if row else None} after {took:.1f} s; ran={ran}")
+    assert ran == ["late"], f"the job never ran: {tuple(row) if row else None}"
+
+
+async def _finished(connection: asyncpg.Connection[Any], job_id: int) -> bool:
+    status: str | None = await connection.fetchval(
+        "SELECT status FROM starlette_jobs WHERE id = $1", job_id
+    )
+    return status in ("succeeded", "failed")
+
+
+# -- 4: the new server-side statement_timeout kills a legitimate bulk enqueue, and leaks raw -------
+
+
+@job(queue="bulk")
+async def bulk(n: int) -> None: ...
+
+
+async def test_a_large_enqueue_many_is_not_killed_by_the_statement_timeout(
+    start_jobs: StartJobs,
+) -> None:
+    """The producer lane and the pool now carry statement_timeout = 8 s on the server (and a
+    10 s client timeout; it was 30 s at 02641e6). `enqueue_many` is one INSERT ... SELECT over
+    jsonb_array_elements: a big batch (here 1.5M small items, ~20 s on this machine) is
+    cancelled by the server, and the user gets asyncpg's raw QueryCanceledError
+    (`unavailable_as_error` only maps DATABASE_ERRORS), not a library error. Same for
+    jobs.list(limit=...) with a large limit on a busy server."""
+    async with start_jobs(queues={}):
+        began = time.monotonic()
+        try:
+            ids = await bulk.enqueue_many([{"n": n} for n in range(1_500_000)])
+        except Exception as error:
+            took = time.monotonic() - began
+            pytest.fail(f"after {took:.1f} s: {type(error).__module__}.{type(error).__name__}: {error}")
+    assert len(ids) == 1_500_000
+
+
+# -- 5: a pool statement cancelled at shutdown waits for asyncpg's cancel, unbounded -------------
+
+
+async def test_shutdown_with_a_silent_pool_connection_ends_within_the_bound(
+    fault_proxy: FaultProxy, database_dsn: str
+) -> None:
+    """SharedPool.run terminates a pool connection whose statement failed or timed out, but not
+    one whose caller was *cancelled*. stop() cancels its last writes after one worker statement
+    timeout (`wait_for(settled, budget)`, budget = lease/3, here 2 s, below the pool's 10 s
+    command timeout); a `release_jobs` cancelled mid-statement leaves `async with
+    pool.acquire()` through asyncpg's `PoolConnectionHolder.release`, which waits for the
+    cancellation to complete (bounded only by the pool's command_timeout, 10 s) on a connection
+    whose network is silent. wait_for() waits for its cancelled inner task, so the shutdown
+    takes grace + 0.5 + ~10 s + close instead of the documented grace + 0.5 + 2 + 2 (measured:
+    12.5 s against a 5.0 s bound). Meanwhile the cancelled job, no longer renewed nor released,
+    is rescued with its attempt burned. `_upkeep.stop()` (unbounded) can hang the same way."""
+    from starlette_jobs._worker import shutdown_bound
+
+    lease, grace = 6.0, 0.5
+    jobs = Jobs(
+        fault_proxy.dsn, queues={"default": 2}, lease_duration=lease, shutdown_grace=grace,
+    )  # fmt: skip
+    await jobs.__aenter__()
+    try:
+        await gated.enqueue(key="h")
+        await asyncio.wait_for(started.setdefault("h", asyncio.Event()).wait(), 10)
+        for _ in range(12):  # every holder of the pool gets a live connection
+            await jobs.get(1)
+        fault_proxy.blackhole(where=lambda c: c.application_name == "starlette_jobs pool")
+        began = time.monotonic()
+        try:
+            await asyncio.wait_for(jobs.__aexit__(None, None, None), 40)
+        except TimeoutError:
+            pass
+        took = time.monotonic() - began
+    finally:
+        fault_proxy.heal()
+    bound = shutdown_bound(grace, lease)
+    assert took <= bound + 1.0, f"shutdown took {took:.1f} s; the bound is {bound:.1f} s"
+
+
+# -- 6: "too many connections" leaks as a raw asyncpg error ---------------------------------------
+
+
+async def test_too_many_connections_is_reported_as_unavailable_not_raw(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """A connection storm (a deploy where old and new processes overlap) makes PostgreSQL refuse
+    new sessions with SQLSTATE 53300 (TooManyConnectionsError). It is a PostgresError, not in
+    DATABASE_ERRORS: when a lane has to reconnect then, `unavailable_as_error` lets asyncpg's
+    raw TooManyConnectionsError through to the caller of `enqueue` (and `get`, `list`...),
+    instead of DatabaseUnavailableError; at start it is not treated as an outage either (the
+    app fails to start with the raw error). Simulated with a role's CONNECTION LIMIT (superusers
+    are exempt, so a plain role)."""
+    role = f"sj_review_{int(time.time() * 1000) % 10**9}"
+    await connection.execute(f"CREATE ROLE {role} LOGIN")
+    await connection.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+    await connection.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(database_dsn)
+    netloc = parts.netloc.rpartition("@")[2]
+    dsn = urlunsplit(parts._replace(netloc=f"{role}@{netloc}"))
+    errors: list[str] = []
+    async with Jobs(dsn, queues={}, migrate=False) as jobs:
+        await once.enqueue(key="first")  # the producer's connection is open
+        hog = await asyncpg.connect(dsn)
+        used = await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role
+        )
+        await connection.execute(f"ALTER ROLE {role} CONNECTION LIMIT {used}")  # full
+        try:
+            await connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'starlette_jobs enqueue'"
+            )
+            await asyncio.sleep(0.2)
+            blocker = await asyncpg.connect(dsn)  # the freed slot is taken by someone else
+            try:
+                for _ in range(3):
+                    try:
+                        await once.enqueue(key="again")
+                    except Exception as error:
+                        errors.append(f"{type(error).__module__}.{type(error).__name__}")
+            finally:
+                await blocker.close()
+        finally:
+            await hog.close()
+    print(errors)
+    assert errors, "the enqueue should have failed: no connection slot was left"
+    assert set(errors) == {"starlette_jobs._errors.DatabaseUnavailableError"}, errors
+
+
+async def test_an_outcome_held_up_by_a_row_lock_keeps_its_result(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """The same mechanism as the test above, with a shorter lock (between 2 and 3 server
+    statement timeouts): the batch write and the one-by-one write are cancelled, the *stripped*
+    write goes through: the job is `succeeded` with its result silently replaced by None."""
+    async with start_jobs(lease_duration=45) as jobs:  # worker statement timeout 10 s, server 8
+        job_id = await gated.enqueue(key="b")
+        await asyncio.wait_for(started.setdefault("b", asyncio.Event()).wait(), 10)
+        async with connection.transaction():
+            await connection.execute("SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", job_id)
+            gates.setdefault("b", asyncio.Event()).set()
+            await asyncio.sleep(17)  # past 2 x 8 s
+        await eventually(
+            lambda: _status_is(connection, job_id, "succeeded"), "the outcome", timeout=10
+        )
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"key": "b"})
+
+
+# -- 7: the heartbeat's FOR UPDATE conflicts with a foreign key's FOR KEY SHARE --------------------
+
+from starlette_jobs import current_job  # noqa: E402
+
+
+@job(queue="fk", retry=Retry.fixed(max_attempts=3, delay=0))
+async def writes_rows_about_itself(dsn: str, hold: float, after: float) -> None:
+    me = current_job()
+    assert me is not None
+    ran.append(f"fk:{me.attempt}")
+    own: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
+    try:
+        async with own.transaction():
+            # An application table with a foreign key to the job: PostgreSQL's RI check takes
+            # FOR KEY SHARE on the job's row until this transaction ends.
+            await own.execute("INSERT INTO review_job_log (job_id) VALUES ($1)", me.id)
+            await asyncio.sleep(hold)
+    finally:
+        await own.close()
+    await asyncio.sleep(after)
+
+
+async def test_a_foreign_key_to_a_running_job_does_not_cost_it_its_lease(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """`extend_leases` locks with FOR UPDATE OF job SKIP LOCKED. FOR UPDATE conflicts with FOR
+    KEY SHARE, which every INSERT into a table with a foreign key to starlette_jobs(id) takes on
+    the job's row (here: the job logging rows about itself in its own transaction). The
+    heartbeat skips the row ('lease not renewed this round: another transaction holds its row
+    locked') for as long as that transaction lasts; past the lease, the rescue takes the job
+    the moment the transaction commits, while it still runs fine; the heartbeat then cancels
+    the healthy copy. Measured: a job that runs fine is run 3 times and ends `failed` with
+    'lease expired' on every attempt. The renewal
+    only updates non-key columns: FOR NO KEY UPDATE would not conflict with KEY SHARE (and
+    neither does the outcome write, an UPDATE of non-key columns)."""
+    await connection.execute(
+        "CREATE TABLE review_job_log (job_id bigint REFERENCES starlette_jobs (id))"
+    )
+    lease = 3.0
+    async with (
+        Jobs(database_dsn, queues={"fk": 1}, lease_duration=lease, poll_interval=0.2) as jobs,
+        # Another worker of the cluster, on another queue, whose upkeep rescues often.
+        Jobs(database_dsn, queues={"other": 1}, lease_duration=0.3, poll_interval=0.2),
+    ):
+        job_id = await writes_rows_about_itself.enqueue(dsn=database_dsn, hold=4.0, after=2.0)
+        await eventually(lambda: _finished(connection, job_id), "the job", timeout=30)
+        record = await jobs.get(job_id)
+    assert record is not None
+    print(record.status, record.attempts, record.errors, ran)
+    assert ran == ["fk:1"], record.errors
+    assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 1)
+
+
+async def test_too_many_connections_at_start_is_an_outage_not_a_crash(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """With require_database=False (the default) the app is meant to start anyway while
+    PostgreSQL cannot take it, and retry in the background. 'too many connections' (53300)
+    is neither in DATABASE_ERRORS nor a ConfigurationError: `__aenter__`'s `except
+    BaseException` closes the store and re-raises asyncpg's raw TooManyConnectionsError, and
+    the app fails to start."""
+    role = f"sj_review_{int(time.time() * 1000) % 10**9}"
+    await connection.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(database_dsn)
+    netloc = parts.netloc.rpartition("@")[2]
+    dsn = urlunsplit(parts._replace(netloc=f"{role}@{netloc}"))
+    jobs = Jobs(dsn, queues={})
+    try:
+        await jobs.__aenter__()
+    except Exception as error:
+        pytest.fail(f"start raised {type(error).__module__}.{type(error).__name__}: {error}")
+    await jobs.__aexit__(None, None, None)
