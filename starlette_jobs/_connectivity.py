@@ -71,7 +71,8 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
 def connection_lost(error: BaseException) -> bool:
     """Whether `error` says the connection is gone (the server dropped it, or the network did),
     rather than that a statement ran out of time on a connection that may still be good."""
-    return isinstance(error, CONNECTION_LOST)
+    # TimeoutError is an OSError: exclude it by name.
+    return isinstance(error, CONNECTION_LOST) and not isinstance(error, TimeoutError)
 
 
 def no_answer(error: BaseException) -> bool:

@@ -36,7 +36,7 @@ def _clear() -> None:
 async def claims_waiting_on_a_lock(connection: asyncpg.Connection[Any]) -> bool:
     waiting: bool = await connection.fetchval(
         "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        " AND query LIKE '%FOR UPDATE SKIP LOCKED%'"
+        " AND query LIKE '%SKIP LOCKED%'"
     )
     return waiting
 
