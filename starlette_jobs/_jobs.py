@@ -73,8 +73,8 @@ class Jobs:
         migrate: apply the schema migrations on start.
         embedded_data_dir: data directory of the embedded PostgreSQL.
         tracer_provider: OpenTelemetry tracer provider; default the global one.
-        pool_max_size: connections in the pool (1 to 1,000). Beside it, a worker keeps three
-            connections of its own (LISTEN, claims, outcomes) and a process that enqueues
+        pool_max_size: connections in the pool (1 to 1,000). Beside it, a worker keeps four
+            connections of its own (LISTEN, claims, outcomes, leases) and a process that enqueues
             keeps one.
         retention: seconds a finished (succeeded, failed or cancelled) job is kept; the workers
             delete older ones. None keeps every job. Default: 7 days; at most 100 years.
