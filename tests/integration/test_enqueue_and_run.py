@@ -294,6 +294,9 @@ async def test_an_enqueue_on_a_connection_joins_its_transaction(
         await tx.rollback()
         async with connection.transaction():
             committed = await record.configure(connection=connection).enqueue(value=2)
+            # The id comes back before the caller's transaction commits (docs/reliability.md):
+            # until it does, nobody else sees the job.
+            assert await jobs.get(committed) is None
         assert await jobs.get(rolled_back) is None
         assert await jobs.get(committed) is not None
 
