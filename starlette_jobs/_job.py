@@ -144,6 +144,11 @@ def started_enqueuer() -> Enqueuer:
 _registry: dict[str, Job[Any, Any]] = {}
 
 
+def registered_jobs() -> list[Job[Any, Any]]:
+    """Every job declared in this process."""
+    return list(_registry.values())
+
+
 def registered_job(name: str) -> Job[Any, Any]:
     """The job registered under `name` in this process."""
     try:

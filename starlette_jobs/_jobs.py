@@ -137,6 +137,9 @@ class Jobs:
         self._embedded: Path | None = None
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
+        # Called with the ids of every enqueue once it is written (starlette_jobs.testing's
+        # eager mode runs them there).
+        self._after_enqueue: Callable[[builtins.list[int]], Awaitable[None]] | None = None
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
         self._abandoned_attempts = 0
 
@@ -279,9 +282,10 @@ class Jobs:
 
     async def _resolve_dsn(self) -> str:
         """The DSN to use, checked to be a PostgreSQL URL; starts the embedded server if none."""
-        if self.config.dsn and is_memory_dsn(self.config.dsn):
+        configured = self.config.dsn or os.environ.get("DATABASE_URL")
+        if configured and is_memory_dsn(configured):
             self._dsn_source = "the in-memory store"
-            return self.config.dsn
+            return configured
         if self.config.dsn:
             self._dsn_source, dsn = "from the dsn argument", self.config.dsn
         elif os.environ.get("DATABASE_URL"):
@@ -367,6 +371,8 @@ class Jobs:
                 options.connection,
             )
             scope.set_job_ids(ids)
+        if self._after_enqueue is not None:
+            await self._after_enqueue(ids)
         return ids
 
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: builtins.list[str]) -> None:

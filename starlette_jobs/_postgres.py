@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import asyncpg
@@ -69,6 +70,20 @@ def _check_schema_version(applied: set[int], *, missing_is_error: bool = False) 
 
 
 Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
+
+
+async def run_admin_statements(dsn: str, *statements: str) -> None:
+    """Runs `statements` (CREATE DATABASE, say: our own text, never a user's) one by one on the
+    `postgres` database of the server `dsn` names."""
+    parts = urlsplit(dsn)
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(
+        urlunsplit(parts._replace(path="/postgres")), timeout=CONNECT_TIMEOUT
+    )
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
 
 
 class PostgresStore:

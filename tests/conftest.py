@@ -1,14 +1,14 @@
 """Fixtures: a real PostgreSQL (DATABASE_URL, else the embedded one), one database per test.
 
-A template database is migrated once per session; each test gets a clone of it, so tests are
-isolated and cheap. Async tests run on asyncio through anyio's pytest plugin (anyio_mode = auto).
+The databases come from the plugin the library ships for its users (`starlette_jobs.testing`):
+a template database is migrated once per session, and each test gets a clone of it, so tests
+are isolated and cheap. Async tests run on asyncio through anyio's pytest plugin
+(anyio_mode = auto).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -20,9 +20,10 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs
-from starlette_jobs._embedded import start_embedded_postgres
 from starlette_jobs._postgres import PostgresStore
 from tests.faultproxy import fault_proxy as fault_proxy  # a fixture, for every test
+
+pytest_plugins = ["starlette_jobs.testing"]
 
 
 @pytest.fixture
@@ -46,52 +47,15 @@ def with_database(dsn: str, database: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def server_dsn() -> Iterator[str]:
-    """An admin URL of the server the tests use (any database on it)."""
-    configured = os.environ.get("DATABASE_URL")
-    if configured:
-        yield configured
-        return
-    with tempfile.TemporaryDirectory(prefix="starlette-jobs-tests-") as scratch:
-        yield start_embedded_postgres(Path(scratch) / "pgdata")
-
-
-async def _admin(dsn: str, *statements: str) -> None:
-    connection = await asyncpg.connect(with_database(dsn, "postgres"))
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
-@pytest.fixture(scope="session")
-def template_database(server_dsn: str) -> Iterator[str]:
-    name = f"sj_template_{os.getpid()}"
-
-    async def create() -> None:
-        await _admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
-        store = await PostgresStore.open(with_database(server_dsn, name), min_size=1, max_size=1)
-        try:
-            await store.migrate()
-        finally:
-            await store.close()
-
-    asyncio.run(create())
-    yield name
-    asyncio.run(_admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-_database_numbers = itertools.count()
+def server_dsn(jobs_server: str) -> str:
+    """An admin URL of the server the tests use (any database on it): the plugin's."""
+    return jobs_server
 
 
 @pytest.fixture
-def database_dsn(server_dsn: str, template_database: str) -> Iterator[str]:
-    """A fresh, migrated database of its own for this test."""
-    name = f"sj_test_{os.getpid()}_{next(_database_numbers)}"
-    asyncio.run(_admin(server_dsn, f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"'))
-    yield with_database(server_dsn, name)
-    asyncio.run(_admin(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+def database_dsn(jobs_database: str) -> str:
+    """A fresh, migrated database of its own for this test: the plugin's `jobs_database`."""
+    return jobs_database
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ EXPECTED_DOCS = {
     "jobs-and-retries.md",
     "performance.md",
     "reliability.md",
+    "testing.md",
     "tracing.md",
     "workers.md",
 }

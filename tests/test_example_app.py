@@ -1,4 +1,5 @@
-"""The example app, driven the way a user would drive it."""
+"""The example app, driven the way a user would drive it, and tested the way docs/testing.md
+tells users to test theirs: with the `starlette_jobs.testing` plugin's database and helpers."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import pytest
 from starlette.testclient import TestClient
 
 from example_app.app import app, jobs
+from example_app.jobs import send_welcome_email
+from starlette_jobs.testing import assert_enqueued_now
 
 
 @pytest.fixture
-def client(database_dsn: str, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    monkeypatch.setattr(jobs, "config", jobs.replace(dsn=database_dsn).config)
+def client(jobs_database: str, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    # The app's Jobs() takes its database from DATABASE_URL when it starts.
+    monkeypatch.setenv("DATABASE_URL", jobs_database)
     return TestClient(app)
 
 
@@ -21,6 +25,10 @@ def test_signup_enqueues_jobs_that_succeed_including_one_after_two_retries(
         response = client.post("/signup", json={"email": "ada@example.com", "name": "Ada"})
         assert response.status_code == 202
         body = response.json()
+        welcome_job = assert_enqueued_now(
+            client, send_welcome_email, email="ada@example.com", name="Ada"
+        )
+        assert str(welcome_job.id) == body["job_id"]
         client.portal.call(jobs.drain, 20)  # type: ignore[union-attr]
         welcome = client.get(f"/jobs/{body['job_id']}").json()
         crm = client.get(f"/jobs/{body['crm_job_id']}").json()

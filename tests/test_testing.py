@@ -1,0 +1,104 @@
+"""The testing kit users get: `starlette_jobs.testing`'s fixtures and helpers, on both stores."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from starlette_jobs import Jobs, JobStatus, job
+from starlette_jobs.testing import (
+    assert_enqueued,
+    assert_enqueued_now,
+    eager,
+    run_enqueued,
+    run_enqueued_now,
+)
+
+done: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    done.clear()
+
+
+@job(queue="first")
+async def first_step(order: str) -> None:
+    done.append(f"first {order}")
+    await second_step.enqueue(order=order)
+
+
+@job(queue="second")
+async def second_step(order: str) -> None:
+    done.append(f"second {order}")
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def dsn(request: pytest.FixtureRequest) -> str:
+    fixture = "jobs_database" if request.param == "postgres" else "jobs_memory"
+    value: str = request.getfixturevalue(fixture)
+    return value
+
+
+async def test_run_enqueued_runs_every_queue_and_what_the_jobs_enqueue(dsn: str) -> None:
+    async with Jobs(dsn, queues={}) as jobs:  # a web process: no worker of its own
+        job_id = await first_step.enqueue(order="7")
+        assert done == []
+        await run_enqueued(jobs)
+        record = await jobs.get(job_id)
+        counts = await jobs.count_by_status()
+    assert done == ["first 7", "second 7"]
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED
+    assert counts[JobStatus.SUCCEEDED] == 2
+
+
+async def test_assert_enqueued_finds_the_job_or_says_what_was_enqueued(dsn: str) -> None:
+    async with Jobs(dsn, queues={}) as jobs:
+        job_id = await second_step.enqueue(order="7")
+        record = await assert_enqueued(jobs, second_step, order="7")
+        assert record.id == job_id
+        with pytest.raises(AssertionError, match=r"enqueued:\n  \d+: \{'order': '7'\}"):
+            await assert_enqueued(jobs, second_step, order="8")
+
+
+async def test_in_eager_mode_a_job_has_run_when_enqueue_returns(dsn: str) -> None:
+    async with Jobs(dsn, queues={}) as jobs:
+        with eager(jobs):
+            await first_step.enqueue(order="9")
+            assert done == ["first 9", "second 9"]  # the job it enqueued too
+        await first_step.enqueue(order="10")  # eager no more
+        assert done == ["first 9", "second 9"]
+
+
+def test_memory_urls_are_a_tests_own(jobs_memory: str) -> None:
+    assert jobs_memory.startswith("memory://test-")
+
+
+async def signup(request: Request) -> JSONResponse:
+    job_id = await first_step.enqueue(order=(await request.json())["order"])
+    return JSONResponse({"job_id": job_id}, status_code=202)
+
+
+def test_the_sync_helpers_work_through_testclient(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", dsn)
+    app = Starlette(
+        routes=[Route("/orders", signup, methods=["POST"])], lifespan=Jobs(queues={}).lifespan
+    )
+    with TestClient(app) as client:
+        job_id = client.post("/orders", json={"order": "11"}).json()["job_id"]
+        assert assert_enqueued_now(client, first_step, order="11").id == job_id
+        run_enqueued_now(client)
+    assert done == ["first 11", "second 11"]
+
+
+def test_the_sync_helpers_need_the_lifespan_running() -> None:
+    client = TestClient(Starlette())
+    with pytest.raises(TypeError, match="with TestClient"):
+        run_enqueued_now(client)
