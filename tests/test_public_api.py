@@ -1,4 +1,7 @@
 from __future__ import annotations
+import __future__
+
+import types
 
 import starlette_jobs
 
@@ -34,6 +37,18 @@ def test_exported_names_are_pinned() -> None:
     assert sorted(starlette_jobs.__all__) == starlette_jobs.__all__
     for name in starlette_jobs.__all__:
         assert hasattr(starlette_jobs, name)
+
+
+def test_every_public_name_of_the_package_is_exported() -> None:
+    """A name imported into `__init__` but missing from `__all__` (or the other way round)."""
+    public = {
+        name
+        for name, value in vars(starlette_jobs).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and not isinstance(value, __future__._Feature)  # `from __future__ import annotations`
+    }
+    assert public | {"__version__"} == set(starlette_jobs.__all__)
 
 
 def test_statuses_are_the_documented_strings() -> None:
