@@ -120,15 +120,22 @@ def _check_unique_key(unique_key: str) -> None:
 
 
 class Enqueuer(Protocol):
-    """What a `Job` needs from `Jobs` to write rows; implemented by `Jobs`."""
+    """What a `Job` needs to write rows: `_enqueue.Enqueuer`, which a started `Jobs` owns."""
 
-    async def _insert_jobs(
+    async def insert(
         self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
     ) -> list[JobId]: ...
 
 
-# The `Jobs` instances that are started in this process, most recent last. `job.enqueue` uses
-# the most recent one; `jobs.enqueue(job, ...)` names one explicitly.
+class HasEnqueuer(Protocol):
+    """A `Jobs`, as `configure(jobs=...)` takes it: it hands down its enqueuer once started."""
+
+    @property
+    def enqueuer(self) -> Enqueuer: ...
+
+
+# The enqueuers of the `Jobs` started in this process, most recent last. `job.enqueue` writes
+# through the most recent one; `configure(jobs=...)` names a `Jobs` explicitly.
 _started: list[Enqueuer] = []
 
 
@@ -204,7 +211,7 @@ class Job(Generic[P, R]):
         queue: str | None = None,
         unique_key: str | None = None,
         connection: asyncpg.Connection[Any] | None = None,
-        jobs: Enqueuer | None = None,
+        jobs: HasEnqueuer | None = None,
     ) -> ConfiguredJob[P, R]:
         """Options for one enqueue call, kept apart from the job's own arguments.
 
@@ -232,14 +239,14 @@ class Job(Generic[P, R]):
             JobArgumentsError: the arguments do not fit the function's signature; nothing is
                 written.
         """
-        return await ConfiguredJob(self, _NO_OPTIONS, None).enqueue(*args, **kwargs)
+        return await ConfiguredJob(self, NO_OPTIONS, None).enqueue(*args, **kwargs)
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """Enqueue one job per mapping of keyword arguments, in one round trip.
 
         Every item is validated first: one invalid item refuses the whole batch.
         """
-        return await ConfiguredJob(self, _NO_OPTIONS, None).enqueue_many(items)
+        return await ConfiguredJob(self, NO_OPTIONS, None).enqueue_many(items)
 
     def serialize_arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         """The validated arguments as the JSON text stored in the row."""
@@ -258,22 +265,24 @@ class Job(Generic[P, R]):
         return await asyncio.to_thread(func, **kwargs)
 
 
-_NO_OPTIONS = EnqueueOptions()
+NO_OPTIONS = EnqueueOptions()
 
 
 class ConfiguredJob(Generic[P, R]):
     """A job with per-call options, from `Job.configure`."""
 
-    def __init__(self, job: Job[P, R], options: EnqueueOptions, jobs: Enqueuer | None) -> None:
+    def __init__(self, job: Job[P, R], options: EnqueueOptions, jobs: HasEnqueuer | None) -> None:
         self.job = job
         self.options = options
         self._jobs = jobs
 
+    def _enqueuer(self) -> Enqueuer:
+        return started_enqueuer() if self._jobs is None else self._jobs.enqueuer
+
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """See `Job.enqueue`."""
         payload = self.job.serialize_arguments(args, kwargs)
-        jobs = self._jobs or started_enqueuer()
-        (job_id,) = await jobs._insert_jobs(self.job, [payload], self.options)
+        (job_id,) = await self._enqueuer().insert(self.job, [payload], self.options)
         return job_id
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
@@ -294,8 +303,7 @@ class ConfiguredJob(Generic[P, R]):
                 except JobArgumentsError as error:
                     located = [{**e, "loc": (index, *e.get("loc", ()))} for e in error.errors]
                     raise JobArgumentsError(self.job.name, located) from None
-        jobs = self._jobs or started_enqueuer()
-        return await jobs._insert_jobs(self.job, payloads, self.options)
+        return await self._enqueuer().insert(self.job, payloads, self.options)
 
 
 @overload

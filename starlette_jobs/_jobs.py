@@ -11,7 +11,6 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,24 +26,17 @@ from ._connectivity import (
 )
 from ._dsn import masked_dsn
 from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
+from ._enqueue import Enqueuer
 from ._errors import (
     ConfigurationError,
     DatabaseUnavailableError,
-    JobArgumentsError,
     JobNotFoundError,
     NotStartedError,
 )
-from ._job import (
-    _NO_OPTIONS,
-    EnqueueOptions,
-    Job,
-    JobId,
-    _started,
-    registered_job,
-)
+from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, registered_job
 from ._memory import is_memory_dsn, memory_store
 from ._postgres import PostgresStore
-from ._records import JobRecord, JobStatus, NewJobs
+from ._records import JobRecord, JobStatus
 from ._startup import OutageReport, check_connection, check_dsn
 from ._store import Store
 from ._tracing import Tracing
@@ -137,9 +129,7 @@ class Jobs:
         self._embedded: Path | None = None
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
-        # Called with the ids of every enqueue once it is written (starlette_jobs.testing's
-        # eager mode runs them there).
-        self._after_enqueue: Callable[[builtins.list[int]], Awaitable[None]] | None = None
+        self._enqueuer: Enqueuer | None = None
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
         self._abandoned_attempts = 0
 
@@ -184,7 +174,8 @@ class Jobs:
             await self._release_embedded()
             raise
         self._store = store
-        _started.append(self)
+        self._enqueuer = Enqueuer(store, self._tracing, self.config.max_payload_bytes)
+        _started.append(self._enqueuer)
         return self
 
     async def _open_store(self, dsn: str) -> Store:
@@ -255,8 +246,9 @@ class Jobs:
                 await self._worker.stop()
                 self._abandoned_attempts = self._worker.abandoned
         finally:
-            if self in _started:
-                _started.remove(self)
+            if self._enqueuer in _started:
+                _started.remove(self._enqueuer)
+            self._enqueuer = None
             self._worker = None
             if self._store is not None:
                 store, self._store = self._store, None
@@ -319,6 +311,13 @@ class Jobs:
         return self._store
 
     @property
+    def enqueuer(self) -> Enqueuer:
+        """What writes this instance's jobs (for `ConfiguredJob`)."""
+        self.store  # noqa: B018 - raises unless started and reachable
+        assert self._enqueuer is not None
+        return self._enqueuer
+
+    @property
     def dsn(self) -> str | None:
         """The DSN in use once started (the embedded server's, when that is what runs)."""
         return self._dsn
@@ -336,62 +335,14 @@ class Jobs:
         Example:
             >>> job_id = await jobs.enqueue(send_welcome, user_id=42, email="ada@example.com")
         """
-        declared = _declared(job)
-        payload = declared.serialize_arguments(args, kwargs)
-        (job_id,) = await self._insert_jobs(declared, [payload], _NO_OPTIONS)
-        return job_id
+        return await ConfiguredJob(_declared(job), NO_OPTIONS, self).enqueue(*args, **kwargs)
 
     async def enqueue_many(
         self, job: Job[..., Any] | str, items: Iterable[Mapping[str, Any]], /
     ) -> builtins.list[JobId]:
         """Enqueue one job per mapping of keyword arguments, in one round trip; all are
         validated first, and one invalid item refuses the whole batch."""
-        return await _declared(job).configure(jobs=self).enqueue_many(items)
-
-    async def _insert_jobs(
-        self, job: Job[Any, Any], payloads: builtins.list[str], options: EnqueueOptions
-    ) -> builtins.list[JobId]:
-        store = self.store
-        self._check_payload_sizes(job, payloads)
-        queue = options.queue or job.queue
-        with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
-            ids = await store.insert_jobs(
-                NewJobs(
-                    name=job.name,
-                    queue=queue,
-                    payloads=payloads,
-                    priority=job.priority if options.priority is None else options.priority,
-                    delay=options.delay,
-                    run_at=options.run_at,
-                    max_attempts=job.retry.max_attempts,
-                    trace_context=scope.stored_context,
-                    unique_key=options.unique_key,
-                    notify=_due_now(options),
-                ),
-                options.connection,
-            )
-            scope.set_job_ids(ids)
-        if self._after_enqueue is not None:
-            await self._after_enqueue(ids)
-        return ids
-
-    def _check_payload_sizes(self, job: Job[Any, Any], payloads: builtins.list[str]) -> None:
-        limit = self.config.max_payload_bytes
-        # A character takes at most 4 bytes in UTF-8: only texts longer than a quarter of the
-        # limit can be over it, and only those are encoded to count their bytes.
-        longest_safe = limit // 4
-        too_large = [
-            {
-                "loc": (index,) if len(payloads) > 1 else (),
-                "msg": f"the arguments take {size} bytes as JSON, over the limit of {limit} "
-                "(max_payload_bytes); store large data elsewhere and pass a key",
-                "type": "payload_too_large",
-            }
-            for index, payload in enumerate(payloads)
-            if len(payload) > longest_safe and (size := len(payload.encode())) > limit
-        ]
-        if too_large:
-            raise JobArgumentsError(job.name, too_large)
+        return await ConfiguredJob(_declared(job), NO_OPTIONS, self).enqueue_many(items)
 
     # -- looking at jobs ----------------------------------------------------------------------
 
@@ -517,14 +468,3 @@ def _row_id(job_id: object) -> int | None:
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:
     """A `@job` function given as itself or by its registered name."""
     return registered_job(job) if isinstance(job, str) else job
-
-
-def _due_now(options: EnqueueOptions) -> bool:
-    """Whether a worker could run the job at once, so a NOTIFY is worth sending.
-
-    The local clock is good enough here: this only decides whether to wake workers. When the
-    job runs is decided by `run_at` against the database's clock.
-    """
-    if options.delay:
-        return False
-    return options.run_at is None or options.run_at <= datetime.now(UTC)

@@ -249,9 +249,10 @@ def eager(target: Jobs | Any) -> Iterator[None]:
         if not _running_enqueued.get():
             await run_enqueued(jobs)
 
-    previous = jobs._after_enqueue
-    jobs._after_enqueue = run_now
+    enqueuer = jobs.enqueuer
+    previous = enqueuer.after_enqueue
+    enqueuer.after_enqueue = run_now
     try:
         yield
     finally:
-        jobs._after_enqueue = previous
+        enqueuer.after_enqueue = previous

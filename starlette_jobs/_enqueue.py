@@ -1,0 +1,86 @@
+"""The one enqueue path: measure the payloads, trace the send, insert the rows.
+
+A started `Jobs` owns an `Enqueuer` and hands it down: to the jobs through the registry of
+started enqueuers (`job.enqueue` writes through the most recent), or through
+`configure(jobs=...)`. Nothing here reaches back up into `Jobs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ._connectivity import unavailable_as_error
+from ._errors import JobArgumentsError
+from ._job import EnqueueOptions, Job, JobId
+from ._records import NewJobs
+from ._store import Store
+from ._tracing import Tracing
+
+
+class Enqueuer:
+    """Writes jobs to `store`; see the module's docstring."""
+
+    def __init__(self, store: Store, tracing: Tracing, max_payload_bytes: int) -> None:
+        self._store = store
+        self._tracing = tracing
+        self._max_payload_bytes = max_payload_bytes
+        self.after_enqueue: Callable[[list[JobId]], Awaitable[None]] | None = None
+        """Awaited with the ids of each enqueue once written (the testing kit's eager mode)."""
+
+    async def insert(
+        self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
+    ) -> list[JobId]:
+        """Inserts one job per payload (JSON text of validated arguments); returns the ids."""
+        self._check_payload_sizes(job, payloads)
+        queue = options.queue or job.queue
+        with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
+            ids = await self._store.insert_jobs(
+                NewJobs(
+                    name=job.name,
+                    queue=queue,
+                    payloads=payloads,
+                    priority=job.priority if options.priority is None else options.priority,
+                    delay=options.delay,
+                    run_at=options.run_at,
+                    max_attempts=job.retry.max_attempts,
+                    trace_context=scope.stored_context,
+                    unique_key=options.unique_key,
+                    notify=_due_now(options),
+                ),
+                options.connection,
+            )
+            scope.set_job_ids(ids)
+        if self.after_enqueue is not None:
+            await self.after_enqueue(ids)
+        return ids
+
+    def _check_payload_sizes(self, job: Job[Any, Any], payloads: list[str]) -> None:
+        limit = self._max_payload_bytes
+        # A character takes at most 4 bytes in UTF-8: only texts longer than a quarter of the
+        # limit can be over it, and only those are encoded to count their bytes.
+        longest_safe = limit // 4
+        too_large = [
+            {
+                "loc": (index,) if len(payloads) > 1 else (),
+                "msg": f"the arguments take {size} bytes as JSON, over the limit of {limit} "
+                "(max_payload_bytes); store large data elsewhere and pass a key",
+                "type": "payload_too_large",
+            }
+            for index, payload in enumerate(payloads)
+            if len(payload) > longest_safe and (size := len(payload.encode())) > limit
+        ]
+        if too_large:
+            raise JobArgumentsError(job.name, too_large)
+
+
+def _due_now(options: EnqueueOptions) -> bool:
+    """Whether a worker could run the job at once, so a NOTIFY is worth sending.
+
+    The local clock is good enough here: this only decides whether to wake workers. When the
+    job runs is decided by `run_at` against the database's clock.
+    """
+    if options.delay:
+        return False
+    return options.run_at is None or options.run_at <= datetime.now(UTC)
