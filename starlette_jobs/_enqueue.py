@@ -22,7 +22,11 @@ from ._tracing import Tracing
 class Enqueuer:
     """Writes jobs to `store`; see the module's docstring."""
 
-    def __init__(self, store: Store, tracing: Tracing, max_payload_bytes: int) -> None:
+    def __init__(
+        self, store: Callable[[], Store], tracing: Tracing, max_payload_bytes: int
+    ) -> None:
+        # The store, once it is ready: raises while the database has not been reachable since
+        # start (its migrations may not be applied yet).
         self._store = store
         self._tracing = tracing
         self._max_payload_bytes = max_payload_bytes
@@ -34,9 +38,10 @@ class Enqueuer:
     ) -> list[JobId]:
         """Inserts one job per payload (JSON text of validated arguments); returns the ids."""
         self._check_payload_sizes(job, payloads)
+        store = self._store()
         queue = options.queue or job.queue
         with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
-            ids = await self._store.insert_jobs(
+            ids = await store.insert_jobs(
                 NewJobs(
                     name=job.name,
                     queue=queue,

@@ -174,7 +174,7 @@ class Jobs:
             await self._release_embedded()
             raise
         self._store = store
-        self._enqueuer = Enqueuer(store, self._tracing, self.config.max_payload_bytes)
+        self._enqueuer = Enqueuer(lambda: self.store, self._tracing, self.config.max_payload_bytes)
         _started.append(self._enqueuer)
         return self
 
@@ -313,7 +313,8 @@ class Jobs:
     @property
     def enqueuer(self) -> Enqueuer:
         """What writes this instance's jobs (for `ConfiguredJob`)."""
-        self.store  # noqa: B018 - raises unless started and reachable
+        if self._enqueuer is None:
+            self.store  # noqa: B018 - raises NotStartedError
         assert self._enqueuer is not None
         return self._enqueuer
 
