@@ -22,7 +22,7 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._records import NewJobs
-from tests.conftest import StartJobs, on_postgres
+from tests.conftest import StartJobs, eventually, on_postgres
 
 ran: list[Any] = []
 
@@ -425,12 +425,19 @@ async def test_retrying_a_job_whose_unique_key_is_taken_says_so(start_jobs: Star
 
 
 async def test_a_statement_cancelled_on_a_connection_of_its_own_leaves_the_next_one_working(
-    start_jobs: StartJobs,
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
 ) -> None:
+    async def sleeping() -> bool:
+        found: bool = await connection.fetchval(
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE state = 'active'"
+            " AND query = 'SELECT pg_sleep(5)'"
+        )
+        return found
+
     async with start_jobs(queues={}) as jobs:
         lane = on_postgres(jobs)._producer
         slow = asyncio.create_task(lane.fetchval("SELECT pg_sleep(5)"))
-        await asyncio.sleep(0.3)
+        await eventually(sleeping, "the statement to run on the server")
         slow.cancel()
         with pytest.raises(asyncio.CancelledError):
             await slow

@@ -8,9 +8,10 @@ import uuid
 from typing import Any
 
 import asyncpg
+import pytest
 
 from starlette_jobs import JobStatus, Retry, job
-from tests.conftest import StartJobs
+from tests.conftest import StartJobs, eventually
 
 
 @job(retry=Retry.none())
@@ -48,13 +49,17 @@ async def test_values_postgres_cannot_store_do_not_stop_outcomes_being_written(
 
 
 async def test_the_claim_loop_outlives_sql_errors_and_resumes(
-    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
+    async def failed_claims() -> bool:
+        failures = [r for r in caplog.records if "claiming from queue" in r.getMessage()]
+        return len(failures) >= 2
+
     async with start_jobs(poll_interval=0.05) as jobs:
         await jobs.drain(timeout=5)
         # Every claim now fails with "relation does not exist", not a connection error.
         await connection.execute("ALTER TABLE starlette_jobs RENAME TO starlette_jobs_away")
-        await asyncio.sleep(0.3)  # several failed claims
+        await eventually(failed_claims, "two failed claims")
         await connection.execute("ALTER TABLE starlette_jobs_away RENAME TO starlette_jobs")
         job_id = await fine.enqueue(n=1)
         await jobs.drain(timeout=15)

@@ -9,7 +9,8 @@ import asyncpg
 import pytest
 
 from starlette_jobs import JobDefinitionError, JobNotFoundError, Jobs, JobStatus, Retry, job
-from tests.conftest import StartJobs
+from starlette_jobs._records import NewJobs
+from tests.conftest import StartJobs, eventually, on_postgres
 
 gate = asyncio.Event()
 
@@ -52,9 +53,9 @@ async def test_release_hands_a_running_job_back_and_fences_off_its_worker(
             assert (released.status, released.attempts) == (JobStatus.PENDING, 0)
             with pytest.raises(JobNotFoundError):
                 await operator.release(10**12)
-        # The worker's heartbeat finds the lease gone and cancels its copy; the job is claimed
-        # again, and runs to the end this time.
-        await asyncio.sleep(0.5)
+        # The worker claims it again (and its heartbeat cancels the stale copy); the new copy
+        # runs to the end this time.
+        await running_ids(worker, 1)
         gate.set()
         await worker.drain(timeout=10)
         done = await worker.get(job_id)
@@ -93,7 +94,7 @@ async def test_release_worker_jobs_releases_every_job_of_that_worker_only(
         assert token_elsewhere == await connection.fetchval(
             "SELECT lease_token FROM starlette_jobs WHERE id = $1", elsewhere
         ), "another worker's job was touched"
-        await asyncio.sleep(0.5)  # the first worker's heartbeat cancels its stale copies
+        assert await running_ids(first, 4) == [*ids, elsewhere]  # claimed again
         gate.set()
         await first.drain(timeout=10)
         await second.drain(timeout=10)
@@ -131,6 +132,21 @@ async def test_workers_delete_finished_jobs_older_than_the_retention(
     assert left == [*recent, waiting]
 
 
+def dead_workers_job(n: int) -> NewJobs:
+    return NewJobs(
+        name=quick.name,
+        queue=f"dead-{n}",
+        payloads=[f'{{"n": {n}}}'],
+        priority=0,
+        delay=None,
+        run_at=None,
+        max_attempts=3,
+        trace_context=None,
+        unique_key=None,
+        notify=False,
+    )
+
+
 async def test_retention_none_keeps_every_job(
     start_jobs: StartJobs, connection: asyncpg.Connection[Any]
 ) -> None:
@@ -140,7 +156,21 @@ async def test_retention_none_keeps_every_job(
         await connection.execute(
             "UPDATE starlette_jobs SET finished_at = now() - interval '1 year'"
         )
-        await asyncio.sleep(0.5)  # five upkeep rounds
-        assert await connection.fetchval("SELECT count(*) FROM starlette_jobs") == 1
+        # Proof that upkeep rounds ran since: two jobs of a dead worker rescued one after the
+        # other (each round rescues, then prunes).
+        for n in (2, 3):
+            store = on_postgres(jobs)
+            [job_id] = await store.insert_jobs(dead_workers_job(n))
+            await store.claim_batch(f"dead-{n}", 1, "dead-worker", 0.01)
+
+            async def rescued(job_id: int = job_id) -> bool:
+                status: str = await connection.fetchval(
+                    "SELECT status FROM starlette_jobs WHERE id = $1", job_id
+                )
+                return status == "pending"
+
+            await eventually(rescued, f"the rescue of job {job_id}")
+        succeeded = "SELECT count(*) FROM starlette_jobs WHERE status = 'succeeded'"
+        assert await connection.fetchval(succeeded) == 1
     with pytest.raises(JobDefinitionError, match="retention must be a positive number"):
         Jobs(retention=0)
