@@ -1,16 +1,11 @@
-"""What counts as "the database is unreachable", how long to wait for it, and how long to wait
-before trying again."""
+"""How long to wait for the database, and how long to wait before trying it again. What counts as
+"unreachable" is told by the driver's errors, in `_connections.py`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import random
-from types import TracebackType
-
-import asyncpg
-
-from ._errors import DatabaseUnavailableError
 
 # Seconds to wait for a new connection: an unreachable server (a dropped route, a firewall that
 # swallows packets) fails a call in this time instead of asyncpg's default minute.
@@ -38,56 +33,6 @@ def session_settings(statement_timeout: float, purpose: str) -> dict[str, str]:
     return {"statement_timeout": str(server_ms), "application_name": f"starlette_jobs {purpose}"}
 
 
-# The connection is gone: the server dropped it, or the network did.
-CONNECTION_LOST: tuple[type[BaseException], ...] = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    # A server that ends an idle connection (pg_terminate_backend, a restart, an idle timeout)
-    # says so before it closes the socket; asyncpg leaves such a connection in an error state,
-    # and it fails its next statement with this, until the closing is read.
-    asyncpg.InternalClientError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-)
-# The server is there but did not do the work in time: the statement ran past the server's
-# statement_timeout (blocked by a lock, or too large), or a lock could not be had.
-TOO_SLOW: tuple[type[BaseException], ...] = (
-    asyncpg.exceptions.QueryCanceledError,
-    asyncpg.exceptions.LockNotAvailableError,
-)
-# What makes a call fail for want of the database rather than for what it asked: raised as
-# `DatabaseUnavailableError` to callers; the worker keeps what it has and tries again.
-DATABASE_ERRORS: tuple[type[BaseException], ...] = (
-    *CONNECTION_LOST,
-    *TOO_SLOW,
-    TimeoutError,  # no answer in time: the network went silent, or the server hangs
-    asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
-)
-
-
-def connection_lost(error: BaseException) -> bool:
-    """Whether `error` says the connection is gone (the server dropped it, or the network did),
-    rather than that a statement ran out of time on a connection that may still be good."""
-    # TimeoutError is an OSError: exclude it by name.
-    return isinstance(error, CONNECTION_LOST) and not isinstance(error, TimeoutError)
-
-
-def no_answer(error: BaseException) -> bool:
-    """Whether the connection is gone or did not answer at all: it, and likely every other
-    connection of the process, should be replaced."""
-    return isinstance(error, (*CONNECTION_LOST, TimeoutError))
-
-
-def never_sent(error: BaseException) -> bool:
-    """Whether the statement failed before anything of it reached the server, so that running
-    it again on a new connection cannot run it twice: asyncpg refuses to start it on a
-    connection that the server already said it would end."""
-    return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
-
-
 class Backoff:
     """Exponential backoff with jitter, from 0.1 s up to 5 s."""
 
@@ -109,32 +54,3 @@ class Backoff:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
                 await interrupt.wait()
-
-
-class unavailable_as_error:  # lower case: used like the context-manager function it was
-    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`.
-
-    A class rather than a generator: every enqueue enters one, and this costs a third as much.
-    """
-
-    __slots__ = ("_action",)
-
-    def __init__(self, action: str) -> None:
-        self._action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if error is not None and isinstance(error, DATABASE_ERRORS):
-            detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            if isinstance(error, TOO_SLOW):
-                why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
-            else:
-                why = "PostgreSQL is unreachable or stopped answering"
-            raise DatabaseUnavailableError(f"could not {self._action}: {why} ({detail})") from error

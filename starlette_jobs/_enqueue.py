@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ._connectivity import unavailable_as_error
+from ._connections import unavailable_as_error
 from ._errors import JobArgumentsError
 from ._job import EnqueueOptions, Job, JobId
 from ._records import NewJobs

@@ -8,14 +8,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
-
-import asyncpg
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ._arguments import ArgumentsSchema
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
 from ._retry import Retry
 from ._storable import MAX_DELAY, MAX_UNIQUE_KEY_LENGTH, unstorable
+
+if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
+    from ._connections import Connection
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,7 +62,7 @@ class EnqueueOptions:
     priority: int | None = None
     queue: str | None = None
     unique_key: str | None = None
-    connection: asyncpg.Connection[Any] | None = None
+    connection: Connection | None = None
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
@@ -210,7 +211,7 @@ class Job(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         unique_key: str | None = None,
-        connection: asyncpg.Connection[Any] | None = None,
+        connection: Connection | None = None,
         jobs: HasEnqueuer | None = None,
     ) -> ConfiguredJob[P, R]:
         """Options for one enqueue call, kept apart from the job's own arguments.

@@ -18,12 +18,8 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._config import DAY, JobsConfig
-from ._connectivity import (
-    DATABASE_ERRORS,
-    Backoff,
-    unavailable_as_error,
-    worker_statement_timeout,
-)
+from ._connections import DATABASE_ERRORS, unavailable_as_error
+from ._connectivity import Backoff, worker_statement_timeout
 from ._dsn import masked_dsn
 from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
 from ._enqueue import Enqueuer

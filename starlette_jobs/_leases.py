@@ -12,7 +12,8 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
-from ._connectivity import DATABASE_ERRORS, Backoff
+from ._connections import DATABASE_ERRORS
+from ._connectivity import Backoff
 from ._store import Store
 
 logger = logging.getLogger("starlette_jobs.worker")

@@ -11,7 +11,8 @@ import dataclasses
 import logging
 from uuid import UUID
 
-from ._connectivity import DATABASE_ERRORS, Backoff
+from ._connections import DATABASE_ERRORS
+from ._connectivity import Backoff
 from ._records import Outcome
 from ._store import Store
 

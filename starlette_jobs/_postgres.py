@@ -1,5 +1,5 @@
 """The PostgreSQL store: the only module that talks SQL. Runs the named queries of
-sql/queries.sql and the migrations, over the connections of `_lanes.py`."""
+sql/queries.sql and the migrations, over the connections of `_connections.py`."""
 
 from __future__ import annotations
 
@@ -7,21 +7,23 @@ import re
 from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, TypeAlias
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 from uuid import UUID
 
-import asyncpg
-
-from ._connectivity import (
-    CONNECT_TIMEOUT,
-    STATEMENT_TIMEOUT,
+from ._connections import (
+    Executor,
+    Lane,
+    Listener,
+    SharedPool,
+    UndefinedTableError,
+    UniqueViolationError,
+    connect_plain,
     connection_lost,
     never_sent,
     no_answer,
 )
+from ._connectivity import STATEMENT_TIMEOUT
 from ._errors import SchemaVersionError, UniqueKeyTakenError
-from ._lanes import Lane, Listener, SharedPool
 from ._records import Claim, JobRecord, JobStatus, NewJobs, Outcome
 
 # pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
@@ -67,23 +69,6 @@ def _check_schema_version(applied: set[int], *, missing_is_error: bool = False) 
             f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
             "`starlette-jobs migrate`, or start Jobs with migrate=True"
         )
-
-
-Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
-
-
-async def run_admin_statements(dsn: str, *statements: str) -> None:
-    """Runs `statements` (CREATE DATABASE, say: our own text, never a user's) one by one on the
-    `postgres` database of the server `dsn` names."""
-    parts = urlsplit(dsn)
-    connection: asyncpg.Connection[Any] = await asyncpg.connect(
-        urlunsplit(parts._replace(path="/postgres")), timeout=CONNECT_TIMEOUT
-    )
-    try:
-        for statement in statements:
-            await connection.execute(statement)
-    finally:
-        await connection.close()
 
 
 class PostgresStore:
@@ -200,9 +185,7 @@ class PostgresStore:
         applied_now = []
         # A connection of its own, without the pool's statement timeout: a migration may
         # legitimately take long on a large table.
-        connection: asyncpg.Connection[Any] = await asyncpg.connect(
-            self.dsn, timeout=CONNECT_TIMEOUT
-        )
+        connection = await connect_plain(self.dsn)
         try:
             async with connection.transaction():
                 await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
@@ -223,7 +206,7 @@ class PostgresStore:
         with `complete`, if it lacks a migration (for a start with `migrate=False`)."""
         try:
             rows = await self._read("fetch", self._q["applied_migrations"])
-        except asyncpg.UndefinedTableError:
+        except UndefinedTableError:
             rows = []
         _check_schema_version({row[0] for row in rows}, missing_is_error=complete)
 
@@ -353,7 +336,7 @@ class PostgresStore:
     async def retry_job(self, job_id: int) -> bool:
         try:
             return await self._write("fetchrow", self._q["retry_job"], job_id) is not None
-        except asyncpg.UniqueViolationError:
+        except UniqueViolationError:
             raise UniqueKeyTakenError(
                 f"job {job_id} cannot be retried: another pending or running job holds its "
                 "unique key; retry it once that job has finished"

@@ -13,9 +13,11 @@ import re
 import socket
 import time
 
-import asyncpg
-
-from ._connectivity import CONNECT_TIMEOUT
+from ._connections import (
+    InvalidAuthorizationSpecificationError,
+    InvalidCatalogNameError,
+    connect_plain,
+)
 from ._dsn import masked_dsn
 from ._errors import ConfigurationError
 
@@ -50,7 +52,7 @@ def configuration_mistake(error: BaseException, dsn: str, source: str) -> Config
     """The `ConfigurationError` that `error`, raised while connecting, stands for; None when
     it is an outage or any other failure."""
     shown = f"{masked_dsn(dsn)} ({source})"
-    if isinstance(error, asyncpg.InvalidCatalogNameError):
+    if isinstance(error, InvalidCatalogNameError):
         database = _quoted_name(error) or "the database"
         return ConfigurationError(
             f"{error} on {shown}: create it (CREATE DATABASE {database}) or fix the database "
@@ -58,7 +60,7 @@ def configuration_mistake(error: BaseException, dsn: str, source: str) -> Config
         )
     # A wrong password (InvalidPasswordError), a missing role, a role that may not log in, and
     # a login that pg_hba.conf does not let in from this host or without TLS.
-    if isinstance(error, asyncpg.InvalidAuthorizationSpecificationError):
+    if isinstance(error, InvalidAuthorizationSpecificationError):
         also = " (or the server's pg_hba.conf)" if "pg_hba.conf" in str(error) else ""
         return ConfigurationError(
             f"PostgreSQL refused the login on {shown}: {error}; check the user name and "
@@ -95,7 +97,7 @@ async def check_connection(dsn: str, source: str) -> None:
         OSError, asyncpg.PostgresError...: the driver's own error, for an outage or the rest.
     """
     try:
-        connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+        connection = await connect_plain(dsn)
     except Exception as error:
         mistake = configuration_mistake(error, dsn, source)
         if mistake is not None:

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from ._connectivity import DATABASE_ERRORS
+from ._connections import DATABASE_ERRORS
 from ._store import Listener, Store
 
 logger = logging.getLogger("starlette_jobs.worker")

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from ._attempt import run_attempt
-from ._connectivity import DATABASE_ERRORS, Backoff, worker_statement_timeout
+from ._connections import DATABASE_ERRORS
+from ._connectivity import Backoff, worker_statement_timeout
 from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper

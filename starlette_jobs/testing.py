@@ -44,10 +44,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from ._connections import run_admin_statements
 from ._embedded import release_embedded_postgres, start_embedded_postgres
 from ._job import Job, registered_jobs
 from ._jobs import Jobs
-from ._postgres import PostgresStore, run_admin_statements
+from ._postgres import PostgresStore
 from ._records import JobRecord, JobStatus
 from ._worker import Worker, WorkerSettings
 

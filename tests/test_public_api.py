@@ -1,7 +1,9 @@
 from __future__ import annotations
 import __future__
 
+import re
 import types
+from pathlib import Path
 
 import starlette_jobs
 
@@ -59,3 +61,17 @@ def test_statuses_are_the_documented_strings() -> None:
         "failed",
         "cancelled",
     ]
+
+
+PACKAGE = Path(starlette_jobs.__file__).parent
+
+
+def test_the_driver_is_imported_by_one_module_only() -> None:
+    """asyncpg (and the errors it raises) stays behind `_connections.py`: the rest of the
+    library speaks the store protocol and the library's own errors."""
+    importing = sorted(
+        path.name
+        for path in PACKAGE.glob("*.py")
+        if re.search(r"^\s*(import asyncpg|from asyncpg)", path.read_text(), re.MULTILINE)
+    )
+    assert importing == ["_connections.py"]

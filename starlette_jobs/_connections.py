@@ -1,8 +1,12 @@
-"""The connections: a lane of its own for each hot path (enqueue, claims, outcomes, leases), one
-for LISTEN, and the shared pool for everything else.
+"""The only module that imports the driver (asyncpg): the connections, and what its errors mean.
 
-Each is opened on first use and again after it was lost or expired, and gives a statement up on
-the server before the client stops waiting for it (see `_connectivity.session_settings`).
+- A lane of its own for each hot path (enqueue, claims, outcomes, leases), one for LISTEN, and
+  the shared pool for everything else. Each is opened on first use and again after it was lost
+  or expired, and gives a statement up on the server before the client stops waiting for it
+  (see `_connectivity.session_settings`).
+- The driver's errors sorted into what the library needs to know (the connection is lost, got
+  no answer, or the statement never left), and `unavailable_as_error`, which turns them into
+  the library's own `DatabaseUnavailableError` for callers.
 """
 
 from __future__ import annotations
@@ -10,11 +14,121 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from types import TracebackType
+from typing import Any, TypeAlias, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from ._connectivity import CONNECT_TIMEOUT, never_sent, no_answer, session_settings
+from ._connectivity import CONNECT_TIMEOUT, session_settings
+from ._errors import DatabaseUnavailableError
+
+Connection: TypeAlias = "asyncpg.Connection[Any]"
+"""A connection of the driver's: what `configure(connection=...)` takes."""
+Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
+"""Anything a statement can run on."""
+# The driver's errors that the store turns into the library's meaning.
+UniqueViolationError = asyncpg.UniqueViolationError
+UndefinedTableError = asyncpg.UndefinedTableError
+InvalidCatalogNameError = asyncpg.InvalidCatalogNameError
+InvalidAuthorizationSpecificationError = asyncpg.InvalidAuthorizationSpecificationError
+PostgresError = asyncpg.PostgresError
+
+# The connection is gone: the server dropped it, or the network did.
+CONNECTION_LOST: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    # A server that ends an idle connection (pg_terminate_backend, a restart, an idle timeout)
+    # says so before it closes the socket; asyncpg leaves such a connection in an error state,
+    # and it fails its next statement with this, until the closing is read.
+    asyncpg.InternalClientError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+)
+# The server is there but did not do the work in time: the statement ran past the server's
+# statement_timeout (blocked by a lock, or too large), or a lock could not be had.
+TOO_SLOW: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+# What makes a call fail for want of the database rather than for what it asked: raised as
+# `DatabaseUnavailableError` to callers; the worker keeps what it has and tries again.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_LOST,
+    *TOO_SLOW,
+    TimeoutError,  # no answer in time: the network went silent, or the server hangs
+    asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
+)
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether `error` says the connection is gone (the server dropped it, or the network did),
+    rather than that a statement ran out of time on a connection that may still be good."""
+    # TimeoutError is an OSError: exclude it by name.
+    return isinstance(error, CONNECTION_LOST) and not isinstance(error, TimeoutError)
+
+
+def no_answer(error: BaseException) -> bool:
+    """Whether the connection is gone or did not answer at all: it, and likely every other
+    connection of the process, should be replaced."""
+    return isinstance(error, (*CONNECTION_LOST, TimeoutError))
+
+
+def never_sent(error: BaseException) -> bool:
+    """Whether the statement failed before anything of it reached the server, so that running
+    it again on a new connection cannot run it twice: asyncpg refuses to start it on a
+    connection that the server already said it would end."""
+    return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
+
+
+class unavailable_as_error:  # lower case: used like the context-manager function it was
+    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`.
+
+    A class rather than a generator: every enqueue enters one, and this costs a third as much.
+    """
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: str) -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is not None and isinstance(error, DATABASE_ERRORS):
+            detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            if isinstance(error, TOO_SLOW):
+                why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
+            else:
+                why = "PostgreSQL is unreachable or stopped answering"
+            raise DatabaseUnavailableError(f"could not {self._action}: {why} ({detail})") from error
+
+
+async def connect_plain(dsn: str) -> Connection:
+    """A connection without a statement timeout (migrations may take long on a large table)."""
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+    return connection
+
+
+async def run_admin_statements(dsn: str, *statements: str) -> None:
+    """Runs `statements` (CREATE DATABASE, say: our own text, never a user's) one by one on the
+    `postgres` database of the server `dsn` names."""
+    parts = urlsplit(dsn)
+    connection = await connect_plain(urlunsplit(parts._replace(path="/postgres")))
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
 
 
 def channel_for(queue: str) -> str:

@@ -1,5 +1,6 @@
-"""How the driver's errors are classified: what is a lost connection, what got no answer, what
-never reached the server, and what callers see."""
+"""How the driver's errors are classified (`_connections`): what is a lost connection, what got
+no answer, what never reached the server, and what callers see; and the timeouts
+(`_connectivity`) they are given."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
-from starlette_jobs._connectivity import (
+from starlette_jobs._connections import (
     connection_lost,
     never_sent,
     no_answer,
-    session_settings,
     unavailable_as_error,
-    worker_statement_timeout,
 )
+from starlette_jobs._connectivity import session_settings, worker_statement_timeout
 
 REFUSED_BEFORE_SENDING = asyncpg.InternalClientError(
     "cannot switch to state 12; another operation (2) is in progress"
