@@ -8,7 +8,7 @@ import builtins
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._config import DAY, JobsConfig
-from ._connections import DATABASE_ERRORS, unavailable_as_error
+from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff, worker_statement_timeout
 from ._dsn import masked_dsn
 from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
@@ -26,13 +26,12 @@ from ._enqueue import Enqueuer
 from ._errors import (
     ConfigurationError,
     DatabaseUnavailableError,
-    JobNotFoundError,
     NotStartedError,
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, registered_job
 from ._memory import is_memory_dsn, memory_store
 from ._postgres import PostgresStore
-from ._records import JobRecord, JobStatus
+from ._queries import JobQueries
 from ._startup import OutageReport, check_connection, check_dsn
 from ._store import Store
 from ._tracing import Tracing
@@ -41,7 +40,7 @@ from ._worker import CLOSE_SECONDS, Worker, WorkerSettings
 logger = logging.getLogger("starlette_jobs")
 
 
-class Jobs:
+class Jobs(JobQueries):
     """Where jobs are stored, and which of them this process works on.
 
     Args:
@@ -341,86 +340,6 @@ class Jobs:
         validated first, and one invalid item refuses the whole batch."""
         return await ConfiguredJob(_declared(job), NO_OPTIONS, self).enqueue_many(items)
 
-    # -- looking at jobs ----------------------------------------------------------------------
-
-    async def get(self, job_id: JobId) -> JobRecord | None:
-        """The job with this id, or None (also for what no job id can be: a negative number,
-        one past 64 bits, text that is not a number)."""
-        row_id = _row_id(job_id)
-        if row_id is None:
-            return None
-        with unavailable_as_error(f"get job {row_id}"):
-            return await self.store.get_job(row_id)
-
-    async def list(
-        self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
-    ) -> builtins.list[JobRecord]:
-        """Jobs, most recent first, optionally of one status and one queue."""
-        with unavailable_as_error("list jobs"):
-            return await self.store.list_jobs(
-                None if status is None else JobStatus(status), queue, limit
-            )
-
-    async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
-        """How many jobs there are in each status (every status present, zeros included)."""
-        with unavailable_as_error("count jobs"):
-            return await self.store.count_by_status(queue)
-
-    async def cancel(self, job_id: JobId) -> bool:
-        """Cancels a pending job. Returns False if it is not pending (running or finished).
-
-        Raises:
-            JobNotFoundError: no job has this id.
-        """
-        return await self._change(job_id, "cancel", self.store.cancel_job)
-
-    async def retry(self, job_id: JobId) -> bool:
-        """Runs a failed or cancelled job again, from its first attempt. Returns False if the
-        job is in another status.
-
-        Raises:
-            JobNotFoundError: no job has this id.
-            UniqueKeyTakenError: another live job holds this job's unique key.
-        """
-        return await self._change(job_id, "retry", self.store.retry_job)
-
-    async def release(self, job_id: JobId) -> bool:
-        """Hands a running job back to pending at once, its attempt given back, without waiting
-        for its lease to expire: for a job stuck on a worker you know is gone. Returns False if
-        the job is not running.
-
-        If its worker is in fact alive, that worker's result is refused (the job may then run
-        twice), and it cancels its copy at its next lease renewal.
-
-        Raises:
-            JobNotFoundError: no job has this id.
-        """
-        return await self._change(job_id, "release", self.store.release_job)
-
-    async def release_worker_jobs(self, worker_id: str) -> builtins.list[JobId]:
-        """`release` for every job a worker is running (see `JobRecord.worker_id`, and a worker's
-        start-up log line); returns their ids. For a worker that crashed or was stopped hard."""
-        with unavailable_as_error(f"release the jobs of worker {worker_id!r}"):
-            return await self.store.release_worker_jobs(worker_id)
-
-    async def _change(
-        self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
-    ) -> bool:
-        row_id = _row_id(job_id)
-        if row_id is None:
-            raise JobNotFoundError(f"no job with id {job_id!r}")
-        with unavailable_as_error(f"{action} job {row_id}"):
-            if await change(row_id):
-                return True
-            if await self.store.job_status(row_id) is None:
-                raise JobNotFoundError(f"no job with id {row_id}")
-        return False
-
-    async def migrate(self) -> builtins.list[str]:
-        """Applies the migrations this database lacks; returns their names."""
-        with unavailable_as_error("migrate"):
-            return await self.store.migrate()
-
     async def drain(self, timeout: float = 30.0, *, include_scheduled: bool = True) -> None:
         """Runs this process's queues until no job of them is running, or pending and due before
         `timeout` ends (retries waiting for their delay included), and every outcome is
@@ -445,21 +364,6 @@ class Jobs:
                 "drain needs a running worker: start Jobs with at least one queue in `queues=`"
             )
         await self._worker.drain(deadline - loop.time(), include_scheduled=include_scheduled)
-
-
-_MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
-
-
-def _row_id(job_id: object) -> int | None:
-    """The row id `job_id` names, or None when no row can have it: an int (not a bool) or the
-    ASCII digits of one (an id that went through a URL), within `bigint`."""
-    if type(job_id) is int:
-        row_id = job_id
-    elif isinstance(job_id, str) and len(job_id) <= 19 and job_id.isascii() and job_id.isdigit():
-        row_id = int(job_id)
-    else:
-        return None
-    return row_id if 1 <= row_id <= _MAX_ROW_ID else None
 
 
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:

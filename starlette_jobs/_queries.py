@@ -1,0 +1,114 @@
+"""`JobQueries`: what users ask of their jobs (get, list, count, cancel, retry, release), over
+whatever `Store` the `Jobs` it belongs to has started."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Awaitable, Callable
+
+from ._connections import unavailable_as_error
+from ._errors import JobNotFoundError
+from ._job import JobId
+from ._records import JobRecord, JobStatus
+from ._store import Store
+
+
+class JobQueries:
+    """The part of `Jobs` that looks at and changes jobs; `Jobs` supplies `store`."""
+
+    @property
+    def store(self) -> Store:
+        raise NotImplementedError
+
+    async def get(self, job_id: JobId) -> JobRecord | None:
+        """The job with this id, or None (also for what no job id can be: a negative number,
+        one past 64 bits, text that is not a number)."""
+        row_id = _row_id(job_id)
+        if row_id is None:
+            return None
+        with unavailable_as_error(f"get job {row_id}"):
+            return await self.store.get_job(row_id)
+
+    async def list(
+        self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
+    ) -> builtins.list[JobRecord]:
+        """Jobs, most recent first, optionally of one status and one queue."""
+        with unavailable_as_error("list jobs"):
+            return await self.store.list_jobs(
+                None if status is None else JobStatus(status), queue, limit
+            )
+
+    async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
+        """How many jobs there are in each status (every status present, zeros included)."""
+        with unavailable_as_error("count jobs"):
+            return await self.store.count_by_status(queue)
+
+    async def cancel(self, job_id: JobId) -> bool:
+        """Cancels a pending job. Returns False if it is not pending (running or finished).
+
+        Raises:
+            JobNotFoundError: no job has this id.
+        """
+        return await self._change(job_id, "cancel", self.store.cancel_job)
+
+    async def retry(self, job_id: JobId) -> bool:
+        """Runs a failed or cancelled job again, from its first attempt. Returns False if the
+        job is in another status.
+
+        Raises:
+            JobNotFoundError: no job has this id.
+            UniqueKeyTakenError: another live job holds this job's unique key.
+        """
+        return await self._change(job_id, "retry", self.store.retry_job)
+
+    async def release(self, job_id: JobId) -> bool:
+        """Hands a running job back to pending at once, its attempt given back, without waiting
+        for its lease to expire: for a job stuck on a worker you know is gone. Returns False if
+        the job is not running.
+
+        If its worker is in fact alive, that worker's result is refused (the job may then run
+        twice), and it cancels its copy at its next lease renewal.
+
+        Raises:
+            JobNotFoundError: no job has this id.
+        """
+        return await self._change(job_id, "release", self.store.release_job)
+
+    async def release_worker_jobs(self, worker_id: str) -> builtins.list[JobId]:
+        """`release` for every job a worker is running (see `JobRecord.worker_id`, and a worker's
+        start-up log line); returns their ids. For a worker that crashed or was stopped hard."""
+        with unavailable_as_error(f"release the jobs of worker {worker_id!r}"):
+            return await self.store.release_worker_jobs(worker_id)
+
+    async def _change(
+        self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
+    ) -> bool:
+        row_id = _row_id(job_id)
+        if row_id is None:
+            raise JobNotFoundError(f"no job with id {job_id!r}")
+        with unavailable_as_error(f"{action} job {row_id}"):
+            if await change(row_id):
+                return True
+            if await self.store.job_status(row_id) is None:
+                raise JobNotFoundError(f"no job with id {row_id}")
+        return False
+
+    async def migrate(self) -> builtins.list[str]:
+        """Applies the migrations this database lacks; returns their names."""
+        with unavailable_as_error("migrate"):
+            return await self.store.migrate()
+
+
+_MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
+
+
+def _row_id(job_id: object) -> int | None:
+    """The row id `job_id` names, or None when no row can have it: an int (not a bool) or the
+    ASCII digits of one (an id that went through a URL), within `bigint`."""
+    if type(job_id) is int:
+        row_id = job_id
+    elif isinstance(job_id, str) and len(job_id) <= 19 and job_id.isascii() and job_id.isdigit():
+        row_id = int(job_id)
+    else:
+        return None
+    return row_id if 1 <= row_id <= _MAX_ROW_ID else None
