@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ._config import JobsConfig as JobsConfig
 from ._context import RunningJob as RunningJob
 from ._context import current_job as current_job
 from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
@@ -43,6 +44,7 @@ __all__ = [
     "JobRecord",
     "JobStatus",
     "Jobs",
+    "JobsConfig",
     "MemoryStoreUnsupportedError",
     "NotStartedError",
     "Retry",

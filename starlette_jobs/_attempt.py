@@ -36,7 +36,7 @@ async def run_attempt(
     `cancelled_by_worker()` tells: no outcome then."""
     try:
         job = registered_job(claim.name)
-        kwargs = job.parse_arguments(claim.payload)
+        kwargs = job._parse_arguments(claim.payload)
     except (UnknownJobError, JobArgumentsError) as error:
         # Retrying cannot help: the job's code or its stored arguments are wrong.
         logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, error)
@@ -50,10 +50,10 @@ async def run_attempt(
         try:
             with running(me):
                 if deadline is None:
-                    result = await job.run(kwargs)
+                    result = await job._run(kwargs)
                 else:
                     async with deadline:
-                        result = await job.run(kwargs)
+                        result = await job._run(kwargs)
         except TimeoutError as error:
             if deadline is None or not deadline.expired():
                 return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError

@@ -249,15 +249,15 @@ class Job(Generic[P, R]):
         """
         return await ConfiguredJob(self, NO_OPTIONS, None).enqueue_many(items)
 
-    def serialize_arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    def _serialize_arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         """The validated arguments as the JSON text stored in the row."""
         return self._arguments.serialize(args, kwargs)
 
-    def parse_arguments(self, payload: str) -> dict[str, Any]:
+    def _parse_arguments(self, payload: str) -> dict[str, Any]:
         """The stored JSON validated back into the function's own types, as keyword arguments."""
         return self._arguments.parse(payload)
 
-    async def run(self, kwargs: dict[str, Any]) -> Any:
+    async def _run(self, kwargs: dict[str, Any]) -> Any:
         """Await the function with already-validated arguments (sync functions run in a thread)."""
         # No typing.cast here: it would build a generic alias on every attempt.
         func: Any = self.func
@@ -282,7 +282,7 @@ class ConfiguredJob(Generic[P, R]):
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """See `Job.enqueue`."""
-        payload = self.job.serialize_arguments(args, kwargs)
+        payload = self.job._serialize_arguments(args, kwargs)
         (job_id,) = await self._enqueuer().insert(self.job, [payload], self.options)
         return job_id
 
@@ -300,7 +300,7 @@ class ConfiguredJob(Generic[P, R]):
             payloads = []
             for index, item in enumerate(items):
                 try:
-                    payloads.append(self.job.serialize_arguments((), item))
+                    payloads.append(self.job._serialize_arguments((), item))
                 except JobArgumentsError as error:
                     located = [{**e, "loc": (index, *e.get("loc", ()))} for e in error.errors]
                     raise JobArgumentsError(self.job.name, located) from None

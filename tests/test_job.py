@@ -45,10 +45,10 @@ def test_declaration_defaults_and_name() -> None:
 def test_arguments_round_trip_into_the_functions_own_types() -> None:
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     ref = uuid.uuid4()
-    payload = typed_job.serialize_arguments(
+    payload = typed_job._serialize_arguments(
         (7,), {"when": when, "ref": ref, "address": {"city": "Paris", "zip_code": "75001"}}
     )
-    kwargs = typed_job.parse_arguments(payload)
+    kwargs = typed_job._parse_arguments(payload)
     # `note` was not given: the function's own default applies when it is called.
     assert kwargs == {
         "user_id": 7,
@@ -56,7 +56,7 @@ def test_arguments_round_trip_into_the_functions_own_types() -> None:
         "ref": ref,
         "address": Address(city="Paris", zip_code="75001"),
     }
-    assert asyncio.run(typed_job.run(kwargs)) == "7 none"
+    assert asyncio.run(typed_job._run(kwargs)) == "7 none"
     assert type(kwargs["ref"]) is uuid.UUID
 
 
@@ -64,8 +64,8 @@ def test_only_the_given_arguments_are_stored_so_defaults_apply_at_run_time() -> 
     @job
     async def greet(name: str, greeting: str = "hello") -> None: ...
 
-    assert greet.serialize_arguments((), {"name": "ada"}) == '{"name":"ada"}'
-    assert greet.parse_arguments('{"name":"ada"}') == {"name": "ada"}
+    assert greet._serialize_arguments((), {"name": "ada"}) == '{"name":"ada"}'
+    assert greet._parse_arguments('{"name":"ada"}') == {"name": "ada"}
 
 
 GOOD: dict[str, Any] = {
@@ -91,7 +91,7 @@ def test_bad_arguments_are_refused_with_pydantic_details(
     change: dict[str, Any], expected: str
 ) -> None:
     with pytest.raises(JobArgumentsError) as caught:
-        typed_job.serialize_arguments((), {**GOOD, **change})
+        typed_job._serialize_arguments((), {**GOOD, **change})
     error = caught.value
     assert isinstance(error, ValueError)
     assert error.job_name == typed_job.name
@@ -102,12 +102,12 @@ def test_bad_arguments_are_refused_with_pydantic_details(
 def test_missing_arguments_are_refused() -> None:
     arguments = {k: v for k, v in GOOD.items() if k != "when"}
     with pytest.raises(JobArgumentsError, match="when"):
-        typed_job.serialize_arguments((), arguments)
+        typed_job._serialize_arguments((), arguments)
 
 
 def test_too_many_positional_arguments_are_refused() -> None:
     with pytest.raises(JobArgumentsError, match="too many positional"):
-        typed_job.serialize_arguments((1, 2, 3, 4, 5, 6), {})
+        typed_job._serialize_arguments((1, 2, 3, 4, 5, 6), {})
 
 
 class FiniteOnly(pydantic.BaseModel):
@@ -122,8 +122,8 @@ async def takes_finite_only(m: FiniteOnly) -> None: ...
 def test_nan_inside_a_model_argument_is_refused_when_the_model_refuses_it() -> None:
     # The guidance in docs/reliability.md (Known limits) for models that allow NaN by default.
     with pytest.raises(JobArgumentsError, match="finite number"):
-        takes_finite_only.serialize_arguments((), {"m": {"x": math.nan}})
-    assert takes_finite_only.serialize_arguments((), {"m": {"x": 1.5}}) == '{"m":{"x":1.5}}'
+        takes_finite_only._serialize_arguments((), {"m": {"x": math.nan}})
+    assert takes_finite_only._serialize_arguments((), {"m": {"x": 1.5}}) == '{"m":{"x":1.5}}'
 
 
 def test_values_json_cannot_hold_are_refused_even_untyped() -> None:
@@ -132,17 +132,17 @@ def test_values_json_cannot_hold_are_refused_even_untyped() -> None:
 
     for value in (math.nan, math.inf, {"deep": [1, -math.inf]}):
         with pytest.raises(JobArgumentsError, match="JSON"):
-            untyped.serialize_arguments((), {"data": value})
+            untyped._serialize_arguments((), {"data": value})
     with pytest.raises(JobArgumentsError):
-        untyped.serialize_arguments((), {"data": object()})
+        untyped._serialize_arguments((), {"data": object()})
 
 
 def test_a_parameter_named_like_a_pydantic_attribute_works() -> None:
     @job
     async def clash(json: str, copy: int, model_config: bool) -> None: ...
 
-    payload = clash.serialize_arguments((), {"json": "j", "copy": 2, "model_config": True})
-    assert clash.parse_arguments(payload) == {"json": "j", "copy": 2, "model_config": True}
+    payload = clash._serialize_arguments((), {"json": "j", "copy": 2, "model_config": True})
+    assert clash._parse_arguments(payload) == {"json": "j", "copy": 2, "model_config": True}
 
 
 @pytest.mark.parametrize(
@@ -228,8 +228,8 @@ def test_a_default_factory_value_inside_an_argument_is_made_once_at_enqueue() ->
     @job
     async def charge(order: Order, note: str = "none") -> None: ...
 
-    payload = charge.serialize_arguments((), {"order": {"amount": 5}})
-    first, second = charge.parse_arguments(payload), charge.parse_arguments(payload)
+    payload = charge._serialize_arguments((), {"order": {"amount": 5}})
+    first, second = charge._parse_arguments(payload), charge._parse_arguments(payload)
     assert first["order"].idempotency_key == second["order"].idempotency_key
     assert "note" not in payload
 
@@ -254,7 +254,7 @@ def test_a_batch_is_stored_as_each_item_would_be_alone() -> None:
     texts = _batch(charge_many, items)
     assert texts is not None
     for text, item in zip(texts, items, strict=True):
-        alone = charge_many.serialize_arguments((), item)
+        alone = charge_many._serialize_arguments((), item)
         stored, expected = json.loads(text), json.loads(alone)
         # The default_factory value is made anew for each; everything else is the same.
         del stored["order"]["idempotency_key"], expected["order"]["idempotency_key"]
