@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from ._config import JobsConfig as JobsConfig
 from ._context import RunningJob as RunningJob
 from ._context import current_job as current_job
@@ -29,6 +27,7 @@ from ._jobs import Jobs as Jobs
 from ._records import JobRecord as JobRecord
 from ._records import JobStatus as JobStatus
 from ._retry import Retry as Retry
+from ._version import __version__ as __version__
 
 __all__ = [
     "ConfigurationError",

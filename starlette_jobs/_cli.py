@@ -14,10 +14,10 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
 from ._config import JobsConfig
 from ._errors import StarletteJobsError
 from ._jobs import Jobs
+from ._version import __version__
 
 logger = logging.getLogger("starlette_jobs.cli")
 

@@ -25,8 +25,8 @@ from opentelemetry.trace import (
     StatusCode,
 )
 
-from . import __version__
 from ._correlation import correlation_id, correlation_scope
+from ._version import __version__
 
 MESSAGING_SYSTEM = "starlette_jobs"
 CORRELATION_ID_KEY = "x-request-id"
