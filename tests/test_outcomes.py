@@ -5,38 +5,17 @@ from __future__ import annotations
 from starlette_jobs import JobStatus
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._outcomes import OutcomeWriter
-from starlette_jobs._records import Claim, NewJobs, Outcome
-
-
-def new_job() -> NewJobs:
-    return NewJobs(
-        name="tests.outcomes",
-        queue="default",
-        payloads=["{}"] * 3,
-        priority=0,
-        delay=None,
-        run_at=None,
-        max_attempts=3,
-        trace_context=None,
-        unique_key=None,
-        notify=False,
-    )
+from starlette_jobs._records import Claim, Outcome
+from tests.records import new_jobs, outcome
 
 
 def succeeded(claim: Claim) -> Outcome:
-    return Outcome(
-        id=claim.id,
-        lease_token=claim.lease_token,
-        status=JobStatus.SUCCEEDED,
-        retry_delay=None,
-        error=None,
-        result='"done"',
-    )
+    return outcome(claim, JobStatus.SUCCEEDED, result='"done"')
 
 
 async def test_outcomes_added_together_are_written_and_their_leases_held_until_then() -> None:
     store = MemoryStore()
-    await store.insert_jobs(new_job())
+    await store.insert_jobs(new_jobs(3))
     claims = await store.claim_batch("default", 3, "w", 30)
     writer = OutcomeWriter(store)
     for claim in claims:
@@ -55,7 +34,7 @@ async def test_outcomes_added_together_are_written_and_their_leases_held_until_t
 
 async def test_an_outcome_whose_lease_is_lost_is_not_written() -> None:
     store = MemoryStore()
-    await store.insert_jobs(new_job())
+    await store.insert_jobs(new_jobs(3))
     [stale, *_] = await store.claim_batch("default", 3, "w", 30)
     assert await store.release_job(stale.id)  # an operator took it back
     writer = OutcomeWriter(store)

@@ -25,8 +25,9 @@ from starlette_jobs import (
 )
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._postgres import PostgresStore
-from starlette_jobs._records import Claim, NewJobs, Outcome
 from starlette_jobs._store import Store
+from tests.records import new_jobs as new
+from tests.records import outcome as ended
 
 LEASE = 30.0
 
@@ -51,48 +52,6 @@ async def store(postgres_dsn: str | None) -> AsyncIterator[Store]:
     await opened.close()
 
 
-def new(
-    count: int = 1,
-    *,
-    queue: str = "default",
-    priority: int = 0,
-    delay: float | None = None,
-    max_attempts: int = 3,
-    unique_key: str | None = None,
-    payload: str = '{"n": 1}',
-) -> NewJobs:
-    return NewJobs(
-        name="tests.contract",
-        queue=queue,
-        payloads=[payload] * count,
-        priority=priority,
-        delay=delay,
-        run_at=None,
-        max_attempts=max_attempts,
-        trace_context=None,
-        unique_key=unique_key,
-        notify=delay is None,
-    )
-
-
-def ended(
-    claim: Claim,
-    status: JobStatus,
-    *,
-    delay: float | None = None,
-    error: str | None = None,
-    result: str | None = None,
-) -> Outcome:
-    return Outcome(
-        id=claim.id,
-        lease_token=claim.lease_token,
-        status=status,
-        retry_delay=delay,
-        error=error,
-        result=result,
-    )
-
-
 async def expire(seconds: float = 0.05) -> None:
     """Let a lease of 0.01 s (or a delay) run out in the store's own clock."""
     await asyncio.sleep(seconds)
@@ -102,7 +61,7 @@ async def expire(seconds: float = 0.05) -> None:
 
 
 async def test_ids_come_back_in_order_and_the_rows_read_back(store: Store) -> None:
-    ids = await store.insert_jobs(new(3, payload='{"a": [1, 2], "b": "x"}'))
+    ids = await store.insert_jobs(new(3, name="tests.contract", payload='{"a": [1, 2], "b": "x"}'))
     assert ids == sorted(set(ids))
     assert len(ids) == 3
     record = await store.get_job(ids[1])
@@ -397,20 +356,7 @@ async def test_a_job_is_retried_by_its_policy_and_its_result_kept(jobs_dsn: str)
 
 async def test_a_job_of_a_name_no_worker_knows_fails_at_once(jobs_dsn: str) -> None:
     async with Jobs(jobs_dsn, poll_interval=0.1) as jobs:
-        [job_id] = await jobs.store.insert_jobs(
-            NewJobs(
-                name="nowhere.to.be.found",
-                queue="default",
-                payloads=["{}"],
-                priority=0,
-                delay=None,
-                run_at=None,
-                max_attempts=5,
-                trace_context=None,
-                unique_key=None,
-                notify=True,
-            )
-        )
+        [job_id] = await jobs.store.insert_jobs(new(name="nowhere.to.be.found", max_attempts=5))
         await jobs.drain(timeout=10)
         record = await jobs.get(job_id)
     assert record is not None

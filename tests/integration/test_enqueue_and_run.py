@@ -21,8 +21,8 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._records import NewJobs
 from tests.conftest import StartJobs, eventually, on_postgres
+from tests.records import new_jobs
 
 ran: list[Any] = []
 
@@ -191,27 +191,13 @@ async def test_enqueue_by_name(start_jobs: StartJobs) -> None:
     assert stored.status == JobStatus.SUCCEEDED
 
 
-def stored_row(name: str, payload: str) -> NewJobs:
-    """A row as another version of the code may have written it."""
-    return NewJobs(
-        name=name,
-        queue="default",
-        payloads=[payload],
-        priority=0,
-        delay=None,
-        run_at=None,
-        max_attempts=5,
-        trace_context=None,
-        unique_key=None,
-        notify=True,
-    )
-
-
 async def test_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs() as jobs:
-        [job_id] = await jobs.store.insert_jobs(stored_row("vanished.module.job", "{}"))
+        [job_id] = await jobs.store.insert_jobs(
+            new_jobs(name="vanished.module.job", max_attempts=5)
+        )
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
     assert stored is not None
@@ -224,7 +210,9 @@ async def test_a_stored_payload_that_no_longer_validates_fails_with_the_validati
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs() as jobs:
-        [job_id] = await jobs.store.insert_jobs(stored_row(record.name, '{"value": "forty"}'))
+        [job_id] = await jobs.store.insert_jobs(
+            new_jobs(name=record.name, payload='{"value": "forty"}', max_attempts=5)
+        )
         await jobs.drain(timeout=10)
         stored = await jobs.get(job_id)
     assert stored is not None

@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 
 from starlette_jobs import JobStatus, Retry, job
-from starlette_jobs._records import Outcome
 from tests.conftest import StartJobs
+from tests.records import outcome
 
 finished: list[int] = []
-
-
-def succeeded(job_id: int, lease_token: UUID) -> Outcome:
-    return Outcome(
-        id=job_id,
-        lease_token=lease_token,
-        status=JobStatus.SUCCEEDED,
-        retry_delay=None,
-        error=None,
-        result=None,
-    )
 
 
 @job(retry=Retry.fixed(max_attempts=3, delay=0))
@@ -44,7 +32,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_the_newer_attempt(
         [fresh] = await store.claim_batch("default", 10, "healthy-worker", 30)
         assert (fresh.id, fresh.attempts) == (stale.id, 2)
 
-        late = succeeded(stale.id, stale.lease_token)
+        late = outcome(stale, JobStatus.SUCCEEDED)
         assert await store.record_outcomes([late]) == set()
         assert await store.extend_leases([(stale.id, stale.lease_token)], 30) == {}
         assert await store.release_jobs([(stale.id, stale.lease_token)]) == set()
@@ -56,7 +44,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_the_newer_attempt(
             2,
         )
 
-        done = succeeded(fresh.id, fresh.lease_token)
+        done = outcome(fresh, JobStatus.SUCCEEDED)
         assert await store.record_outcomes([done]) == {job_id}
         record = await jobs.get(job_id)
     assert record is not None

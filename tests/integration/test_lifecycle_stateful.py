@@ -36,8 +36,9 @@ from hypothesis.stateful import (
 from starlette_jobs import JobStatus
 from starlette_jobs._errors import UniqueKeyTakenError
 from starlette_jobs._postgres import PostgresStore
-from starlette_jobs._records import Claim, NewJobs, Outcome
+from starlette_jobs._records import Claim, NewJobs
 from starlette_jobs._running import RunningAttempts
+from tests.records import new_jobs, outcome
 
 T = TypeVar("T")
 
@@ -94,42 +95,6 @@ class Held:
     lease_token: UUID
     attempts: int
     max_attempts: int
-
-
-def ended(
-    held: Held, status: JobStatus, delay: float | None, error: str | None, result: str | None
-) -> Outcome:
-    return Outcome(
-        id=held.id,
-        lease_token=held.lease_token,
-        status=status,
-        retry_delay=delay,
-        error=error,
-        result=result,
-    )
-
-
-def new_jobs(
-    queue: str,
-    count: int,
-    *,
-    max_attempts: int,
-    priority: int = 0,
-    delay: float | None = None,
-    unique_key: str | None = None,
-) -> NewJobs:
-    return NewJobs(
-        name="tests.lifecycle",
-        queue=queue,
-        payloads=["{}"] * count,
-        priority=priority,
-        delay=delay,
-        run_at=None,
-        max_attempts=max_attempts,
-        trace_context=None,
-        unique_key=unique_key,
-        notify=delay is None,
-    )
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -234,7 +199,7 @@ class Lifecycle(RuleBasedStateMachine):
         """Every run starts with work in each queue, so that claims have something to take."""
         for n, attempts in enumerate(max_attempts):
             queue = QUEUES[n % len(QUEUES)]
-            new = new_jobs(queue, 1, max_attempts=attempts)
+            new = new_jobs(queue=queue, max_attempts=attempts)
             self.insert(new, delayed=False)
 
     @rule(
@@ -248,8 +213,8 @@ class Lifecycle(RuleBasedStateMachine):
         self, queue: str, count: int, priority: int, max_attempts: int, delayed: bool
     ) -> None:
         new = new_jobs(
-            queue,
             count,
+            queue=queue,
             max_attempts=max_attempts,
             priority=priority,
             delay=LATER if delayed else None,
@@ -263,7 +228,7 @@ class Lifecycle(RuleBasedStateMachine):
     )
     def enqueue_unique(self, queue: str, max_attempts: int, key: str) -> None:
         holder = self.key_holder(key)
-        new = new_jobs(queue, 1, max_attempts=max_attempts, unique_key=key)
+        new = new_jobs(queue=queue, max_attempts=max_attempts, unique_key=key)
         if holder:
             # The live job keeps the key; its id comes back and nothing is written.
             assert self.call(self.store.insert_jobs(new)) == holder
@@ -336,12 +301,12 @@ class Lifecycle(RuleBasedStateMachine):
         for h in self.draw_held(data, worker):
             end = data.draw(st.sampled_from(ENDS), label="end")
             if end == "succeeded":
-                outcome = ended(h, JobStatus.SUCCEEDED, None, None, '"ok"')
+                ending = outcome(h, JobStatus.SUCCEEDED, result='"ok"')
             elif end == "failed" and h.attempts < h.max_attempts:
-                outcome = ended(h, JobStatus.PENDING, 0.0, "boom", None)
+                ending = outcome(h, JobStatus.PENDING, delay=0.0, error="boom")
             else:
-                outcome = ended(h, JobStatus.FAILED, None, "boom", None)
-            outcomes.append(outcome)
+                ending = outcome(h, JobStatus.FAILED, error="boom")
+            outcomes.append(ending)
             self.attempt_ends(worker, h.lease_token)
         held = [o for o in outcomes if self.jobs[o.id].lease_token == o.lease_token]
         assert self.call(self.store.record_outcomes(outcomes)) == {o.id for o in held}

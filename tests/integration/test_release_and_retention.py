@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from starlette_jobs import JobDefinitionError, JobNotFoundError, Jobs, JobStatus, Retry, job
-from starlette_jobs._records import NewJobs
 from tests.conftest import StartJobs, eventually, on_postgres
+from tests.records import new_jobs
 
 gate = asyncio.Event()
 
@@ -132,21 +132,6 @@ async def test_workers_delete_finished_jobs_older_than_the_retention(
     assert left == [*recent, waiting]
 
 
-def dead_workers_job(n: int) -> NewJobs:
-    return NewJobs(
-        name=quick.name,
-        queue=f"dead-{n}",
-        payloads=[f'{{"n": {n}}}'],
-        priority=0,
-        delay=None,
-        run_at=None,
-        max_attempts=3,
-        trace_context=None,
-        unique_key=None,
-        notify=False,
-    )
-
-
 async def test_retention_none_keeps_every_job(
     start_jobs: StartJobs, connection: asyncpg.Connection[Any]
 ) -> None:
@@ -160,7 +145,7 @@ async def test_retention_none_keeps_every_job(
         # other (each round rescues, then prunes).
         for n in (2, 3):
             store = on_postgres(jobs)
-            [job_id] = await store.insert_jobs(dead_workers_job(n))
+            [job_id] = await store.insert_jobs(new_jobs(name=quick.name, queue=f"dead-{n}"))
             await store.claim_batch(f"dead-{n}", 1, "dead-worker", 0.01)
 
             async def rescued(job_id: int = job_id) -> bool:
