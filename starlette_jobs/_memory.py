@@ -261,10 +261,11 @@ class MemoryStore:
     async def release_unknown_claims(
         self, queue: str, worker_id: str, known: Sequence[UUID]
     ) -> list[int]:
+        known_tokens = set(known)
         rows = [
             r
             for r in self._running()
-            if r.queue == queue and r.worker_id == worker_id and r.lease_token not in set(known)
+            if r.queue == queue and r.worker_id == worker_id and r.lease_token not in known_tokens
         ]
         for row in rows:
             row.give_back(_now())
