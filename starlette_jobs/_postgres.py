@@ -217,7 +217,14 @@ class PostgresStore:
 
     async def _insert_jobs(self, new: NewJobs, executor: Executor) -> list[int]:
         if len(new.payloads) == 1 and new.unique_key is None:
-            job_id: int = await executor.fetchval(
+            if new.delay is None and new.run_at is None:
+                job_id: int = await executor.fetchval(
+                    self._q["insert_job_now"],
+                    new.name, new.queue, new.payloads[0], new.priority, new.max_attempts,
+                    new.trace_context,
+                )  # fmt: skip
+                return [job_id]
+            job_id = await executor.fetchval(
                 self._q["insert_job"],
                 new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
                 new.max_attempts, new.trace_context, new.notify,

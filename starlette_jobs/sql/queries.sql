@@ -24,6 +24,16 @@ SELECT version FROM starlette_jobs_migrations ORDER BY version;
 -- $1: version number, $2: file name
 INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
 
+-- name: insert_job_now
+-- One job without a unique key, due now (the common enqueue): `insert_job` without the
+-- expressions for a delay and a conditional NOTIFY, which cost the server a few percent of
+-- the whole statement. Returns its id.
+-- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 max_attempts,
+-- $6 trace context (JSON text) or NULL
+INSERT INTO starlette_jobs (name, queue, payload, priority, max_attempts, trace_context)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)
+RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
+
 -- name: insert_job
 -- One job without a unique key; returns its id.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,

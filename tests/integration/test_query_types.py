@@ -22,6 +22,7 @@ EXPECTED: dict[str, list[str]] = {
     "create_migrations_table": [],
     "applied_migrations": [],
     "record_migration": ["int4", "text"],
+    "insert_job_now": ["text", "text", "jsonb", "int4", "int4", "jsonb"],
     "insert_job": [*INSERT, "bool"],
     "insert_unique_job": [*INSERT, "text", "bool"],
     "insert_jobs": [*INSERT, "bool"],
