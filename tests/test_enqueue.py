@@ -66,18 +66,22 @@ async def test_a_unique_key_returns_the_live_jobs_id() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "woken"),
+    ("when", "woken"),
     [
-        (NO_OPTIONS, ["mail"]),
-        (EnqueueOptions(delay=0), ["mail"]),
-        (EnqueueOptions(delay=60), []),
-        (EnqueueOptions(run_at=datetime.now(UTC) - timedelta(minutes=1)), ["mail"]),
-        (EnqueueOptions(run_at=datetime.now(UTC) + timedelta(minutes=1)), []),
+        ({}, ["mail"]),
+        ({"delay": 0}, ["mail"]),
+        ({"delay": 60}, []),
+        ({"run_at": -60}, ["mail"]),  # seconds from now, made into a time below
+        ({"run_at": 60}, []),
     ],
 )
 async def test_workers_are_woken_only_for_a_job_due_now(
-    options: EnqueueOptions, woken: list[str]
+    when: dict[str, float], woken: list[str]
 ) -> None:
+    if "run_at" in when:
+        options = EnqueueOptions(run_at=datetime.now(UTC) + timedelta(seconds=when["run_at"]))
+    else:
+        options = EnqueueOptions(delay=when.get("delay"))
     store = MemoryStore()
     notified: list[str] = []
     await store.listen(["mail"], notified.append)
