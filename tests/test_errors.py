@@ -1,0 +1,90 @@
+"""The library's exceptions (`_errors`): one base class, the standard class each also is (so
+callers can catch them as such), and what `JobArgumentsError` carries for a 422 answer."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+import starlette_jobs
+from starlette_jobs import _errors
+from starlette_jobs._errors import (
+    ConfigurationError,
+    DatabaseUnavailableError,
+    EmbeddedPostgresUnavailable,
+    JobArgumentsError,
+    JobDefinitionError,
+    JobNotFoundError,
+    MemoryStoreUnsupportedError,
+    NotStartedError,
+    SchemaVersionError,
+    StarletteJobsError,
+    UniqueKeyTakenError,
+    UnknownJobError,
+)
+
+ERRORS = [
+    value
+    for value in vars(_errors).values()
+    if inspect.isclass(value) and issubclass(value, BaseException)
+]
+
+
+def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
+    assert len(ERRORS) == 12
+    for error in ERRORS:
+        assert issubclass(error, StarletteJobsError), error
+        assert getattr(starlette_jobs, error.__name__) is error
+        assert error.__doc__, f"{error.__name__} says nothing of what went wrong"
+
+
+@pytest.mark.parametrize(
+    ("error", "standard"),
+    [
+        (JobArgumentsError, ValueError),
+        (JobDefinitionError, ValueError),
+        (ConfigurationError, ValueError),
+        (UnknownJobError, LookupError),
+        (JobNotFoundError, LookupError),
+        (NotStartedError, RuntimeError),
+        (SchemaVersionError, RuntimeError),
+        (EmbeddedPostgresUnavailable, RuntimeError),
+        (DatabaseUnavailableError, ConnectionError),
+        (MemoryStoreUnsupportedError, NotImplementedError),
+    ],
+)
+def test_each_error_is_also_the_standard_exception_callers_expect(
+    error: type[Exception], standard: type[Exception]
+) -> None:
+    assert issubclass(error, standard)
+
+
+def test_unique_key_taken_is_no_standard_error() -> None:
+    # Not a ValueError: the arguments were fine, another job holds the key.
+    assert UniqueKeyTakenError.__mro__[1:] == (StarletteJobsError, Exception, BaseException, object)
+
+
+def test_job_arguments_error_names_the_job_and_each_location() -> None:
+    errors = [
+        {"loc": ("user_id",), "msg": "Input should be a valid integer", "type": "int_parsing"},
+        {"loc": ("address", "city"), "msg": "Field required", "type": "missing"},
+        {"loc": (), "msg": "missing a required argument: 'email'", "type": "arguments"},
+    ]
+    error = JobArgumentsError("app.send_welcome", errors)
+    assert str(error) == (
+        "invalid arguments for job 'app.send_welcome': "
+        "user_id: Input should be a valid integer; address.city: Field required; "
+        "(arguments): missing a required argument: 'email'"
+    )
+    assert error.job_name == "app.send_welcome"
+    assert error.errors is errors
+    json.dumps(error.errors)  # ready for a JSONResponse as it is
+
+
+def test_job_arguments_error_takes_error_dicts_without_loc_or_msg() -> None:
+    assert (
+        str(JobArgumentsError("j", [{"type": "odd"}]))
+        == "invalid arguments for job 'j': (arguments): "
+    )

@@ -1,0 +1,76 @@
+"""tests/ mirrors the package: every module `starlette_jobs/_x.py` has its unit tests in
+`tests/test_x.py`, and every `tests/test_*.py` at the top level is one module's tests or is
+named below with what it tests instead. tests/README.md describes the layout."""
+
+from __future__ import annotations
+
+import pkgutil
+from pathlib import Path
+
+import starlette_jobs
+
+TESTS = Path(__file__).resolve().parent
+
+# Modules whose tests are not in tests/test_<name>.py, and where they are instead.
+TESTED_ELSEWHERE = {
+    "__init__": "test_public_api.py",  # re-exports only: the exported names are pinned there
+    "__main__": "test_cli.py",  # two lines that hand over to `_cli.main`
+}
+
+# Top-level test files that are not one module's: what each tests.
+CROSS_CUTTING = {
+    "test_docs.py": "every code block of docs/ runs",
+    "test_example_app.py": "example_app/, used the way users would",
+    "test_faultproxy.py": "tests/faultproxy.py, the network faults the tests inject",
+    "test_layout.py": "this mirror",
+    "test_migrations.py": "sql/migrations/ against sql/schema.sql (which names this file)",
+    "test_public_api.py": "starlette_jobs/__init__.py: the exported names",
+}
+
+
+def modules() -> list[str]:
+    """Every module of the package, as a dotted path inside it: `_worker`, `testing`, ..."""
+    found = [
+        info.name.removeprefix("starlette_jobs.")
+        for info in pkgutil.walk_packages(starlette_jobs.__path__, "starlette_jobs.")
+        if not info.ispkg
+    ]
+    return ["__init__", *sorted(found)]
+
+
+def unit_tests_of(module: str) -> Path:
+    """tests/test_worker.py for `_worker`; tests/stores/test_memory.py for `stores._memory`."""
+    *folders, name = module.split(".")
+    if module in TESTED_ELSEWHERE:
+        return TESTS / TESTED_ELSEWHERE[module]
+    return TESTS.joinpath(*folders, f"test_{name.removeprefix('_')}.py")
+
+
+def test_the_package_is_found_whole() -> None:
+    found = modules()
+    assert {"__init__", "__main__", "_worker", "_store", "testing"} <= set(found)
+
+
+def test_every_module_has_its_unit_tests() -> None:
+    missing = [
+        f"{module} -> {unit_tests_of(module).relative_to(TESTS.parent)}"
+        for module in modules()
+        if not unit_tests_of(module).is_file()
+    ]
+    assert missing == [], "modules without their tests/test_<name>.py"
+
+
+def test_every_top_level_test_file_is_a_modules_or_says_what_it_tests() -> None:
+    mirrored = {unit_tests_of(module).name for module in modules()}
+    orphans = sorted(
+        path.name
+        for path in TESTS.glob("test_*.py")
+        if path.name not in mirrored and path.name not in CROSS_CUTTING
+    )
+    assert orphans == [], "test files of no module: rename them, or add them to CROSS_CUTTING"
+
+
+def test_the_exceptions_name_what_exists() -> None:
+    assert set(TESTED_ELSEWHERE) <= set(modules())
+    for name in [*TESTED_ELSEWHERE.values(), *CROSS_CUTTING]:
+        assert (TESTS / name).is_file(), name

@@ -1,0 +1,223 @@
+"""The worker (`_worker`) driven directly on the in-memory store: how many jobs a claim asks
+for, concurrency per queue, drain, and what shutdown does with running jobs and how long it
+may take. On PostgreSQL, under faults: integration/test_shutdown.py, test_concurrency.py,
+test_lost_claims.py and processes/."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from starlette_jobs import JobStatus, job
+from starlette_jobs._memory import MemoryStore
+from starlette_jobs._records import Claim
+from starlette_jobs._tracing import Tracing
+from starlette_jobs._worker import Worker, WorkerSettings, new_worker_id, shutdown_bound
+from tests.conftest import eventually
+from tests.records import new_jobs
+
+QUEUE = "worker-tests"
+
+
+@pytest.mark.parametrize(
+    ("grace", "lease", "bound"),
+    [
+        (10.0, 30.0, 10 + 0.5 + 10 + 2),  # the defaults: statements wait at most 10 s
+        (0.0, 3.0, 0 + 0.5 + 1 + 2),  # a third of the lease, at least a second
+        (60.0, 600.0, 60 + 0.5 + 10 + 2),
+    ],
+)
+def test_shutdown_is_bounded_by_grace_unwinding_last_writes_and_closing(
+    grace: float, lease: float, bound: float
+) -> None:
+    assert shutdown_bound(grace, lease) == pytest.approx(bound)
+
+
+def test_a_worker_id_names_its_host_and_process_and_is_unique() -> None:
+    host, pid, suffix = new_worker_id().rsplit(":", 2)
+    assert (host, pid) == (socket.gethostname(), str(os.getpid()))
+    assert len(suffix) == 8
+    assert int(suffix, 16) >= 0
+    assert new_worker_id() != new_worker_id()
+
+
+class Gate:
+    """Jobs wait here until the test opens it; `started` counts those that got in."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.started = 0
+
+
+gates: list[Gate] = []
+
+
+@job(queue=QUEUE)
+async def wait_at_gate(n: int) -> int:
+    gate = gates[-1]
+    gate.started += 1
+    await gate.open.wait()
+    return n
+
+
+@pytest.fixture
+def gate() -> Gate:
+    gates.append(Gate())
+    return gates[-1]
+
+
+class RecordingStore(MemoryStore):
+    """The in-memory store, noting the `limit` of each claim; `fail_claims` claims fail."""
+
+    def __init__(self, fail_claims: int = 0) -> None:
+        super().__init__()
+        self.limits: list[int] = []
+        self.fail_claims = fail_claims
+        self.reconciled: list[str] = []
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        if self.fail_claims:
+            self.fail_claims -= 1
+            raise ConnectionResetError("connection reset by peer")
+        self.limits.append(limit)
+        return await super().claim_batch(queue, limit, worker_id, lease_seconds)
+
+    async def release_unknown_claims(self, queue: str, worker_id: str, known: Any) -> list[int]:
+        self.reconciled.append(queue)
+        return await super().release_unknown_claims(queue, worker_id, known)
+
+
+def settings(**changes: Any) -> WorkerSettings:
+    values: dict[str, Any] = {
+        "queues": {QUEUE: 3},
+        "batch_size": 100,
+        "poll_interval": 0.05,
+        "lease_duration": 30.0,
+        "shutdown_grace": 5.0,
+        "retention": None,
+    }
+    return WorkerSettings(**{**values, **changes})
+
+
+@asynccontextmanager
+async def running(store: MemoryStore, **changes: Any) -> AsyncIterator[Worker]:
+    worker = Worker(store, settings(**changes), Tracing())
+    await worker.start()
+    try:
+        yield worker
+    finally:
+        await worker.stop()
+
+
+async def enqueue(store: MemoryStore, count: int, **options: Any) -> list[int]:
+    return await store.insert_jobs(
+        new_jobs(count, name=wait_at_gate.name, queue=QUEUE, payload='{"n": 1}', **options)
+    )
+
+
+def at_least(count: int, gate: Gate) -> Callable[[], Any]:
+    async def check() -> bool:
+        return gate.started >= count
+
+    return check
+
+
+async def statuses(store: MemoryStore) -> list[JobStatus]:
+    return sorted(r.status for r in await store.list_jobs(None, QUEUE, 100))
+
+
+async def test_a_claim_asks_for_no_more_than_the_free_slots_and_the_batch_size(
+    gate: Gate,
+) -> None:
+    store = RecordingStore()
+    await enqueue(store, 10)
+    async with running(store, queues={QUEUE: 3}, batch_size=2) as worker:
+        await eventually(at_least(3, gate), "three jobs running")
+        assert store.limits[:2] == [2, 1]  # the batch size, then the one slot left
+        assert max(store.limits) <= 2
+        assert worker.running_count() == 3
+        assert await statuses(store) == [JobStatus.PENDING] * 7 + [JobStatus.RUNNING] * 3
+        gate.open.set()
+        await worker.drain(10, include_scheduled=True)
+    assert await statuses(store) == [JobStatus.SUCCEEDED] * 10
+    assert gate.started == 10
+
+
+async def test_drain_leaves_scheduled_jobs_unless_asked_to_wait_for_them(gate: Gate) -> None:
+    store = MemoryStore()
+    gate.open.set()
+    await enqueue(store, 1)
+    await enqueue(store, 1, delay=1.5)
+    await enqueue(store, 1, delay=3600)
+    async with running(store) as worker:
+        await worker.drain(10, include_scheduled=False)
+        assert await statuses(store) == [JobStatus.PENDING] * 2 + [JobStatus.SUCCEEDED]
+        # Waits for the job due within its timeout, not for the one an hour away.
+        await worker.drain(10, include_scheduled=True)
+        assert await statuses(store) == [JobStatus.PENDING] + [JobStatus.SUCCEEDED] * 2
+
+
+async def test_drain_gives_up_after_its_timeout_while_a_job_runs(gate: Gate) -> None:
+    store = MemoryStore()
+    await enqueue(store, 1)
+    async with running(store) as worker:
+        await eventually(at_least(1, gate), "the job running")
+        with pytest.raises(TimeoutError):
+            await worker.drain(0.2, include_scheduled=False)
+        gate.open.set()
+
+
+async def test_jobs_that_outlast_the_grace_are_given_back_with_their_attempt(gate: Gate) -> None:
+    store = MemoryStore()
+    ids = await enqueue(store, 2)
+    async with running(store, shutdown_grace=0.0) as worker:
+        await eventually(at_least(2, gate), "both jobs running")
+    assert worker.abandoned == 0  # they unwound when cancelled
+    for job_id in ids:
+        record = await store.get_job(job_id)
+        assert record is not None
+        assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
+
+
+async def test_jobs_that_finish_within_the_grace_succeed(gate: Gate) -> None:
+    store = MemoryStore()
+    await enqueue(store, 2)
+    async with running(store) as worker:
+        await eventually(at_least(2, gate), "both jobs running")
+        stopping = asyncio.create_task(worker.stop())
+        await asyncio.sleep(0)  # the stop has begun: nothing more is claimed
+        await enqueue(store, 1)
+        gate.open.set()
+        await stopping
+    assert await statuses(store) == [JobStatus.PENDING] + [JobStatus.SUCCEEDED] * 2
+
+
+async def test_a_failing_claim_is_retried_after_giving_back_what_it_may_have_taken(
+    gate: Gate, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = RecordingStore(fail_claims=2)
+    gate.open.set()
+    await enqueue(store, 3)
+    async with running(store) as worker:
+        await worker.drain(10, include_scheduled=False)
+    assert await statuses(store) == [JobStatus.SUCCEEDED] * 3
+    assert QUEUE in store.reconciled
+    assert f"claiming from queue {QUEUE!r} failed, retrying: connection reset by peer" in (
+        caplog.messages
+    )
+
+
+async def test_waking_a_queue_the_worker_does_not_run_is_ignored() -> None:
+    store = MemoryStore()
+    async with running(store) as worker:
+        worker.wake("not-mine")
+        assert worker.queue_names == [QUEUE]
+        assert worker.running_count() == 0
