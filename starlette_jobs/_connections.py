@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeAlias, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -260,12 +260,13 @@ class Lane:
         self._watchdog: asyncio.TimerHandle | None = None
         self._cut_for_silence: asyncpg.Connection[Any] | None = None
 
-    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        rows: list[asyncpg.Record] = await self._run("fetch", query, args)
-        return rows
+    # Not coroutines themselves: each level of coroutines between a caller and the driver is
+    # walked again every time the statement's answer resumes the caller.
+    def fetch(self, query: str, *args: Any) -> Coroutine[Any, Any, list[asyncpg.Record]]:
+        return self._run("fetch", query, args)
 
-    async def fetchval(self, query: str, *args: Any) -> Any:
-        return await self._run("fetchval", query, args)
+    def fetchval(self, query: str, *args: Any) -> Coroutine[Any, Any, Any]:
+        return self._run("fetchval", query, args)
 
     async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
         """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""

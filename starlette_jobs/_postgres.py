@@ -213,9 +213,7 @@ class PostgresStore:
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
-        return await self._insert_jobs(new, connection or self._producer)
-
-    async def _insert_jobs(self, new: NewJobs, executor: Executor) -> list[int]:
+        executor = connection or self._producer
         if len(new.payloads) == 1 and new.unique_key is None:
             if new.delay is None and new.run_at is None:
                 job_id: int = await executor.fetchval(
