@@ -132,7 +132,7 @@ class HasEnqueuer(Protocol):
     """A `Jobs`, as `configure(jobs=...)` takes it: it hands down its enqueuer once started."""
 
     @property
-    def enqueuer(self) -> Enqueuer: ...
+    def _ready_enqueuer(self) -> Enqueuer: ...
 
 
 # The enqueuers of the `Jobs` started in this process, most recent last. `job.enqueue` writes
@@ -278,7 +278,7 @@ class ConfiguredJob(Generic[P, R]):
         self._jobs = jobs
 
     def _enqueuer(self) -> Enqueuer:
-        return started_enqueuer() if self._jobs is None else self._jobs.enqueuer
+        return started_enqueuer() if self._jobs is None else self._jobs._ready_enqueuer
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """See `Job.enqueue`."""

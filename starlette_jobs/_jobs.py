@@ -169,7 +169,9 @@ class Jobs(JobQueries):
             await self._release_embedded()
             raise
         self._store = store
-        self._enqueuer = Enqueuer(lambda: self.store, self._tracing, self.config.max_payload_bytes)
+        self._enqueuer = Enqueuer(
+            lambda: self._ready_store, self._tracing, self.config.max_payload_bytes
+        )
         _started.append(self._enqueuer)
         return self
 
@@ -293,7 +295,7 @@ class Jobs(JobQueries):
         )
 
     @property
-    def store(self) -> Store:
+    def _ready_store(self) -> Store:
         if self._store is None:
             raise NotStartedError(
                 "Jobs is not started: use `async with jobs:` or `Starlette(lifespan=jobs.lifespan)`"
@@ -306,10 +308,10 @@ class Jobs(JobQueries):
         return self._store
 
     @property
-    def enqueuer(self) -> Enqueuer:
+    def _ready_enqueuer(self) -> Enqueuer:
         """What writes this instance's jobs (for `ConfiguredJob`)."""
         if self._enqueuer is None:
-            self.store  # noqa: B018 - raises NotStartedError
+            self._ready_store  # noqa: B018 - raises NotStartedError
         assert self._enqueuer is not None
         return self._enqueuer
 

@@ -17,7 +17,7 @@ class JobQueries:
     """The part of `Jobs` that looks at and changes jobs; `Jobs` supplies `store`."""
 
     @property
-    def store(self) -> Store:
+    def _ready_store(self) -> Store:
         raise NotImplementedError
 
     async def get(self, job_id: JobId) -> JobRecord | None:
@@ -27,21 +27,21 @@ class JobQueries:
         if row_id is None:
             return None
         with unavailable_as_error(f"get job {row_id}"):
-            return await self.store.get_job(row_id)
+            return await self._ready_store.get_job(row_id)
 
     async def list(
         self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
     ) -> builtins.list[JobRecord]:
         """Jobs, most recent first, optionally of one status and one queue."""
         with unavailable_as_error("list jobs"):
-            return await self.store.list_jobs(
+            return await self._ready_store.list_jobs(
                 None if status is None else JobStatus(status), queue, limit
             )
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
         """How many jobs there are in each status (every status present, zeros included)."""
         with unavailable_as_error("count jobs"):
-            return await self.store.count_by_status(queue)
+            return await self._ready_store.count_by_status(queue)
 
     async def cancel(self, job_id: JobId) -> bool:
         """Cancels a pending job. Returns False if it is not pending (running or finished).
@@ -49,7 +49,7 @@ class JobQueries:
         Raises:
             JobNotFoundError: no job has this id.
         """
-        return await self._change(job_id, "cancel", self.store.cancel_job)
+        return await self._change(job_id, "cancel", self._ready_store.cancel_job)
 
     async def retry(self, job_id: JobId) -> bool:
         """Runs a failed or cancelled job again, from its first attempt. Returns False if the
@@ -59,7 +59,7 @@ class JobQueries:
             JobNotFoundError: no job has this id.
             UniqueKeyTakenError: another live job holds this job's unique key.
         """
-        return await self._change(job_id, "retry", self.store.retry_job)
+        return await self._change(job_id, "retry", self._ready_store.retry_job)
 
     async def release(self, job_id: JobId) -> bool:
         """Hands a running job back to pending at once, its attempt given back, without waiting
@@ -72,13 +72,13 @@ class JobQueries:
         Raises:
             JobNotFoundError: no job has this id.
         """
-        return await self._change(job_id, "release", self.store.release_job)
+        return await self._change(job_id, "release", self._ready_store.release_job)
 
     async def release_worker_jobs(self, worker_id: str) -> builtins.list[JobId]:
         """`release` for every job a worker is running (see `JobRecord.worker_id`, and a worker's
         start-up log line); returns their ids. For a worker that crashed or was stopped hard."""
         with unavailable_as_error(f"release the jobs of worker {worker_id!r}"):
-            return await self.store.release_worker_jobs(worker_id)
+            return await self._ready_store.release_worker_jobs(worker_id)
 
     async def _change(
         self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
@@ -89,14 +89,14 @@ class JobQueries:
         with unavailable_as_error(f"{action} job {row_id}"):
             if await change(row_id):
                 return True
-            if await self.store.job_status(row_id) is None:
+            if await self._ready_store.job_status(row_id) is None:
                 raise JobNotFoundError(f"no job with id {row_id}")
         return False
 
     async def migrate(self) -> builtins.list[str]:
         """Applies the migrations this database lacks; returns their names."""
         with unavailable_as_error("migrate"):
-            return await self.store.migrate()
+            return await self._ready_store.migrate()
 
 
 _MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1

@@ -161,7 +161,7 @@ async def run_enqueued(target: Jobs | Any, *, timeout: float = 30.0) -> None:
         >>> await run_enqueued(app)
     """
     jobs = _jobs_of(target)
-    store = jobs.store
+    store = jobs._ready_store
     queues = {job.queue for job in registered_jobs()} | set(jobs.config.queues)
     queues |= {record.queue for record in await store.list_jobs(JobStatus.PENDING, None, 10_000)}
     config = jobs.config
@@ -250,7 +250,7 @@ def eager(target: Jobs | Any) -> Iterator[None]:
         if not _running_enqueued.get():
             await run_enqueued(jobs)
 
-    enqueuer = jobs.enqueuer
+    enqueuer = jobs._ready_enqueuer
     previous = enqueuer.after_enqueue
     enqueuer.after_enqueue = run_now
     try:

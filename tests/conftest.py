@@ -81,7 +81,7 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 
 def on_postgres(jobs: Jobs) -> PostgresStore:
     """The PostgreSQL store of a started `Jobs`, for a test that reaches below the protocol."""
-    store = jobs.store
+    store = jobs._ready_store
     assert isinstance(store, PostgresStore)
     return store
 

@@ -26,7 +26,7 @@ class Queries(JobQueries):
         self._store = store
 
     @property
-    def store(self) -> Store:
+    def _ready_store(self) -> Store:
         return self._store
 
 
@@ -145,4 +145,4 @@ async def test_an_unreachable_database_is_the_librarys_error_naming_the_call() -
 
 def test_without_a_store_queries_have_nothing_to_ask() -> None:
     with pytest.raises(NotImplementedError):
-        _ = JobQueries().store
+        _ = JobQueries()._ready_store

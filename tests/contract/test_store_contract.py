@@ -356,7 +356,9 @@ async def test_a_job_is_retried_by_its_policy_and_its_result_kept(jobs_dsn: str)
 
 async def test_a_job_of_a_name_no_worker_knows_fails_at_once(jobs_dsn: str) -> None:
     async with Jobs(jobs_dsn, poll_interval=0.1) as jobs:
-        [job_id] = await jobs.store.insert_jobs(new(name="nowhere.to.be.found", max_attempts=5))
+        [job_id] = await jobs._ready_store.insert_jobs(
+            new(name="nowhere.to.be.found", max_attempts=5)
+        )
         await jobs.drain(timeout=10)
         record = await jobs.get(job_id)
     assert record is not None

@@ -195,7 +195,7 @@ async def test_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs() as jobs:
-        [job_id] = await jobs.store.insert_jobs(
+        [job_id] = await jobs._ready_store.insert_jobs(
             new_jobs(name="vanished.module.job", max_attempts=5)
         )
         await jobs.drain(timeout=10)
@@ -210,7 +210,7 @@ async def test_a_stored_payload_that_no_longer_validates_fails_with_the_validati
     start_jobs: StartJobs,
 ) -> None:
     async with start_jobs() as jobs:
-        [job_id] = await jobs.store.insert_jobs(
+        [job_id] = await jobs._ready_store.insert_jobs(
             new_jobs(name=record.name, payload='{"value": "forty"}', max_attempts=5)
         )
         await jobs.drain(timeout=10)

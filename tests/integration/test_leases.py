@@ -24,7 +24,7 @@ async def test_a_worker_that_lost_its_lease_cannot_overwrite_the_newer_attempt(
     start_jobs: StartJobs, connection: asyncpg.Connection[Any]
 ) -> None:
     async with start_jobs(queues={}) as jobs:
-        store = jobs.store
+        store = jobs._ready_store
         job_id = await slow.enqueue(seconds=0)
         [stale] = await store.claim_batch("default", 10, "stalled-worker", 0.01)
         await asyncio.sleep(0.05)  # let the short lease run out in database time
@@ -59,7 +59,7 @@ async def test_jobs_of_a_dead_worker_are_rescued_and_run_by_another(
     async with start_jobs(queues={}) as producer:
         ids = [await slow.enqueue(seconds=0) for _ in range(3)]
         # A worker claims them and dies: nobody renews the lease.
-        await producer.store.claim_batch("default", 10, "dead-worker", 0.2)
+        await producer._ready_store.claim_batch("default", 10, "dead-worker", 0.2)
         async with start_jobs(lease_duration=0.3) as rescuer:
             await rescuer.drain(timeout=10)
         records = [await producer.get(i) for i in ids]
@@ -73,9 +73,9 @@ async def test_a_rescued_job_with_no_attempt_left_fails(start_jobs: StartJobs) -
 
     async with start_jobs(queues={}) as producer:
         job_id = await once.enqueue()
-        await producer.store.claim_batch("default", 10, "dead-worker", 0.01)
+        await producer._ready_store.claim_batch("default", 10, "dead-worker", 0.01)
         await asyncio.sleep(0.05)
-        await producer.store.rescue_expired(10)
+        await producer._ready_store.rescue_expired(10)
         record = await producer.get(job_id)
     assert record is not None
     assert (record.status, record.attempts) == (JobStatus.FAILED, 1)
