@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, TypeAlias, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -134,6 +134,13 @@ async def run_admin_statements(dsn: str, *statements: str) -> None:
 def channel_for(queue: str) -> str:
     """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`)."""
     return f"starlette_jobs:{queue}"
+
+
+# The channels of sql/queries.sql that are not a queue's (a queue's name has no ':' in front).
+CANCEL_CHANNEL = "starlette_jobs.cancel"
+"""Payload: the lease token of a running attempt asked to stop."""
+OUTCOMES_CHANNEL = "starlette_jobs.outcomes"
+"""Payload: the id of a finished job that someone waits for."""
 
 
 async def connect(
@@ -394,7 +401,7 @@ class Lane:
 
 
 class Listener:
-    """The LISTEN connection: calls `on_notify(queue)` when a queue's channel fires."""
+    """The LISTEN connection: calls a channel's callback with each notification's payload."""
 
     def __init__(self, connection: asyncpg.Connection[Any], statement_timeout: float) -> None:
         self._connection = connection
@@ -405,15 +412,12 @@ class Listener:
         cls,
         dsn: str,
         statement_timeout: float,
-        queues: Sequence[str],
-        on_notify: Callable[[str], None],
+        channels: Mapping[str, Callable[[str], None]],
     ) -> Listener:
         connection = await connect(dsn, statement_timeout, "listen")
         try:
-            for queue in queues:
-                await connection.add_listener(
-                    channel_for(queue), lambda *_args, queue=queue: on_notify(queue)
-                )
+            for channel, on_payload in channels.items():
+                await connection.add_listener(channel, lambda *args, call=on_payload: call(args[3]))
         except BaseException:
             connection.terminate()
             raise

@@ -79,7 +79,7 @@ class LeaseKeeper:
                 continue
             if token not in renewed:
                 self._on_lost(job_id, token)
-            elif not renewed[token]:
+            elif not renewed[token].renewed:
                 logger.warning(
                     "job %s: lease not renewed this round: another transaction holds its row "
                     "locked",

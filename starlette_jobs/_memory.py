@@ -19,16 +19,25 @@ import itertools
 import json
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
 from ._errors import MemoryStoreUnsupportedError, UniqueKeyTakenError
-from ._records import Claim, JobRecord, JobStatus, NewJobs, Outcome
+from ._memory_rows import OutcomeListener, QueueListener, Row
+from ._records import (
+    FINISHED,
+    Claim,
+    EventKind,
+    JobEvent,
+    JobRecord,
+    JobStatus,
+    NewJobs,
+    Outcome,
+    Renewal,
+)
 
 SCHEME = "memory://"
-_FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 _LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
 
 # Stores shared by name in this process, while a `Jobs` holds them.
@@ -54,76 +63,15 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(eq=False)
-class _Row:
-    """One job, as the PostgreSQL table holds it."""
-
-    id: int
-    name: str
-    queue: str
-    payload: str
-    priority: int
-    run_at: datetime
-    max_attempts: int
-    trace_context: str | None
-    unique_key: str | None
-    created_at: datetime
-    status: JobStatus = JobStatus.PENDING
-    attempts: int = 0
-    lease_token: UUID | None = None
-    lease_expires_at: datetime | None = None
-    worker_id: str | None = None
-    last_error: str | None = None
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    result: str | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-    def record(self) -> JobRecord:
-        return JobRecord.from_row(
-            {
-                **{name: getattr(self, name) for name in self.__dataclass_fields__},
-                "status": self.status.value,
-                "errors": json.dumps(self.errors),
-            }
-        )
-
-    def failed_attempt(self, error: str, at: datetime) -> None:
-        self.last_error = error
-        entry = {"attempt": self.attempts, "error": error, "at": at.isoformat()}
-        self.errors.append({**entry, "worker_id": self.worker_id})
-
-    def give_back(self, now: datetime) -> None:
-        """Pending again, due now, the attempt given back (a release)."""
-        self.status, self.attempts, self.run_at = JobStatus.PENDING, max(self.attempts - 1, 0), now
-        self.lease_token = self.lease_expires_at = None
-
-
-class _Listener:
-    def __init__(self, store: MemoryStore, queues: Sequence[str], wake: Callable[[str], None]):
-        self._store, self._queues, self._wake = store, set(queues), wake
-
-    def notify(self, queue: str) -> None:
-        if queue in self._queues:
-            self._wake(queue)
-
-    async def alive(self, timeout: float) -> bool:
-        return True
-
-    async def close(self) -> None:
-        self._store._listeners.discard(self)
-
-    def terminate(self) -> None:
-        self._store._listeners.discard(self)
-
-
 class MemoryStore:
     """The `Store` protocol on a dict; see the module's docstring."""
 
     def __init__(self) -> None:
-        self._rows: dict[int, _Row] = {}
+        self._rows: dict[int, Row] = {}
         self._ids = itertools.count(1)
-        self._listeners: set[_Listener] = set()
+        self._listeners: set[QueueListener] = set()
+        self._outcome_listeners: set[OutcomeListener] = set()
+        self.record_events = True
 
     @property
     def name(self) -> str:
@@ -151,12 +99,11 @@ class MemoryStore:
         run_at = new.run_at or now + timedelta(seconds=new.delay or 0.0)
         ids = []
         for payload in new.payloads:
-            row = _Row(
+            row = Row(
                 id=next(self._ids),
                 name=new.name,
                 queue=new.queue,
-                # As jsonb would: a JSON text in its canonical form.
-                payload=json.dumps(json.loads(payload)),
+                payload=_canonical_json(payload),
                 priority=new.priority,
                 run_at=run_at,
                 max_attempts=new.max_attempts,
@@ -170,7 +117,7 @@ class MemoryStore:
             self._notify(new.queue)
         return ids
 
-    def _live_holder(self, unique_key: str) -> _Row | None:
+    def _live_holder(self, unique_key: str) -> Row | None:
         return next(
             (r for r in self._rows.values() if r.unique_key == unique_key and r.status in _LIVE),
             None,
@@ -180,26 +127,28 @@ class MemoryStore:
         for listener in list(self._listeners):
             listener.notify(queue)
 
+    def _changed(self, row: Row, kind: EventKind, now: datetime, error: str | None = None) -> None:
+        """What follows every change of a row's state in the same statement on PostgreSQL: its
+        event, and the NOTIFY of a finished job that someone waits for."""
+        if self.record_events:
+            row.log(kind, now, error=error)
+        if row.outcome_wanted and row.status in FINISHED:
+            for listener in list(self._outcome_listeners):
+                listener.on_finished(row.id)
+
     # -- workers -------------------------------------------------------------------------------
 
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
     ) -> list[Claim]:
         now = _now()
-        due = sorted(
-            (
-                r
-                for r in self._rows.values()
-                if r.queue == queue and r.status is JobStatus.PENDING and r.run_at <= now
-            ),
-            key=lambda r: (-r.priority, r.run_at, r.id),
-        )[:limit]
         claims = []
-        for row in due:
+        for row in self._due(queue, limit):
             row.status, row.attempts, row.worker_id = JobStatus.RUNNING, row.attempts + 1, worker_id
             row.lease_token = uuid4()
             row.lease_expires_at = now + timedelta(seconds=lease_seconds)
-            row.started_at = now
+            row.started_at, row.progress = now, None
+            self._changed(row, EventKind.CLAIMED, now)
             claims.append(
                 Claim(
                     id=row.id,
@@ -214,7 +163,22 @@ class MemoryStore:
             )
         return claims
 
-    def _held(self, job_id: int, token: UUID) -> _Row | None:
+    def _due(self, queue: str, limit: int, exclude: set[int] | None = None) -> list[Row]:
+        """What a claim of `queue` takes, in claim order."""
+        now = _now()
+        return sorted(
+            (
+                r
+                for r in self._rows.values()
+                if r.queue == queue
+                and r.status is JobStatus.PENDING
+                and r.run_at <= now
+                and (not exclude or r.id not in exclude)
+            ),
+            key=lambda r: (-r.priority, r.run_at, r.id),
+        )[:limit]
+
+    def _held(self, job_id: int, token: UUID) -> Row | None:
         row = self._rows.get(job_id)
         return row if row is not None and row.lease_token == token else None
 
@@ -226,7 +190,9 @@ class MemoryStore:
             if row is None:
                 continue
             row.status = outcome.status
-            if outcome.status is JobStatus.PENDING:
+            if outcome.status is JobStatus.PENDING and row.cancel_requested_at is not None:
+                row.status = JobStatus.CANCELLED  # asked to stop: not retried
+            if row.status is JobStatus.PENDING:
                 row.run_at = now + timedelta(seconds=outcome.retry_delay or 0.0)
                 row.finished_at = None
             else:
@@ -234,27 +200,44 @@ class MemoryStore:
             if outcome.error is not None:
                 row.failed_attempt(outcome.error, now)
             row.result = outcome.result
+            if outcome.progress is not None:
+                row.progress = outcome.progress
             row.lease_token = row.lease_expires_at = None
+            kind = (
+                EventKind.ATTEMPT_FAILED
+                if row.status is JobStatus.PENDING
+                else EventKind(row.status.value)
+            )
+            self._changed(row, kind, now, outcome.error)
             written.add(row.id)
         return written
 
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-    ) -> dict[UUID, bool]:
+    ) -> dict[UUID, Renewal]:
         renewed = {}
         for job_id, token in held:
             row = self._held(job_id, token)
             if row is not None:
                 row.lease_expires_at = _now() + timedelta(seconds=lease_seconds)
-                renewed[token] = True
+                renewed[token] = Renewal(True, row.cancel_requested_at is not None)
         return renewed
+
+    async def record_progress(self, progress: Sequence[tuple[int, UUID, str]]) -> set[int]:
+        written = set()
+        for job_id, token, text in progress:
+            row = self._held(job_id, token)
+            if row is not None:
+                row.progress = _canonical_json(text)
+                written.add(job_id)
+        return written
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         released = set()
         for job_id, token in held:
             row = self._held(job_id, token)
             if row is not None:
-                row.give_back(_now())
+                self._give_back(row)
                 released.add(job_id)
         return released
 
@@ -268,10 +251,16 @@ class MemoryStore:
             if r.queue == queue and r.worker_id == worker_id and r.lease_token not in known_tokens
         ]
         for row in rows:
-            row.give_back(_now())
+            self._give_back(row)
         return sorted(row.id for row in rows)
 
-    def _running(self) -> list[_Row]:
+    def _give_back(self, row: Row) -> EventKind:
+        now = _now()
+        kind = row.give_back(now)
+        self._changed(row, kind, now)
+        return kind
+
+    def _running(self) -> list[Row]:
         return [r for r in self._rows.values() if r.status is JobStatus.RUNNING]
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
@@ -282,16 +271,22 @@ class MemoryStore:
         )[:limit]
         rescued = []
         for row in expired:
-            exhausted = row.attempts >= row.max_attempts
-            row.status = JobStatus.FAILED if exhausted else JobStatus.PENDING
-            row.finished_at = now if exhausted else None
+            if row.cancel_requested_at is not None:
+                row.status = JobStatus.CANCELLED
+            elif row.attempts >= row.max_attempts:
+                row.status = JobStatus.FAILED
+            else:
+                row.status = JobStatus.PENDING
+            row.finished_at = None if row.status is JobStatus.PENDING else now
             row.run_at = now
-            row.failed_attempt(
+            error = (
                 f"lease expired: worker {row.worker_id or '?'} stopped renewing it "
-                "(crashed or stalled)",
-                now,
+                "(crashed or stalled)"
             )
+            row.failed_attempt(error, now)
             row.lease_token = row.lease_expires_at = None
+            cancelled = row.status is JobStatus.CANCELLED
+            self._changed(row, EventKind.CANCELLED if cancelled else EventKind.RESCUED, now, error)
             rescued.append((row.id, row.queue, row.status))
         return rescued
 
@@ -301,7 +296,7 @@ class MemoryStore:
             (
                 r
                 for r in self._rows.values()
-                if r.status in _FINISHED and r.finished_at and r.finished_at < cutoff
+                if r.status in FINISHED and r.finished_at and r.finished_at < cutoff
             ),
             key=lambda r: (r.finished_at, r.id),
         )[:limit]
@@ -321,10 +316,27 @@ class MemoryStore:
             )
         )
 
-    async def listen(self, queues: Sequence[str], on_notify: Callable[[str], None]) -> _Listener:
-        listener = _Listener(self, queues, on_notify)
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> QueueListener:
+        listener = QueueListener(self, queues, on_notify, on_cancel)
         self._listeners.add(listener)
         return listener
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> OutcomeListener:
+        listener = OutcomeListener(self, on_finished)
+        self._outcome_listeners.add(listener)
+        return listener
+
+    async def want_outcome(self, job_id: int) -> JobStatus | None:
+        row = self._rows.get(job_id)
+        if row is None:
+            return None
+        row.outcome_wanted = True
+        return row.status
 
     async def expire_connections(self) -> None:
         return None
@@ -356,12 +368,30 @@ class MemoryStore:
         row = self._rows.get(job_id)
         return None if row is None else row.status
 
-    async def cancel_job(self, job_id: int) -> bool:
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
         row = self._rows.get(job_id)
-        if row is None or row.status is not JobStatus.PENDING:
-            return False
-        row.status, row.finished_at = JobStatus.CANCELLED, _now()
-        return True
+        now = _now()
+        if row is None:
+            return None
+        if row.status is JobStatus.PENDING:
+            row.status, row.finished_at = JobStatus.CANCELLED, now
+            self._changed(row, EventKind.CANCELLED, now)
+            return row.status
+        if row.status is JobStatus.RUNNING and row.cancel_requested_at is None:
+            row.cancel_requested_at = now
+            self._changed(row, EventKind.CANCEL_REQUESTED, now)
+            for listener in list(self._listeners):
+                assert row.lease_token is not None
+                listener.cancel(row.lease_token)
+            return row.status
+        return None
+
+    async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
+        return [row.record() for row in self._due(queue, limit, set(exclude))]
+
+    async def job_events(self, job_id: int) -> list[JobEvent]:
+        row = self._rows.get(job_id)
+        return [] if row is None else row.history()
 
     async def retry_job(self, job_id: int) -> bool:
         row = self._rows.get(job_id)
@@ -372,8 +402,11 @@ class MemoryStore:
                 f"job {job_id} cannot be retried: another pending or running job holds its "
                 "unique key; retry it once that job has finished"
             )
-        row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, _now()
-        row.finished_at = row.result = None
+        now = _now()
+        row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
+        row.finished_at = row.result = row.progress = row.cancel_requested_at = None
+        row.outcome_wanted = False
+        self._changed(row, EventKind.RETRIED, now)
         self._notify(row.queue)
         return True
 
@@ -381,15 +414,15 @@ class MemoryStore:
         row = self._rows.get(job_id)
         if row is None or row.status is not JobStatus.RUNNING:
             return False
-        row.give_back(_now())
-        self._notify(row.queue)
+        if self._give_back(row) is EventKind.RELEASED:
+            self._notify(row.queue)
         return True
 
     async def release_worker_jobs(self, worker_id: str) -> list[int]:
         rows = [r for r in self._running() if r.worker_id == worker_id]
         for row in rows:
-            row.give_back(_now())
-        for queue in {row.queue for row in rows}:
+            self._give_back(row)
+        for queue in {row.queue for row in rows if row.status is JobStatus.PENDING}:
             self._notify(queue)
         return sorted(row.id for row in rows)
 
@@ -397,6 +430,13 @@ class MemoryStore:
 
     async def close(self) -> None:
         self._listeners.clear()
+        self._outcome_listeners.clear()
 
     def terminate(self) -> None:
         self._listeners.clear()
+        self._outcome_listeners.clear()
+
+
+def _canonical_json(text: str) -> str:
+    """A JSON text in the form jsonb gives it back."""
+    return json.dumps(json.loads(text))

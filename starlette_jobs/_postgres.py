@@ -3,20 +3,24 @@ sql/queries.sql and the migrations, over the connections of `_connections.py`.""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from ._connections import (
+    CANCEL_CHANNEL,
+    OUTCOMES_CHANNEL,
     Executor,
     Lane,
     Listener,
     SharedPool,
     UndefinedTableError,
     UniqueViolationError,
+    channel_for,
     connect_plain,
     connection_lost,
     never_sent,
@@ -24,13 +28,14 @@ from ._connections import (
 )
 from ._connectivity import STATEMENT_TIMEOUT
 from ._errors import SchemaVersionError, UniqueKeyTakenError
-from ._records import Claim, JobRecord, JobStatus, NewJobs, Outcome
+from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
 
 # pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
 _MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
 _UNIQUE_KEY_TRIES = 5
+T = TypeVar("T")
 
 
 @cache
@@ -85,6 +90,7 @@ class PostgresStore:
         self.pool = shared.pool  # for tests and operators' own statements
         self.dsn = dsn
         self.worker_statement_timeout = worker_statement_timeout
+        self.record_events = True
         self._q = queries()
 
         def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
@@ -254,7 +260,7 @@ class PostgresStore:
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
     ) -> list[Claim]:
         rows = await self._claimer.fetch(
-            self._q["claim_batch"], queue, limit, worker_id, lease_seconds
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events
         )
         return [Claim(**row) for row in rows]
 
@@ -268,18 +274,26 @@ class PostgresStore:
             [o.retry_delay for o in outcomes],
             [o.error for o in outcomes],
             [o.result for o in outcomes],
+            [o.progress for o in outcomes],
+            self.record_events,
         )
         return {row[0] for row in rows}
 
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-    ) -> dict[UUID, bool]:
+    ) -> dict[UUID, Renewal]:
         """Renews the leases still held; returns, for each token that still holds its job,
-        whether its lease was renewed (False: the row was locked by another transaction, to
-        be tried again next round). A token left out has lost its job."""
+        whether its lease was renewed (not if the row was locked by another transaction: to
+        be tried again next round) and whether a cancel was requested. A token left out has
+        lost its job."""
         ids, tokens = zip(*held, strict=True)
         rows = await self._leases.fetch(self._q["extend_leases"], ids, tokens, lease_seconds)
-        return {row[0]: row[1] for row in rows}
+        return {token: Renewal(renewed, cancel) for token, renewed, cancel in rows}
+
+    async def record_progress(self, progress: Sequence[tuple[int, UUID, str]]) -> set[int]:
+        ids, tokens, texts = zip(*progress, strict=True)
+        rows = await self._worker_write("fetch", self._q["record_progress"], ids, tokens, texts)
+        return {row[0] for row in rows}
 
     async def release_unknown_claims(
         self, queue: str, worker_id: str, known: Sequence[UUID]
@@ -287,20 +301,30 @@ class PostgresStore:
         """Gives back, attempt included, the jobs of `queue` that this worker holds under a
         lease token it does not know: a claim that committed after its answer was lost."""
         rows = await self._worker_write(
-            "fetch", self._q["release_unknown_claims"], queue, worker_id, list(known)
+            "fetch",
+            self._q["release_unknown_claims"],
+            queue,
+            worker_id,
+            list(known),
+            self.record_events,
         )
         return [row[0] for row in rows]
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         ids, tokens = zip(*held, strict=True)
-        rows = await self._worker_write("fetch", self._q["release_jobs"], ids, tokens)
+        rows = await self._worker_write(
+            "fetch", self._q["release_jobs"], ids, tokens, self.record_events
+        )
         return {row[0] for row in rows}
 
     async def release_job(self, job_id: int) -> bool:
-        return await self._write("fetchrow", self._q["release_job"], job_id) is not None
+        row = await self._write("fetchrow", self._q["release_job"], job_id, self.record_events)
+        return row is not None
 
     async def release_worker_jobs(self, worker_id: str) -> list[int]:
-        rows = await self._write("fetch", self._q["release_worker_jobs"], worker_id)
+        rows = await self._write(
+            "fetch", self._q["release_worker_jobs"], worker_id, self.record_events
+        )
         return [row[0] for row in rows]
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
@@ -310,7 +334,9 @@ class PostgresStore:
         return deleted
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
-        rows = await self._worker_write("fetch", self._q["rescue_expired"], limit)
+        rows = await self._worker_write(
+            "fetch", self._q["rescue_expired"], limit, self.record_events
+        )
         return [(row[0], row[1], JobStatus(row[2])) for row in rows]
 
     async def get_job(self, job_id: int) -> JobRecord | None:
@@ -335,12 +361,38 @@ class PostgresStore:
         )
         return count
 
-    async def cancel_job(self, job_id: int) -> bool:
-        return await self._write("fetchval", self._q["cancel_job"], job_id) is not None
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
+        status = await self._write("fetchval", self._q["cancel_job"], job_id, self.record_events)
+        return None if status is None else JobStatus(status)
+
+    async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
+        rows = await self._read("fetch", self._q["peek_jobs"], queue, limit, list(exclude))
+        return [JobRecord.from_row(row) for row in rows]
+
+    async def job_events(self, job_id: int) -> list[JobEvent]:
+        rows = await self._read("fetch", self._q["job_events"], job_id)
+        return [
+            JobEvent(
+                job_id=row["job_id"],
+                kind=EventKind(row["kind"]),
+                at=row["at"],
+                status=JobStatus(row["status"]),
+                attempt=row["attempt"],
+                worker_id=row["worker_id"],
+                error=row["error"],
+                run_at=row["run_at"],
+            )
+            for row in rows
+        ]
+
+    async def want_outcome(self, job_id: int) -> JobStatus | None:
+        status = await self._write("fetchval", self._q["want_outcome"], job_id)
+        return None if status is None else JobStatus(status)
 
     async def retry_job(self, job_id: int) -> bool:
         try:
-            return await self._write("fetchrow", self._q["retry_job"], job_id) is not None
+            row = await self._write("fetchrow", self._q["retry_job"], job_id, self.record_events)
+            return row is not None
         except UniqueViolationError:
             raise UniqueKeyTakenError(
                 f"job {job_id} cannot be retried: another pending or running job holds its "
@@ -351,6 +403,35 @@ class PostgresStore:
         status = await self._read("fetchval", self._q["job_status"], job_id)
         return None if status is None else JobStatus(status)
 
-    async def listen(self, queues: Sequence[str], on_notify: Callable[[str], None]) -> Listener:
-        """A connection of its own that calls `on_notify(queue)` when a queue's channel fires."""
-        return await Listener.open(self.dsn, self.worker_statement_timeout, queues, on_notify)
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Listener:
+        """A connection of its own that calls `on_notify(queue)` when a queue's channel fires,
+        and `on_cancel(lease_token)` when a running job is asked to stop."""
+        channels: dict[str, Callable[[str], None]] = {
+            channel_for(queue): functools.partial(_wake, on_notify, queue) for queue in queues
+        }
+        if on_cancel is not None:
+            channels[CANCEL_CHANNEL] = functools.partial(_call_with, on_cancel, UUID)
+        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
+        channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
+        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+
+def _wake(on_notify: Callable[[str], None], queue: str, _payload: str) -> None:
+    on_notify(queue)
+
+
+def _call_with(callback: Callable[[T], None], parse: Callable[[str], T], payload: str) -> None:
+    """`callback(parse(payload))`; a payload that does not parse (a NOTIFY sent by hand on our
+    channel) is ignored."""
+    try:
+        value = parse(payload)
+    except ValueError:
+        return
+    callback(value)

@@ -1,15 +1,15 @@
-"""`JobQueries`: what users ask of their jobs (get, list, count, cancel, retry, release), over
-whatever `Store` the `Jobs` it belongs to has started."""
+"""`JobQueries`: what users ask of their jobs (get, list, count, events, peek, cancel, retry,
+release), over whatever `Store` the `Jobs` it belongs to has started."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from ._connections import unavailable_as_error
 from ._errors import JobNotFoundError
 from ._job import JobId
-from ._records import JobRecord, JobStatus
+from ._records import JobEvent, JobRecord, JobStatus
 from ._store import Store
 
 
@@ -44,12 +44,42 @@ class JobQueries:
             return await self._ready_store.count_by_status(queue)
 
     async def cancel(self, job_id: JobId) -> bool:
-        """Cancels a pending job. Returns False if it is not pending (running or finished).
+        """Cancels a job. A pending one is cancelled at once. A running one is asked to stop:
+        the worker holding it, wherever it runs, cancels the attempt at once, and the job ends
+        `cancelled`, not retried; what the job returns when it catches the cancellation is
+        kept as its result (see docs/cancelling.md). Returns False if the job has finished, or
+        was asked to stop already.
 
         Raises:
             JobNotFoundError: no job has this id.
         """
-        return await self._change(job_id, "cancel", self._ready_store.cancel_job)
+        return await self._change(job_id, "cancel", self._cancel_row)
+
+    async def _cancel_row(self, row_id: int) -> bool:
+        return await self._ready_store.cancel_job(row_id) is not None
+
+    async def events(self, job_id: JobId) -> builtins.list[JobEvent]:
+        """The job's history, oldest first: enqueued, claimed, attempt failed, succeeded, ...
+        Each event was written by the statement that made the change it records (see
+        docs/events.md). Empty if no job has this id (or it was pruned).
+        """
+        row_id = _row_id(job_id)
+        if row_id is None:
+            return []
+        with unavailable_as_error(f"read the events of job {row_id}"):
+            return await self._ready_store.job_events(row_id)
+
+    async def peek(
+        self, queue: str = "default", limit: int = 10, *, exclude: Iterable[JobId] = ()
+    ) -> builtins.list[JobRecord]:
+        """The jobs the next claim of `queue` would take, in claim order (highest priority,
+        then the longest due), leaving out the ids in `exclude`; it locks and writes nothing.
+        A job another transaction is claiming at this moment may still be listed."""
+        if type(limit) is not int or not 1 <= limit <= _MAX_PEEK:
+            raise ValueError(f"limit must be an integer from 1 to {_MAX_PEEK}, got {limit!r}")
+        left_out = [row_id for job_id in exclude if (row_id := _row_id(job_id)) is not None]
+        with unavailable_as_error(f"peek at queue {queue!r}"):
+            return await self._ready_store.peek_jobs(queue, limit, left_out)
 
     async def retry(self, job_id: JobId) -> bool:
         """Runs a failed or cancelled job again, from its first attempt. Returns False if the
@@ -100,6 +130,7 @@ class JobQueries:
 
 
 _MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
+_MAX_PEEK = 10_000
 
 
 def _row_id(job_id: object) -> int | None:

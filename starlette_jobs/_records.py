@@ -1,6 +1,6 @@
-"""The records: what users get back when they look at jobs (`JobStatus`, `JobRecord`), and what
-the library hands between its parts (`NewJobs` to insert, a `Claim` a worker took, the
-`Outcome` of an attempt). All are built by keyword."""
+"""The records: what users get back when they look at jobs (`JobStatus`, `JobRecord`, the
+`JobEvent`s of its history), and what the library hands between its parts (`NewJobs` to
+insert, a `Claim` a worker took, the `Outcome` of an attempt, a lease's `Renewal`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,59 @@ class JobStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+"""The statuses a job ends in: nothing changes it any more, except `jobs.retry`."""
+
+
+class EventKind(StrEnum):
+    """What happened to a job, as `jobs.events` lists it."""
+
+    ENQUEUED = "enqueued"
+    CLAIMED = "claimed"
+    """A worker leased it for an attempt (`attempt`, `worker_id`)."""
+    ATTEMPT_FAILED = "attempt_failed"
+    """The attempt failed and a retry is scheduled (`error`, `run_at`)."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """Failed for good: no attempt left, or an error that retrying cannot help (`error`)."""
+    CANCEL_REQUESTED = "cancel_requested"
+    """`jobs.cancel` on a running job: its worker is told to stop it."""
+    CANCELLED = "cancelled"
+    RELEASED = "released"
+    """Handed back to pending with the attempt given back: shutdown, or `jobs.release`."""
+    RESCUED = "rescued"
+    """Its lease expired (the worker crashed or stalled): pending again, or failed (`error`)."""
+    RETRIED = "retried"
+    """`jobs.retry` ran a failed or cancelled job again."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One entry of a job's history (`jobs.events`), written by the same statement as the
+    change it records."""
+
+    job_id: int
+    kind: EventKind
+    at: datetime
+    status: JobStatus
+    """The job's status right after this event."""
+    attempt: int
+    """The job's attempt count right after this event."""
+    worker_id: str | None = None
+    error: str | None = None
+    run_at: datetime | None = None
+    """When the job is due next (a retry, a release), if it is pending."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (timestamps as ISO 8601 strings)."""
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, datetime):
+                data[key] = value.isoformat()
+        data["kind"], data["status"] = self.kind.value, self.status.value
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +107,22 @@ class JobRecord:
     """One entry per failed attempt: `attempt`, `error`, `at`, `worker_id`."""
     worker_id: str | None
     result: Any
+    """What the job returned; for a job cancelled while it ran, what it returned when it caught
+    the cancellation (its partial statistics), if anything."""
+    progress: Any = None
+    """The last progress the job reported (`current_job().report_progress`), or None."""
+    cancel_requested_at: datetime | None = None
+    """When `jobs.cancel` asked a running job to stop; the job ends `cancelled`."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job has ended for good: succeeded, failed or cancelled."""
+        return self.status in FINISHED
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
         job_id = row["id"]
+        progress = row.get("progress")
         return cls(
             id=row["id"],
             name=row["name"],
@@ -77,6 +142,8 @@ class JobRecord:
             result=None
             if row["result"] is None
             else _decoded(row["result"], job_id, "result", None),
+            progress=None if progress is None else _decoded(progress, job_id, "progress", None),
+            cancel_requested_at=row.get("cancel_requested_at"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,3 +225,15 @@ class Outcome:
     error: str | None
     result: str | None
     """JSON text."""
+    progress: str | None = None
+    """The last progress the attempt reported that is not written yet (JSON text), if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What a lease renewal found for one attempt whose token still holds its job."""
+
+    renewed: bool
+    """False: not this time, another transaction holds the row locked."""
+    cancel_requested: bool
+    """`jobs.cancel` asked for the job to stop."""

@@ -7,6 +7,11 @@ stays small. Two implement it: `PostgresStore` (`_postgres.py`), and `MemoryStor
 
 Every change after a claim is fenced by the lease token the claim handed out: a caller that no
 longer holds it changes nothing.
+
+Every change of a job's state writes its event (`JobEvent`) in the same statement, unless
+`record_events` is off: the history cannot disagree with the state. A job asked to stop
+(`cancel_job` on a running job) never goes back to pending: where it would (a retry, a release,
+a rescue), it ends `cancelled` instead.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
-from ._records import Claim, JobRecord, JobStatus, NewJobs, Outcome
+from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
 
 
 class Listener(Protocol):
@@ -37,6 +42,9 @@ class Store(Protocol):
     def name(self) -> str:
         """What the store is, for messages: "PostgreSQL", "memory"."""
         ...
+
+    record_events: bool
+    """Whether each change of a job's state also writes its event (`Jobs(events=...)`)."""
 
     # -- the schema ----------------------------------------------------------------------------
 
@@ -72,9 +80,15 @@ class Store(Protocol):
 
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-    ) -> dict[UUID, bool]:
-        """For each token that still holds its job: whether its lease was renewed (False: not
-        this time, the job was busy elsewhere). A token left out has lost its job."""
+    ) -> dict[UUID, Renewal]:
+        """For each token that still holds its job: whether its lease was renewed (not if the
+        row was busy elsewhere), and whether a cancel was requested. A token left out has lost
+        its job."""
+        ...
+
+    async def record_progress(self, progress: Sequence[tuple[int, UUID, str]]) -> set[int]:
+        """Writes each (job id, lease token, JSON text) whose token still holds its job;
+        returns their ids."""
         ...
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
@@ -101,8 +115,23 @@ class Store(Protocol):
         """Jobs of `queues` running, or pending and due within `horizon_seconds` (None: any)."""
         ...
 
-    async def listen(self, queues: Sequence[str], on_notify: Callable[[str], None]) -> Listener:
-        """Calls `on_notify(queue)` when a job of one of `queues` may be due."""
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Listener:
+        """Calls `on_notify(queue)` when a job of one of `queues` may be due, and
+        `on_cancel(lease_token)` when a running job is asked to stop (any worker's)."""
+        ...
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
+        """Calls `on_finished(job_id)` when a job that `want_outcome` named has finished."""
+        ...
+
+    async def want_outcome(self, job_id: int) -> JobStatus | None:
+        """Asks to be told (see `listen_for_outcomes`) when the job finishes; returns its
+        status now (None: no such job). A job already finished is not announced again."""
         ...
 
     async def expire_connections(self) -> None:
@@ -123,8 +152,17 @@ class Store(Protocol):
 
     async def job_status(self, job_id: int) -> JobStatus | None: ...
 
-    async def cancel_job(self, job_id: int) -> bool:
-        """A pending job becomes cancelled; False if it was not pending."""
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
+        """A pending job becomes cancelled (returns CANCELLED); a running one is asked to stop,
+        its worker told (returns RUNNING); None if it was neither, or was asked already."""
+        ...
+
+    async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
+        """The jobs the next claim of `queue` would take, in claim order, writing nothing."""
+        ...
+
+    async def job_events(self, job_id: int) -> list[JobEvent]:
+        """The job's history, oldest first: its enqueueing, then each event recorded."""
         ...
 
     async def retry_job(self, job_id: int) -> bool:

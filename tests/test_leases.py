@@ -15,6 +15,7 @@ import pytest
 from starlette_jobs import JobStatus
 from starlette_jobs._leases import Held, LeaseKeeper
 from starlette_jobs._memory import MemoryStore
+from starlette_jobs._records import Renewal
 from tests.records import new_jobs, outcome
 
 
@@ -52,7 +53,7 @@ async def test_an_outcome_written_during_the_renewal_is_no_loss() -> None:
     class Finishing(MemoryStore):
         async def extend_leases(
             self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-        ) -> dict[UUID, bool]:
+        ) -> dict[UUID, Renewal]:
             # The first attempt ends, its outcome written, while the renewal is in flight.
             job_id, token = still_held.pop(0)
             claim = type("Leased", (), {"id": job_id, "lease_token": token})()
@@ -69,7 +70,7 @@ async def test_with_nothing_held_the_store_is_not_asked() -> None:
     class Refusing(MemoryStore):
         async def extend_leases(
             self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-        ) -> dict[UUID, bool]:
+        ) -> dict[UUID, Renewal]:
             raise AssertionError("asked to renew no lease")
 
     await LeaseKeeper(Refusing(), 30, list, lambda *_: None).renew()
@@ -84,8 +85,9 @@ async def test_a_lease_not_renewed_this_round_is_a_warning_not_a_loss(
     class Locked(MemoryStore):
         async def extend_leases(
             self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-        ) -> dict[UUID, bool]:
-            return {token: False for _, token in held}  # the row is locked elsewhere
+        ) -> dict[UUID, Renewal]:
+            # The row is locked elsewhere.
+            return {token: Renewal(renewed=False, cancel_requested=False) for _, token in held}
 
     lost: list[tuple[int, UUID]] = []
     keeper = LeaseKeeper(Locked(), 30, lambda: held, lambda *one: lost.append(one))
@@ -123,7 +125,7 @@ async def test_a_failed_renewal_is_retried_rather_than_ending_the_heartbeat(
     class Flaky(MemoryStore):
         async def extend_leases(
             self, held: Sequence[tuple[int, UUID]], lease_seconds: float
-        ) -> dict[UUID, bool]:
+        ) -> dict[UUID, Renewal]:
             nonlocal calls
             calls += 1
             if calls == 1:

@@ -77,11 +77,25 @@ async def test_each_change_applies_only_in_its_status(store: MemoryStore, querie
     running, pending = pending, running
     assert await queries.retry(pending) is False  # not failed
     assert await queries.release(pending) is False  # not running
-    assert await queries.cancel(running) is False  # not pending
     assert await queries.cancel(pending) is True
     assert await queries.retry(pending) is True  # cancelled: runs again
     assert await queries.release(running) is True
     assert await store.job_status(running) is JobStatus.PENDING
+    assert await queries.cancel(running) is True  # pending again
+    assert await queries.cancel(running) is False  # cancelled already
+
+
+async def test_a_running_job_is_asked_to_stop_once_and_a_release_then_cancels_it(
+    store: MemoryStore, queries: Queries
+) -> None:
+    [job_id] = await store.insert_jobs(new_jobs(1))
+    await store.claim_batch("default", 1, "w", 30)
+    assert await queries.cancel(job_id) is True
+    assert await queries.cancel(job_id) is False  # asked already
+    assert await queries.release(job_id) is True
+    assert await store.job_status(job_id) is JobStatus.CANCELLED
+    kinds = [event.kind.value for event in await queries.events(job_id)]
+    assert kinds == ["enqueued", "claimed", "cancel_requested", "cancelled"]
 
 
 async def test_retry_refuses_while_a_live_job_holds_the_unique_key(
@@ -131,7 +145,7 @@ class Unreachable(MemoryStore):
     async def get_job(self, job_id: int) -> None:
         raise ConnectionRefusedError("connection refused")
 
-    async def cancel_job(self, job_id: int) -> bool:
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
         raise TimeoutError
 
 

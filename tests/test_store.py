@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from starlette_jobs._connections import Listener as PostgresListener
-from starlette_jobs._memory import MemoryStore, _Listener
+from starlette_jobs._memory import MemoryStore
+from starlette_jobs._memory_rows import OutcomeListener, QueueListener
 from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._store import Listener, Store
 
@@ -21,7 +22,7 @@ def as_stores(postgres: PostgresStore, memory: MemoryStore) -> list[Store]:
     return [postgres, memory]
 
 
-def as_listeners(postgres: PostgresListener, memory: _Listener) -> list[Listener]:
+def as_listeners(postgres: PostgresListener, memory: QueueListener) -> list[Listener]:
     return [postgres, memory]
 
 
@@ -66,7 +67,7 @@ def test_no_store_has_public_methods_the_protocol_lacks(store: type[Any]) -> Non
     assert extra == set()
 
 
-@pytest.mark.parametrize("listener", [PostgresListener, _Listener])
+@pytest.mark.parametrize("listener", [PostgresListener, QueueListener, OutcomeListener])
 def test_each_listener_is_the_listener_protocol(listener: type[Any]) -> None:
     for name, expected in members(Listener).items():
         actual = getattr(listener, name)

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from uuid import UUID
 
 import pytest
 
 from starlette_jobs import JobStatus
-from starlette_jobs._memory import MemoryStore, _Listener
+from starlette_jobs._memory import MemoryStore
+from starlette_jobs._memory_rows import QueueListener
 from starlette_jobs._upkeep import Upkeep, Wakeups
 from tests.records import new_jobs, outcome
 
@@ -138,8 +140,11 @@ async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
 ) -> None:
     class NoListen(MemoryStore):
         async def listen(
-            self, queues: Sequence[str], on_notify: Callable[[str], None]
-        ) -> _Listener:
+            self,
+            queues: Sequence[str],
+            on_notify: Callable[[str], None],
+            on_cancel: Callable[[UUID], None] | None = None,
+        ) -> QueueListener:
             raise ConnectionRefusedError("too many connections")
 
     wakeups = Wakeups(NoListen(), ["mail"], lambda _: None, check_interval=60)
@@ -156,11 +161,16 @@ class SilentOnce(MemoryStore):
 
     def __init__(self) -> None:
         super().__init__()
-        self.listeners: list[_Listener] = []
+        self.listeners: list[QueueListener] = []
         self.expired = 0
 
-    async def listen(self, queues: Sequence[str], on_notify: Callable[[str], None]) -> _Listener:
-        listener = await super().listen(queues, on_notify)
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> QueueListener:
+        listener = await super().listen(queues, on_notify, on_cancel)
         if not self.listeners:
 
             async def silent(timeout: float) -> bool:

@@ -88,57 +88,85 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- Takes up to $2 due pending jobs of one queue for this worker, skipping rows another worker
 -- is claiming at the same moment, and leases them. The ids go to the UPDATE as one array, so
 -- that the plan is the same whatever $2 is: the claim connection reuses one generic plan
--- instead of planning every claim (see _postgres.py).
--- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds
+-- instead of planning every claim (see _postgres.py). A new attempt starts with no progress.
+-- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
+-- $5 whether to record events
 WITH picked AS (
     SELECT id FROM starlette_jobs
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
      ORDER BY priority DESC, run_at, id
      LIMIT $2
        FOR NO KEY UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'running',
+           attempts = job.attempts + 1,
+           worker_id = $3,
+           lease_token = gen_random_uuid(),
+           lease_expires_at = now() + make_interval(secs => $4),
+           started_at = now(),
+           progress = NULL
+     WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
+              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
 )
-UPDATE starlette_jobs AS job
-   SET status = 'running',
-       attempts = job.attempts + 1,
-       worker_id = $3,
-       lease_token = gen_random_uuid(),
-       lease_expires_at = now() + make_interval(secs => $4),
-       started_at = now()
- WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
-          job.max_attempts, job.lease_token, job.trace_context::text AS trace_context;
+SELECT * FROM claimed;
 
 -- name: record_outcomes
 -- Ends many attempts at once. Each row is written only while it still holds the lease token it
--- was claimed with: a worker that lost its lease cannot overwrite a newer attempt.
+-- was claimed with: a worker that lost its lease cannot overwrite a newer attempt. A job asked
+-- to stop is not retried: it ends cancelled. Whoever waits for a finished job is told.
 -- Returns the ids that were written.
--- $1 ids, $2 lease tokens, $3 new statuses ('succeeded', 'failed' or 'pending' for a retry),
--- $4 seconds until the retry (NULL unless pending), $5 error texts (NULL on success),
--- $6 results (JSON text or NULL)
-UPDATE starlette_jobs AS job
-   SET status = outcome.status,
-       run_at = CASE WHEN outcome.status = 'pending'
-                     THEN now() + make_interval(secs => outcome.retry_delay)
-                     ELSE job.run_at END,
-       finished_at = CASE WHEN outcome.status = 'pending' THEN NULL ELSE now() END,
-       last_error = coalesce(outcome.error, job.last_error),
-       errors = CASE WHEN outcome.error IS NULL THEN job.errors
-                     ELSE job.errors || jsonb_build_array(jsonb_build_object(
-                         'attempt', job.attempts, 'error', outcome.error,
-                         'at', now(), 'worker_id', job.worker_id)) END,
-       result = outcome.result::jsonb,
-       lease_token = NULL,
-       lease_expires_at = NULL
-  FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::text[])
-       AS outcome(id, lease_token, status, retry_delay, error, result)
- WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-RETURNING job.id;
+-- $1 ids, $2 lease tokens, $3 new statuses ('succeeded', 'failed', 'cancelled', or 'pending'
+-- for a retry), $4 seconds until the retry (NULL unless pending), $5 error texts (NULL on
+-- success), $6 results (JSON text or NULL), $7 last progress (JSON text, or NULL: unchanged),
+-- $8 whether to record events
+WITH outcome AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
+                         $6::text[], $7::text[])
+        AS outcome(id, lease_token, status, retry_delay, error, result, progress)
+), written AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN outcome.status = 'pending' AND job.cancel_requested_at IS NOT NULL
+                         THEN 'cancelled' ELSE outcome.status END,
+           run_at = CASE WHEN outcome.status = 'pending' AND job.cancel_requested_at IS NULL
+                         THEN now() + make_interval(secs => outcome.retry_delay)
+                         ELSE job.run_at END,
+           finished_at = CASE WHEN outcome.status = 'pending' AND job.cancel_requested_at IS NULL
+                              THEN NULL ELSE now() END,
+           last_error = coalesce(outcome.error, job.last_error),
+           errors = CASE WHEN outcome.error IS NULL THEN job.errors
+                         ELSE job.errors || jsonb_build_array(jsonb_build_object(
+                             'attempt', job.attempts, 'error', outcome.error,
+                             'at', now(), 'worker_id', job.worker_id)) END,
+           result = outcome.result::jsonb,
+           progress = coalesce(outcome.progress::jsonb, job.progress),
+           lease_token = NULL,
+           lease_expires_at = NULL
+      FROM outcome
+     WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
+    RETURNING job.id, job.status, job.attempts, job.worker_id, outcome.error, job.run_at,
+              job.outcome_wanted
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'attempt_failed' ELSE status END, status,
+           attempts, worker_id, error, CASE WHEN status = 'pending' THEN run_at END
+      FROM written WHERE $8::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written
+     WHERE outcome_wanted AND status <> 'pending'
+)
+SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
 
 -- name: extend_leases
 -- Heartbeat for jobs this worker still runs. It never waits on a row lock: a row another
 -- transaction holds (an operator's SELECT ... FOR UPDATE, a rescue in flight) is skipped this
--- round. Returns each token that still holds its job, as the statement's snapshot shows it, and
--- whether its lease was renewed; a token left out has lost its job.
+-- round. Returns each token that still holds its job, as the statement's snapshot shows it,
+-- whether its lease was renewed, and whether the job was asked to stop (should that request's
+-- NOTIFY have been lost); a token left out has lost its job.
 -- $1 ids, $2 lease tokens, $3 lease duration in seconds
 WITH held AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
@@ -153,69 +181,117 @@ WITH held AS (
      WHERE job.id = lockable.id
     RETURNING job.lease_token
 )
-SELECT held.lease_token, held.lease_token IN (SELECT lease_token FROM renewed) AS renewed
+SELECT held.lease_token, held.lease_token IN (SELECT lease_token FROM renewed) AS renewed,
+       job.cancel_requested_at IS NOT NULL AS cancel_requested
   FROM held
   JOIN starlette_jobs AS job ON job.id = held.id AND job.lease_token = held.lease_token;
 
 -- name: release_jobs
--- Gives leased jobs back without using up an attempt (shutdown). Returns the ids released.
--- $1 ids, $2 lease tokens
-UPDATE starlette_jobs AS job
-   SET status = 'pending',
-       attempts = greatest(job.attempts - 1, 0),
-       run_at = now(),
-       lease_token = NULL,
-       lease_expires_at = NULL
-  FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
- WHERE job.id = held.id AND job.lease_token = held.lease_token
-RETURNING job.id;
+-- Gives leased jobs back without using up an attempt (shutdown); a job asked to stop ends
+-- cancelled instead. Returns the ids released.
+-- $1 ids, $2 lease tokens, $3 whether to record events
+WITH released AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN job.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+           finished_at = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+           attempts = greatest(job.attempts - 1, 0),
+           run_at = now(),
+           lease_token = NULL,
+           lease_expires_at = NULL
+      FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
+     WHERE job.id = held.id AND job.lease_token = held.lease_token
+    RETURNING job.*
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
+           worker_id, CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE $3::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status <> 'pending'
+)
+SELECT id FROM released, (SELECT count(*) FROM announced) AS sent;
 
 -- name: release_unknown_claims
 -- Running jobs of one queue that this worker holds under a lease token it does not know: a claim
 -- committed on the server after the worker stopped waiting for its answer (the connection
--- dropped). They go back to pending with the attempt given back: they never started.
--- $1 queue, $2 worker id, $3 the lease tokens the worker knows
+-- dropped). They go back to pending with the attempt given back: they never started (a job
+-- asked to stop meanwhile ends cancelled).
+-- $1 queue, $2 worker id, $3 the lease tokens the worker knows, $4 whether to record events
 WITH released AS (
     UPDATE starlette_jobs
-       SET status = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+       SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+           finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
+           attempts = greatest(attempts - 1, 0), run_at = now(),
            lease_token = NULL, lease_expires_at = NULL
      WHERE queue = $1 AND worker_id = $2 AND status = 'running'
        AND lease_token <> ALL($3::uuid[])
-    RETURNING id
+    RETURNING *
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
+           worker_id, CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE $4::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id FROM released ORDER BY id;
+SELECT id FROM released, (SELECT count(*) FROM announced) AS sent ORDER BY id;
 
 -- name: release_job
 -- An operator hands a running job back to pending, its attempt given back, whichever worker
--- holds it. That worker's lease is gone: its outcome will be refused, and its next heartbeat
--- cancels its copy. Returns the queue, or nothing if the job was not running.
--- $1 job id
+-- holds it (a job asked to stop ends cancelled). That worker's lease is gone: its outcome will
+-- be refused, and its next heartbeat cancels its copy. Returns the queue, or nothing if the job
+-- was not running.
+-- $1 job id, $2 whether to record events
 WITH released AS (
     UPDATE starlette_jobs
-       SET status = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+       SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+           finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
+           attempts = greatest(attempts - 1, 0), run_at = now(),
            lease_token = NULL, lease_expires_at = NULL
      WHERE id = $1 AND status = 'running'
-    RETURNING queue
+    RETURNING *
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
+           worker_id, CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE $2::boolean
 )
-SELECT queue, pg_notify('starlette_jobs:' || queue, '') FROM released;
+SELECT queue,
+       CASE WHEN status = 'pending' THEN pg_notify('starlette_jobs:' || queue, '')
+            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+  FROM released;
 
 -- name: release_worker_jobs
 -- The same for every job a worker (typically a dead one) is running. Returns their ids.
--- $1 worker id
+-- $1 worker id, $2 whether to record events
 WITH released AS (
     UPDATE starlette_jobs
-       SET status = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+       SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+           finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
+           attempts = greatest(attempts - 1, 0), run_at = now(),
            lease_token = NULL, lease_expires_at = NULL
      WHERE worker_id = $1 AND status = 'running'
-    RETURNING id, queue
+    RETURNING *
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
+           worker_id, CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE $2::boolean
 ), notified AS (
-    SELECT pg_notify('starlette_jobs:' || queue, '') FROM (SELECT DISTINCT queue FROM released) q
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') q
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status <> 'pending'
 )
 SELECT id FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: prune_finished
--- Deletes up to $2 jobs that finished more than $1 seconds ago; returns how many it deleted.
--- SKIP LOCKED: workers pruning at the same time share the work instead of queueing.
+-- Deletes up to $2 jobs that finished more than $1 seconds ago, and their events; returns how
+-- many jobs it deleted. SKIP LOCKED: workers pruning at the same time share the work instead
+-- of queueing.
 -- $1 retention in seconds, $2 how many at most
 WITH old AS (
     SELECT id FROM starlette_jobs
@@ -225,37 +301,53 @@ WITH old AS (
      LIMIT $2
        FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id RETURNING 1
+    DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id RETURNING job.id
+), forgotten AS (
+    DELETE FROM starlette_jobs_events AS event USING deleted WHERE event.job_id = deleted.id
 )
 SELECT count(*) FROM deleted;
 
 -- name: rescue_expired
 -- Jobs whose worker stopped renewing the lease (it crashed or stalled): back to pending, or
--- failed when no attempt is left. The lost attempt is recorded like any failed attempt.
--- $1 how many at most
+-- failed when no attempt is left, or cancelled if asked to stop. The lost attempt is recorded
+-- like any failed attempt.
+-- $1 how many at most, $2 whether to record events
 WITH expired AS (
     SELECT id FROM starlette_jobs
      WHERE status = 'running' AND lease_expires_at < now()
      ORDER BY lease_expires_at
      LIMIT $1
        FOR NO KEY UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN job.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                         WHEN job.attempts >= job.max_attempts THEN 'failed'
+                         ELSE 'pending' END,
+           finished_at = CASE WHEN job.cancel_requested_at IS NOT NULL
+                                   OR job.attempts >= job.max_attempts THEN now() END,
+           run_at = now(),
+           last_error = 'lease expired: worker ' || coalesce(job.worker_id, '?')
+                        || ' stopped renewing it (crashed or stalled)',
+           errors = job.errors || jsonb_build_array(jsonb_build_object(
+               'attempt', job.attempts,
+               'error', 'lease expired: worker ' || coalesce(job.worker_id, '?')
+                        || ' stopped renewing it (crashed or stalled)',
+               'at', now(), 'worker_id', job.worker_id)),
+           lease_token = NULL,
+           lease_expires_at = NULL
+      FROM expired
+     WHERE job.id = expired.id
+    RETURNING job.*
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
+    SELECT id, CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'rescued' END, status,
+           attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END
+      FROM rescued WHERE $2::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM rescued
+     WHERE outcome_wanted AND status <> 'pending'
 )
-UPDATE starlette_jobs AS job
-   SET status = CASE WHEN job.attempts >= job.max_attempts THEN 'failed' ELSE 'pending' END,
-       finished_at = CASE WHEN job.attempts >= job.max_attempts THEN now() END,
-       run_at = now(),
-       last_error = 'lease expired: worker ' || coalesce(job.worker_id, '?')
-                    || ' stopped renewing it (crashed or stalled)',
-       errors = job.errors || jsonb_build_array(jsonb_build_object(
-           'attempt', job.attempts,
-           'error', 'lease expired: worker ' || coalesce(job.worker_id, '?')
-                    || ' stopped renewing it (crashed or stalled)',
-           'at', now(), 'worker_id', job.worker_id)),
-       lease_token = NULL,
-       lease_expires_at = NULL
-  FROM expired
- WHERE job.id = expired.id
-RETURNING job.id, job.queue, job.status;
+SELECT id, queue, status FROM rescued, (SELECT count(*) FROM announced) AS sent;
 
 -- name: get_job
 -- $1 job id
@@ -286,23 +378,81 @@ SELECT count(*) FROM starlette_jobs
             AND ($2::float8 IS NULL OR run_at <= now() + make_interval(secs => $2))));
 
 -- name: cancel_job
--- A pending job becomes cancelled; returns its queue, or nothing if it was not pending.
--- $1 job id
-UPDATE starlette_jobs SET status = 'cancelled', finished_at = now()
- WHERE id = $1 AND status = 'pending'
-RETURNING queue;
+-- A pending job becomes cancelled; a running one is asked to stop (once), and its worker is
+-- told at once, wherever it runs. Returns the job's status after: 'cancelled', or 'running'
+-- (asked to stop); nothing if it was neither pending nor running, or was asked already.
+-- $1 job id, $2 whether to record events
+WITH changed AS (
+    UPDATE starlette_jobs
+       SET status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+           finished_at = CASE WHEN status = 'pending' THEN now() ELSE finished_at END,
+           cancel_requested_at = CASE WHEN status = 'running' THEN now() END
+     WHERE id = $1
+       AND (status = 'pending' OR (status = 'running' AND cancel_requested_at IS NULL))
+    RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
+           status, attempts, worker_id
+      FROM changed WHERE $2::boolean
+)
+SELECT status,
+       CASE WHEN status = 'running' THEN pg_notify('starlette_jobs.cancel', lease_token::text)
+            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+  FROM changed;
 
 -- name: retry_job
 -- A failed or cancelled job runs again from its first attempt, now; its error history stays.
--- $1 job id
+-- $1 job id, $2 whether to record events
 WITH retried AS (
     UPDATE starlette_jobs
-       SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL
+       SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
+           progress = NULL, cancel_requested_at = NULL, outcome_wanted = false
      WHERE id = $1 AND status IN ('failed', 'cancelled')
-    RETURNING queue
+    RETURNING id, queue, status, attempts, run_at
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
+    SELECT id, 'retried', status, attempts, run_at FROM retried WHERE $2::boolean
 )
 SELECT queue, pg_notify('starlette_jobs:' || queue, '') FROM retried;
 
 -- name: job_status
 -- $1 job id
 SELECT status FROM starlette_jobs WHERE id = $1;
+
+-- name: record_progress
+-- The last progress of running attempts, fenced by their lease tokens like every write after
+-- a claim. Returns the ids written.
+-- $1 ids, $2 lease tokens, $3 progress (JSON texts)
+UPDATE starlette_jobs AS job
+   SET progress = given.progress::jsonb
+  FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS given(id, lease_token, progress)
+ WHERE job.id = given.id AND job.lease_token = given.lease_token
+RETURNING job.id;
+
+-- name: peek_jobs
+-- The jobs the next claim of a queue would take, in claim order, locking and writing nothing.
+-- $1 queue, $2 how many at most, $3 ids to leave out
+SELECT * FROM starlette_jobs
+ WHERE queue = $1 AND status = 'pending' AND run_at <= now() AND id <> ALL($3::bigint[])
+ ORDER BY priority DESC, run_at, id
+ LIMIT $2;
+
+-- name: job_events
+-- A job's history, oldest first: its enqueueing (the row itself), then its recorded events.
+-- $1 job id
+SELECT id AS job_id, 'enqueued' AS kind, created_at AS at, 'pending' AS status, 0 AS attempt,
+       NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq
+  FROM starlette_jobs WHERE id = $1
+UNION ALL
+SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id
+  FROM starlette_jobs_events WHERE job_id = $1
+ ORDER BY seq;
+
+-- name: want_outcome
+-- Someone waits for this job's outcome: the statement that finishes it will NOTIFY. An UPDATE,
+-- not a SELECT: should an outcome be committing at this moment, it waits for it and returns the
+-- status that outcome wrote, so that either the outcome sees the flag or this sees the outcome.
+-- Returns the job's status, or nothing if there is no such job.
+-- $1 job id
+UPDATE starlette_jobs SET outcome_wanted = true WHERE id = $1 RETURNING status;

@@ -32,6 +32,12 @@ CREATE TABLE starlette_jobs (
     created_at       timestamptz NOT NULL DEFAULT now(),
     started_at       timestamptz,
     finished_at      timestamptz,
+    -- The last progress the running job reported (any JSON value).
+    progress            jsonb,
+    -- Set by `jobs.cancel` on a running job: it ends `cancelled`, whatever its attempt does.
+    cancel_requested_at timestamptz,
+    -- Someone waits for the outcome (`jobs.wait`): the statement that finishes it NOTIFYs.
+    outcome_wanted      boolean NOT NULL DEFAULT false,
     CONSTRAINT starlette_jobs_running_has_lease_check
         CHECK ((status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 ) WITH (
@@ -56,3 +62,22 @@ CREATE INDEX starlette_jobs_finished_idx
 CREATE UNIQUE INDEX starlette_jobs_unique_key_idx
     ON starlette_jobs (unique_key)
     WHERE unique_key IS NOT NULL AND status IN ('pending', 'running');
+
+-- A job's history: one row per change of its state, written by the statement that makes the
+-- change (see docs/events.md). No foreign key; pruning deletes a job's events with the job.
+CREATE TABLE starlette_jobs_events (
+    job_id    bigint      NOT NULL,
+    id        bigint      GENERATED ALWAYS AS IDENTITY,
+    at        timestamptz NOT NULL DEFAULT now(),
+    kind      text        NOT NULL,
+    status    text        NOT NULL,
+    attempt   integer     NOT NULL,
+    worker_id text,
+    error     text,
+    run_at    timestamptz,
+    PRIMARY KEY (job_id, id)
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_insert_scale_factor = 0.01,
+    autovacuum_analyze_scale_factor = 0.01
+);

@@ -25,6 +25,7 @@ from starlette_jobs import (
 )
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._postgres import PostgresStore
+from starlette_jobs._records import Renewal
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -113,7 +114,7 @@ async def test_outcomes_are_written_once_and_only_under_the_current_lease(store:
     assert await store.extend_leases([(stale.id, stale.lease_token)], LEASE) == {}
     assert await store.release_jobs([(stale.id, stale.lease_token)]) == set()
     assert await store.extend_leases([(fresh.id, fresh.lease_token)], LEASE) == {
-        fresh.lease_token: True
+        fresh.lease_token: Renewal(renewed=True, cancel_requested=False)
     }
     done = ended(fresh, JobStatus.SUCCEEDED, result='{"ok": true}')
     assert await store.record_outcomes([done]) == {job_id}
@@ -237,7 +238,7 @@ async def test_a_unique_key_is_held_by_one_live_job(store: Store) -> None:
     assert second != first
     with pytest.raises(UniqueKeyTakenError):
         await store.retry_job(first)
-    assert await store.cancel_job(second) is True
+    assert await store.cancel_job(second) is JobStatus.CANCELLED
     assert await store.retry_job(first) is True
     record = await store.get_job(first)
     assert record is not None
@@ -245,15 +246,26 @@ async def test_a_unique_key_is_held_by_one_live_job(store: Store) -> None:
     assert record.errors != []  # the history stays
 
 
-async def test_only_pending_jobs_cancel_and_only_finished_ones_retry(store: Store) -> None:
-    pending, running = await store.insert_jobs(new(2))
-    await store.claim_batch("default", 1, "w", LEASE)  # `pending`, the first, is taken
-    assert await store.cancel_job(running) is True
-    assert await store.cancel_job(pending) is False  # running now
-    assert await store.cancel_job(running) is False  # already cancelled
-    assert await store.retry_job(pending) is False  # running
-    assert await store.job_status(running) is JobStatus.CANCELLED
-    assert await store.job_status(running + 1000) is None
+async def test_a_pending_job_cancels_a_running_one_is_asked_to_stop_finished_ones_retry(
+    store: Store,
+) -> None:
+    first, second = await store.insert_jobs(new(2))
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)  # the first is taken
+    assert await store.cancel_job(second) is JobStatus.CANCELLED
+    assert await store.cancel_job(second) is None  # already cancelled
+    assert await store.retry_job(first) is False  # running
+    assert await store.job_status(second) is JobStatus.CANCELLED
+    assert await store.job_status(second + 1000) is None
+    assert await store.cancel_job(second + 1000) is None
+
+    assert await store.cancel_job(first) is JobStatus.RUNNING  # asked to stop
+    assert await store.cancel_job(first) is None  # asked already
+    assert await store.extend_leases([(first, claim.lease_token)], LEASE) == {
+        claim.lease_token: Renewal(renewed=True, cancel_requested=True)
+    }
+    record = await store.get_job(first)
+    assert record is not None
+    assert (record.status, record.cancel_requested_at is not None) == (JobStatus.RUNNING, True)
 
 
 # -- retention, listing, counts ----------------------------------------------------------------

@@ -3,7 +3,9 @@
 Hypothesis plays several workers and an operator against `Store` (the statements the worker
 runs) and, after every step, checks the rows against a model: one holder per running job, stale
 lease tokens refused, attempts never above `max_attempts`, terminal states left only through
-`retry`, one live job per unique key. Each simulated worker keeps the real worker's bookkeeping
+`retry`, one live job per unique key, and each job's events (`Store.job_events`) exactly the
+transitions the model went through, each with the status and attempt count it left the row
+in. Each simulated worker keeps the real worker's bookkeeping
 (`RunningAttempts`): a job released or rescued while its worker runs it can come back to that
 worker, which must still know every running row it holds, and leave none at a clean shutdown.
 Tests of one query at a time cannot find the orderings that would break these; this searches
@@ -36,7 +38,7 @@ from hypothesis.stateful import (
 from starlette_jobs import JobStatus
 from starlette_jobs._errors import UniqueKeyTakenError
 from starlette_jobs._postgres import PostgresStore
-from starlette_jobs._records import Claim, NewJobs
+from starlette_jobs._records import Claim, EventKind, NewJobs, Renewal
 from starlette_jobs._running import RunningAttempts
 from tests.records import new_jobs, outcome
 
@@ -58,10 +60,11 @@ ENDS = ("succeeded", "failed", "gave up")
 ROWS = """
 SELECT id, queue, status, attempts, max_attempts, lease_token, lease_expires_at,
        lease_expires_at < now() AS expired, worker_id, unique_key, run_at, finished_at,
-       jsonb_array_length(errors) AS errors
+       jsonb_array_length(errors) AS errors, cancel_requested_at IS NOT NULL AS cancel_requested
   FROM starlette_jobs
  ORDER BY id
 """
+EVENTS = "SELECT job_id, kind, status, attempt FROM starlette_jobs_events ORDER BY job_id, id"
 EXPIRE = """
 UPDATE starlette_jobs SET lease_expires_at = now() - interval '1 second'
  WHERE id = $1 AND status = 'running'
@@ -85,6 +88,15 @@ class Expected:
     worker_id: str | None = None
     expired: bool = False  # lease forced into the past, not renewed or rescued since
     errors: int = 0
+    cancel_requested: bool = False  # asked to stop while running: it ends cancelled
+    # (kind, status, attempts) of every event the job's history must hold, in order.
+    events: list[tuple[EventKind, JobStatus, int]] | None = None
+
+    def happened(self, kind: EventKind) -> None:
+        """The row just changed: its event, with the state the change left it in."""
+        if self.events is None:
+            self.events = []
+        self.events.append((kind, self.status, self.attempts))
 
 
 @dataclass(frozen=True)
@@ -105,7 +117,11 @@ class Lifecycle(RuleBasedStateMachine):
         self.runner = asyncio.Runner()
         try:
             self.store = self.runner.run(PostgresStore.open(self.dsn, min_size=1, max_size=2))
-            self.runner.run(self.store.pool.execute("TRUNCATE starlette_jobs RESTART IDENTITY"))
+            self.runner.run(
+                self.store.pool.execute(
+                    "TRUNCATE starlette_jobs, starlette_jobs_events RESTART IDENTITY"
+                )
+            )
         except BaseException:
             self.runner.close()
             raise
@@ -176,11 +192,18 @@ class Lifecycle(RuleBasedStateMachine):
         return [i for i, job in self.jobs.items() if job.unique_key == key and job.status in LIVE]
 
     def give_back(self, job_id: int) -> None:
-        """A release: pending again, the attempt given back, due now."""
+        """A release: pending again, the attempt given back, due now; cancelled instead if the
+        job was asked to stop."""
         job = self.jobs[job_id]
-        job.status, job.attempts = JobStatus.PENDING, max(job.attempts - 1, 0)
+        job.attempts = max(job.attempts - 1, 0)
         job.lease_token, job.expired = None, False
         job.run_at_call, job.delayed = self.calls, False
+        if job.cancel_requested:
+            job.status = JobStatus.CANCELLED
+            job.happened(EventKind.CANCELLED)
+        else:
+            job.status = JobStatus.PENDING
+            job.happened(EventKind.RELEASED)
 
     # Producers.
 
@@ -192,6 +215,7 @@ class Lifecycle(RuleBasedStateMachine):
             self.jobs[job_id] = Expected(
                 new.queue, new.priority, new.max_attempts, new.unique_key, self.calls, delayed
             )
+            self.jobs[job_id].happened(EventKind.ENQUEUED)
         return ids
 
     @initialize(max_attempts=st.lists(st.integers(1, 3), min_size=2, max_size=6))
@@ -264,6 +288,7 @@ class Lifecycle(RuleBasedStateMachine):
             self.tokens.add(c.lease_token)
             job.status, job.attempts, job.worker_id = JobStatus.RUNNING, c.attempts, worker
             job.lease_token, job.expired = c.lease_token, False
+            job.happened(EventKind.CLAIMED)
             self.held[worker].append(Held(c.id, c.lease_token, c.attempts, c.max_attempts))
             self.running[worker].start(c, next(self.attempt_numbers))
             self.claims[c.lease_token] = c
@@ -284,8 +309,12 @@ class Lifecycle(RuleBasedStateMachine):
         extended = self.call(
             self.store.extend_leases([(h.id, h.lease_token) for h in held], LEASE_SECONDS)
         )
-        # Nothing else holds a row lock here: every lease still held is renewed.
-        assert extended == {h.lease_token: True for h in still}
+        # Nothing else holds a row lock here: every lease still held is renewed, and says
+        # whether its job was asked to stop.
+        assert extended == {
+            h.lease_token: Renewal(renewed=True, cancel_requested=self.jobs[h.id].cancel_requested)
+            for h in still
+        }
         for h in still:
             self.jobs[h.id].expired = False
         for h in held:
@@ -315,8 +344,13 @@ class Lifecycle(RuleBasedStateMachine):
             job.status, job.lease_token, job.expired = o.status, None, False
             if o.error is not None:
                 job.errors += 1
-            if o.status is JobStatus.PENDING:
+            if o.status is JobStatus.PENDING and job.cancel_requested:
+                job.status = JobStatus.CANCELLED  # asked to stop: not retried
+            if job.status is JobStatus.PENDING:
                 job.run_at_call = self.calls
+                job.happened(EventKind.ATTEMPT_FAILED)
+            else:
+                job.happened(EventKind(job.status.value))
 
     @precondition(lambda self: self.holding())
     @rule(data=st.data())
@@ -373,14 +407,24 @@ class Lifecycle(RuleBasedStateMachine):
         for job_id in running:
             self.give_back(job_id)
 
-    @precondition(lambda self: self.some(JobStatus.PENDING))
+    @precondition(lambda self: self.some(JobStatus.PENDING, JobStatus.RUNNING))
     @rule(data=st.data())
     def operator_cancel(self, data: st.DataObject) -> None:
-        job_id = self.draw_job(data, JobStatus.PENDING)
-        pending = self.jobs[job_id].status is JobStatus.PENDING
-        assert self.call(self.store.cancel_job(job_id)) == pending
-        if pending:
-            self.jobs[job_id].status = JobStatus.CANCELLED
+        """A pending job is cancelled; a running one is asked to stop (once): its worker is told,
+        and wherever its attempt ends (an outcome, a release, a rescue) it ends cancelled."""
+        job_id = self.draw_job(data, JobStatus.PENDING, JobStatus.RUNNING)
+        job = self.jobs[job_id]
+        answer = self.call(self.store.cancel_job(job_id))
+        if job.status is JobStatus.PENDING:
+            assert answer is JobStatus.CANCELLED
+            job.status = JobStatus.CANCELLED
+            job.happened(EventKind.CANCELLED)
+        elif job.status is JobStatus.RUNNING and not job.cancel_requested:
+            assert answer is JobStatus.RUNNING
+            job.cancel_requested = True
+            job.happened(EventKind.CANCEL_REQUESTED)
+        else:
+            assert answer is None
 
     @precondition(lambda self: self.some(JobStatus.FAILED, JobStatus.CANCELLED))
     @rule(data=st.data())
@@ -394,8 +438,9 @@ class Lifecycle(RuleBasedStateMachine):
                 self.call(self.store.retry_job(job_id))
         else:
             assert self.call(self.store.retry_job(job_id)) is True
-            job.status, job.attempts = JobStatus.PENDING, 0
+            job.status, job.attempts, job.cancel_requested = JobStatus.PENDING, 0, False
             job.run_at_call, job.delayed = self.calls, False
+            job.happened(EventKind.RETRIED)
             self.retried.add(job_id)
 
     def running_with_a_free_slot(self) -> list[int]:
@@ -469,12 +514,16 @@ class Lifecycle(RuleBasedStateMachine):
         for job_id, queue, status in rescued:
             job = self.jobs[job_id]
             assert queue == job.queue
-            assert status is (
-                JobStatus.FAILED if job.attempts >= job.max_attempts else JobStatus.PENDING
-            )
+            if job.cancel_requested:
+                assert status is JobStatus.CANCELLED
+            elif job.attempts >= job.max_attempts:
+                assert status is JobStatus.FAILED
+            else:
+                assert status is JobStatus.PENDING
             job.status, job.lease_token, job.expired = status, None, False
             job.errors += 1
             job.run_at_call = self.calls
+            job.happened(EventKind.CANCELLED if job.cancel_requested else EventKind.RESCUED)
 
     # After every step.
 
@@ -502,6 +551,7 @@ class Lifecycle(RuleBasedStateMachine):
                 job.unique_key,
                 job.errors,
             ), f"job {job_id}: (worker_id, unique_key, errors)"
+            assert row["cancel_requested"] == job.cancel_requested
             if status is JobStatus.RUNNING:
                 holders = [
                     worker
@@ -527,6 +577,19 @@ class Lifecycle(RuleBasedStateMachine):
             for queue in QUEUES:
                 assert self.running[worker].count(queue) <= CONCURRENCY
         assert len(set(live_keys)) == len(live_keys)
+
+        # The history agrees with the state: every transition the model went through, in
+        # order, each with the status and attempts it left; the last one is the row's state.
+        recorded: dict[int, list[tuple[EventKind, JobStatus, int]]] = {
+            job_id: [(EventKind.ENQUEUED, JobStatus.PENDING, 0)] for job_id in self.jobs
+        }
+        for event in self.call(self.store.pool.fetch(EVENTS)):
+            recorded[event["job_id"]].append(
+                (EventKind(event["kind"]), JobStatus(event["status"]), event["attempt"])
+            )
+        for job_id, job in self.jobs.items():
+            assert recorded[job_id] == job.events, f"job {job_id}: events"
+            assert recorded[job_id][-1][1:] == (job.status, job.attempts)
 
         # run_at follows the calls that set it: a later call's now() is not earlier, and one
         # statement gives all its rows the same now().
