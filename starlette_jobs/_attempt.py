@@ -5,22 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Callable
 
-import pydantic_core
-
-from ._context import RunningJob, running
+from ._context import AttemptControl, RunningJob, running
 from ._errors import JobArgumentsError, UnknownJobError
 from ._job import Job, registered_job
 from ._records import Claim, JobStatus, Outcome
 from ._retry import delay_after_failure
-from ._storable import (
-    REPLACEMENT_CHARACTER,
-    json_problems,
-    may_be_unstorable,
-    python_text_problems,
-    storable,
-)
+from ._storable import storable, storable_json
 from ._tracing import ProcessScope, Tracing
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -28,12 +19,19 @@ logger = logging.getLogger("starlette_jobs.worker")
 _MAX_ERROR_LENGTH = 8000
 
 
-async def run_attempt(
-    claim: Claim, tracing: Tracing, cancelled_by_worker: Callable[[], bool]
-) -> Outcome:
+CANCEL_REQUESTED = "cancelled on request"
+"""The error of an attempt that `jobs.cancel` stopped, and the message of its CancelledError."""
+
+
+async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -> Outcome:
     """Runs the job and returns how the attempt ended. Never raises, except `CancelledError`
-    when the worker cancelled the attempt (shutdown, or its lease was lost), as
-    `cancelled_by_worker()` tells: no outcome then."""
+    when the worker cancelled the attempt for itself (shutdown, or its lease was lost), as
+    `control.stopped_by_worker` tells: no outcome then.
+
+    An attempt that `jobs.cancel` asked to stop (`control.cancel_requested`) ends `cancelled`
+    however it ends, never retried: with what the job returned as its result (it caught the
+    cancellation, or a sync job saw the flag), else with the error that ended it.
+    """
     try:
         job = registered_job(claim.name)
         kwargs = job._parse_arguments(claim.payload)
@@ -46,7 +44,9 @@ async def run_attempt(
         claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
     ) as scope:
         deadline = None if job.timeout is None else asyncio.timeout(job.timeout)
-        me = RunningJob(claim.id, claim.name, claim.queue, claim.attempts, claim.max_attempts)
+        me = RunningJob(
+            claim.id, claim.name, claim.queue, claim.attempts, claim.max_attempts, _control=control
+        )
         try:
             with running(me):
                 if deadline is None:
@@ -55,30 +55,50 @@ async def run_attempt(
                     async with deadline:
                         result = await job._run(kwargs)
         except TimeoutError as error:
+            if control.cancel_requested:
+                return _cancelled(claim, error)
             if deadline is None or not deadline.expired():
                 return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError
             timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
             return _attempt_failed(claim, job, timed_out, scope)
-        except asyncio.CancelledError:
-            if cancelled_by_worker():
+        except asyncio.CancelledError as error:
+            if control.stopped_by_worker:
                 raise
-            # The job cancelled itself, or let the CancelledError of an inner task through:
-            # an ordinary failed attempt. Undo its own cancel requests, so the worker's code
-            # that runs next in this task is not cancelled too.
-            current = asyncio.current_task()
-            while current is not None and current.cancelling():
-                current.uncancel()
+            # Cancelled on request, or the job cancelled itself, or let the CancelledError of
+            # an inner task through. Undo the cancel requests of this task, so the worker's code
+            # that runs next in it is not cancelled too.
+            _uncancel()
+            if control.cancel_requested:
+                return _cancelled(claim, None if _is_request(error) else error)
             return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
         except BaseException as error:  # a job must never take the worker down
+            if control.cancel_requested and not control.stopped_by_worker:
+                _uncancel()
+                return _cancelled(claim, error)
             return _attempt_failed(claim, job, error, scope)
-    return Outcome(
-        id=claim.id,
-        lease_token=claim.lease_token,
-        status=JobStatus.SUCCEEDED,
-        retry_delay=None,
-        error=None,
-        result=_result_json(claim, result),
-    )
+    if control.cancel_requested and not control.stopped_by_worker:
+        # It caught the cancellation and returned (partial results), or ignored it, or a sync
+        # job saw the flag: the job was asked to stop, and it is not run again.
+        _uncancel()
+        logger.info("job %s (%s) cancelled on request", claim.id, claim.name)
+        return _outcome(claim, JobStatus.CANCELLED, None, _result_json(claim, result))
+    return _outcome(claim, JobStatus.SUCCEEDED, None, _result_json(claim, result))
+
+
+def _is_request(error: asyncio.CancelledError) -> bool:
+    return error.args == (CANCEL_REQUESTED,)
+
+
+def _uncancel() -> None:
+    current = asyncio.current_task()
+    while current is not None and current.cancelling():
+        current.uncancel()
+
+
+def _cancelled(claim: Claim, error: BaseException | None) -> Outcome:
+    logger.info("job %s (%s) cancelled on request", claim.id, claim.name)
+    text = CANCEL_REQUESTED if error is None else f"{CANCEL_REQUESTED}: {_error_text(error)}"
+    return _outcome(claim, JobStatus.CANCELLED, text, None)
 
 
 def _attempt_failed(
@@ -113,6 +133,17 @@ def _failed(claim: Claim, status: JobStatus, delay: float | None, error: str) ->
     )
 
 
+def _outcome(claim: Claim, status: JobStatus, error: str | None, result: str | None) -> Outcome:
+    return Outcome(
+        id=claim.id,
+        lease_token=claim.lease_token,
+        status=status,
+        retry_delay=None,
+        error=error,
+        result=result,
+    )
+
+
 def _error_text(error: BaseException) -> str:
     # PostgreSQL text cannot hold NUL characters or lone surrogates: they are kept as escapes.
     text = storable("".join(traceback.format_exception(error)).strip())
@@ -125,23 +156,10 @@ def _error_text(error: BaseException) -> str:
 def _result_json(claim: Claim, result: object) -> str | None:
     if result is None:
         return None
-    try:
-        text = pydantic_core.to_json(result)
-    except (pydantic_core.PydanticSerializationError, ValueError) as error:
-        logger.warning("job %s (%s): result not stored, not JSON: %s", claim.id, claim.name, error)
-        return None
     # What enqueue refuses in arguments (NUL, lone surrogates, deep nesting, huge integers)
     # would make the outcome fail to be written, or the row fail to be read.
-    if may_be_unstorable(text):
-        problems = json_problems(text, top_level_keys=False)
-        if REPLACEMENT_CHARACTER in text:
-            # A lone surrogate in a dict key is written as replacement characters.
-            problems += python_text_problems(result)
-        if problems:
-            loc, reason = problems[0]
-            where = ".".join(str(part) for part in loc) or "(result)"
-            logger.warning(
-                "job %s (%s): result not stored: %s: %s", claim.id, claim.name, where, reason
-            )
-            return None
-    return text.decode()
+    try:
+        return storable_json(result).decode()
+    except ValueError as error:
+        logger.warning("job %s (%s): result not stored: %s", claim.id, claim.name, error)
+        return None

@@ -1,9 +1,41 @@
-"""`current_job()`: what a running job can know about itself (id, attempt, ...)."""
+"""`current_job()`: what a running job can know about itself (id, attempt, ...), whether it was
+asked to stop, and where it reports its progress."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from ._storable import storable_json
+
+
+class AttemptControl:
+    """What the worker and one attempt's code share. Thread-safe: a sync job runs in a thread.
+
+    `report(text)` takes the progress the job reports, as JSON text (None: dropped).
+    """
+
+    __slots__ = ("_cancel_requested", "report", "stopped_by_worker")
+
+    def __init__(self, report: Callable[[str], None] | None = None) -> None:
+        self._cancel_requested = threading.Event()
+        self.report = report
+        self.stopped_by_worker = False
+        """The worker cancelled the attempt for itself (shutdown, a lost lease): no outcome."""
+
+    @property
+    def cancel_requested(self) -> bool:
+        """`jobs.cancel` asked the job to stop."""
+        return self._cancel_requested.is_set()
+
+    def request_cancel(self) -> bool:
+        """Marks the attempt as asked to stop; False if it was already."""
+        if self._cancel_requested.is_set():
+            return False
+        self._cancel_requested.set()
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +48,50 @@ class RunningJob:
     attempt: int
     """1 on the first run, 2 on the first retry, ..."""
     max_attempts: int
+    _control: AttemptControl = field(
+        default_factory=AttemptControl, repr=False, compare=False, kw_only=True
+    )
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether `jobs.cancel` asked this job to stop. An `async def` job is also cancelled
+        (it gets `asyncio.CancelledError`); a plain `def` job runs in a thread, which cannot be
+        interrupted: it should check this now and then, and return early.
+
+        Example:
+            >>> @job
+            ... def crunch(rows: int) -> dict[str, int]:
+            ...     done = 0
+            ...     while done < rows and not current_job().cancel_requested:
+            ...         done += 1
+            ...     return {"done": done}
+        """
+        return self._control.cancel_requested
+
+    def report_progress(self, value: object) -> None:
+        """Reports how far the job got: any JSON value (a fraction, counts, a stage name). The
+        latest value is readable as `JobRecord.progress` while the job runs; values reported
+        faster than they are written replace each other (see docs/progress.md). Safe to call
+        from a sync job's thread.
+
+        Raises:
+            ValueError: `value` is not JSON, or holds what PostgreSQL cannot store (a NUL, a
+                lone surrogate, nesting deeper than 64 levels, an integer of more than 4,300
+                digits, NaN or infinity); the message says where.
+
+        Example:
+            >>> @job
+            ... async def import_rows(total: int) -> None:
+            ...     for done in range(total):
+            ...         current_job().report_progress({"done": done + 1, "total": total})
+        """
+        try:
+            text = storable_json(value).decode()
+        except ValueError as error:
+            raise ValueError(f"job {self.id}: progress not storable: {error}") from None
+        report = self._control.report
+        if report is not None:
+            report(text)
 
 
 _current: ContextVar[RunningJob | None] = ContextVar("starlette_jobs_current_job", default=None)

@@ -23,9 +23,10 @@ Held = list[tuple[int, UUID]]
 
 
 class LeaseKeeper:
-    """Renews every `lease_duration / 3` the leases `held()` names; calls `on_lost(token)` for
-    an attempt whose job is no longer held under its token (rescued after it expired, or
-    released by an operator)."""
+    """Renews every `lease_duration / 3` the leases `held()` names; calls `on_lost(job_id, token)`
+    for an attempt whose job is no longer held under its token (rescued after it expired, or
+    released by an operator), and `on_cancel(token)` for one whose job `jobs.cancel` asked to
+    stop: the fallback, should the request's notification have been lost."""
 
     def __init__(
         self,
@@ -33,11 +34,13 @@ class LeaseKeeper:
         lease_duration: float,
         held: Callable[[], Held],
         on_lost: Callable[[int, UUID], None],
+        on_cancel: Callable[[UUID], None] | None = None,
     ) -> None:
         self._store = store
         self._lease_duration = lease_duration
         self._held = held
         self._on_lost = on_lost
+        self._on_cancel = on_cancel
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -77,9 +80,13 @@ class LeaseKeeper:
         for job_id, token in held:
             if token not in still_held:
                 continue
-            if token not in renewed:
+            renewal = renewed.get(token)
+            if renewal is None:
                 self._on_lost(job_id, token)
-            elif not renewed[token].renewed:
+                continue
+            if renewal.cancel_requested and self._on_cancel is not None:
+                self._on_cancel(token)
+            if not renewal.renewed:
                 logger.warning(
                     "job %s: lease not renewed this round: another transaction holds its row "
                     "locked",

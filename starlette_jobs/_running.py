@@ -47,9 +47,14 @@ class RunningAttempts(Generic[Handle]):
         del self._by_queue[claim.queue][claim.lease_token]
 
     def handle(self, token: UUID) -> Handle | None:
+        found = self.get(token)
+        return None if found is None else found[0]
+
+    def get(self, token: UUID) -> tuple[Handle, Claim] | None:
+        """The attempt running under `token`, with its claim; None if none is."""
         for attempts in self._by_queue.values():
             if token in attempts:
-                return attempts[token][0]
+                return attempts[token]
         return None
 
     def held(self) -> list[tuple[int, UUID]]:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pydantic_core
+
 MAX_DEPTH = 64
 """How deep lists and dicts may nest inside one argument (or one result)."""
 
@@ -191,3 +193,34 @@ def python_text_problems(
     elif isinstance(value, list | tuple | set | frozenset):
         for index, item in enumerate(value):
             yield from python_text_problems(item, (*loc, index))
+
+
+def storable_json(value: object) -> bytes:
+    """`value` as JSON text that PostgreSQL can store and Python can read back: what a job
+    returns, or reports as its progress.
+
+    Raises:
+        ValueError: `value` is not JSON (the message says why), or holds what cannot be stored
+            or read back (NUL, a lone surrogate, nesting deeper than 64 levels, an integer of
+            more than 4,300 digits): the message names where, as `key.0.key`.
+    """
+    try:
+        text = pydantic_core.to_json(value)
+    except (pydantic_core.PydanticSerializationError, ValueError) as error:
+        # A lone surrogate cannot even be encoded: say where it is rather than how it failed.
+        _refuse(list(python_text_problems(value)))
+        raise ValueError(f"not JSON: {error}") from None
+    if may_be_unstorable(text):
+        problems = json_problems(text, top_level_keys=False)
+        if REPLACEMENT_CHARACTER in text:
+            # A lone surrogate in a dict key is written as replacement characters.
+            problems += python_text_problems(value)
+        _refuse(problems)
+    return text
+
+
+def _refuse(problems: list[tuple[tuple[Any, ...], str]]) -> None:
+    if problems:
+        loc, reason = problems[0]
+        where = ".".join(str(part) for part in loc) or "(the value)"
+        raise ValueError(f"{where}: {reason}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from uuid import UUID
 
 from ._connections import DATABASE_ERRORS
 from ._store import Listener, Store
@@ -82,7 +83,9 @@ class Upkeep:
 
 class Wakeups:
     """LISTEN on the queues' channels; `wake(queue)` on each notification, and on every queue
-    whenever the connection is opened again (notifications may have been missed meanwhile).
+    whenever the connection is opened again (notifications may have been missed meanwhile);
+    `on_cancel(lease_token)` for each cancel request of a running job (any worker's: the
+    callee checks whether it runs that attempt; the heartbeat catches requests missed here).
     The connection is checked every `check_interval` seconds and must answer within as long:
     a silent one is found within twice that."""
 
@@ -92,10 +95,12 @@ class Wakeups:
         queues: Sequence[str],
         wake: Callable[[str], None],
         check_interval: float,
+        on_cancel: Callable[[UUID], None] | None = None,
     ) -> None:
         self._store = store
         self._queues = list(queues)
         self._wake = wake
+        self._on_cancel = on_cancel
         self._check_interval = check_interval
         self._listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
@@ -119,7 +124,7 @@ class Wakeups:
 
     async def _open(self) -> bool:
         try:
-            self._listener = await self._store.listen(self._queues, self._wake)
+            self._listener = await self._store.listen(self._queues, self._wake, self._on_cancel)
         except Exception as error:  # unreachable, too many connections...: polling still works
             self._listener = None
             logger.warning("LISTEN connection failed, polling until it is back: %s", error)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import logging
 import math
 import os
@@ -18,13 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from ._attempt import run_attempt
+from ._attempt import CANCEL_REQUESTED, run_attempt
 from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff, worker_statement_timeout
+from ._context import AttemptControl
 from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper
 from ._outcomes import OutcomeWriter
+from ._progress import ProgressWriter
 from ._records import Claim
 from ._running import RunningAttempts
 from ._store import Store
@@ -93,18 +97,27 @@ class Worker:
         self._queues = {name: _QueueState(name) for name in settings.queues}
         self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
         self._outcomes = OutcomeWriter(store)
-        self._leases = LeaseKeeper(store, settings.lease_duration, self._held, self._lost)
+        self._progress = ProgressWriter(store)
+        self._leases = LeaseKeeper(
+            store, settings.lease_duration, self._held, self._lost, self._cancel_requested
+        )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         # The worker's statements wait at most this long (see _connectivity): LISTEN is
         # checked twice as often, so that a silent one is found within as long.
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
-        self._wakeups = Wakeups(store, list(self._queues), self.wake, self._statement_timeout / 2)
+        self._wakeups = Wakeups(
+            store,
+            list(self._queues),
+            self.wake,
+            self._statement_timeout / 2,
+            self._cancel_requested,
+        )
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
         self._tasks: list[asyncio.Task[None]] = []
-        # Attempts this worker cancelled (shutdown, lost lease), as opposed to a job that
-        # cancelled itself.
-        self._cancelled: set[UUID] = set()
+        # What the worker shares with each running attempt: whether a cancel was requested,
+        # whether the worker cancelled it for itself (shutdown, lost lease), its progress.
+        self._controls: dict[UUID, AttemptControl] = {}
         # Attempts still running in a task or thread after shutdown gave up on them.
         self.abandoned = 0
 
@@ -115,6 +128,7 @@ class Worker:
     async def start(self) -> None:
         try:
             self._outcomes.start()
+            self._progress.start()
             await self._wakeups.start()
             for state in self._queues.values():
                 self._tasks.append(
@@ -131,6 +145,7 @@ class Worker:
             await self._leases.stop()
             await self._upkeep.stop()
             await self._outcomes.stop(timeout=0)
+            await self._progress.stop()
             self._wakeups.terminate()
             raise
         logger.info("worker %s started on queues %s", self.worker_id, dict(self._settings.queues))
@@ -185,6 +200,8 @@ class Worker:
                     await self._release([(c.id, c.lease_token) for c in claims])
                     return
                 for claim in claims:
+                    report = functools.partial(self._progress.report, claim.id, claim.lease_token)
+                    self._controls[claim.lease_token] = AttemptControl(report)
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more and self._running.free(state.name) > 0:
@@ -217,12 +234,16 @@ class Worker:
     async def _execute(self, state: _QueueState, claim: Claim) -> None:
         token = claim.lease_token
         try:
-            outcome = await run_attempt(claim, self._tracing, lambda: token in self._cancelled)
+            outcome = await run_attempt(claim, self._tracing, self._controls[token])
         finally:
-            self._cancelled.discard(token)
+            del self._controls[token]
             self._running.end(claim)
+            # The last progress not written yet goes with the outcome, so it is never lost.
+            progress = self._progress.take(token)
             if state.may_have_more:
                 state.wake.set()
+        if progress is not None:
+            outcome = dataclasses.replace(outcome, progress=progress)
         self._outcomes.add(outcome)
         if outcome.retry_delay is not None and not self._stopping:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
@@ -249,8 +270,31 @@ class Worker:
             self._cancel(token, attempt)
 
     def _cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
-        self._cancelled.add(token)
+        """Cancels an attempt for the worker's own reasons (shutdown, a lost lease)."""
+        control = self._controls.get(token)
+        if control is not None:
+            control.stopped_by_worker = True
         task.cancel()
+
+    def _cancel_requested(self, token: UUID) -> None:
+        """`jobs.cancel` asked a running job to stop (told by NOTIFY, or by the heartbeat if
+        that was lost). If this worker runs the attempt that holds `token`, it stops it now: an
+        async job is cancelled; a sync job's thread cannot be, it sees the flag
+        (`current_job().cancel_requested`). Any other token is another worker's."""
+        control = self._controls.get(token)
+        attempt = self._running.get(token)
+        if control is None or attempt is None or not control.request_cancel():
+            return
+        task, claim = attempt
+        if _is_async_job(claim.name):
+            logger.info("job %s (%s): cancel requested, cancelling it", claim.id, claim.name)
+            task.cancel(CANCEL_REQUESTED)
+        else:
+            logger.info(
+                "job %s (%s): cancel requested; it runs in a thread, which cannot be "
+                "interrupted: it ends when it returns",
+                claim.id, claim.name,
+            )  # fmt: skip
 
     # -- drain and shutdown -------------------------------------------------------------------
 
@@ -339,6 +383,7 @@ class Worker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._leases.stop()
         await self._upkeep.stop()
+        await self._progress.stop()
         self._wakeups.terminate()  # if closing it ran out of time
         logger.info("worker %s stopped", self.worker_id)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from typing import Any
 from uuid import uuid4
 
 import pytest
 
-from starlette_jobs import JobStatus, Retry, job
-from starlette_jobs._attempt import run_attempt
+from starlette_jobs import JobStatus, Retry, current_job, job
+from starlette_jobs._attempt import CANCEL_REQUESTED, run_attempt
+from starlette_jobs._context import AttemptControl
 from starlette_jobs._records import Claim, Outcome
 from starlette_jobs._tracing import Tracing
 
@@ -44,7 +47,7 @@ def claim_of(payload: str, *, attempt: int = 1, name: str = judged.name) -> Clai
 
 
 async def attempt(claim: Claim) -> Outcome:
-    return await run_attempt(claim, Tracing(), lambda: False)
+    return await run_attempt(claim, Tracing(), AttemptControl())
 
 
 async def test_a_job_that_returns_succeeds_with_its_result_as_json() -> None:
@@ -94,8 +97,142 @@ async def test_a_row_no_worker_can_run_fails_at_once() -> None:
 
 
 async def test_an_attempt_the_worker_cancels_has_no_outcome() -> None:
-    task = asyncio.create_task(run_attempt(claim_of('{"how": "hangs"}'), Tracing(), lambda: True))
+    control = AttemptControl()
+    task = asyncio.create_task(run_attempt(claim_of('{"how": "hangs"}'), Tracing(), control))
     await asyncio.sleep(0)  # the attempt starts
+    control.stopped_by_worker = True
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+# -- cancelled on request (`jobs.cancel` on a running job) -------------------------------------
+
+started: list[asyncio.Event] = []  # the current test's is last (an Event is bound to a loop)
+thread_started = threading.Event()
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=2.0))
+async def long_count(how: str) -> dict[str, Any]:
+    """Counts until cancelled; `how` says what it does with the cancellation."""
+    count = 0
+    started[-1].set()
+    while True:
+        try:
+            await asyncio.sleep(0.001)
+            count += 1
+        except asyncio.CancelledError:
+            if how == "lets it through":
+                raise
+            if how == "fails instead":
+                raise ConnectionError("cleanup failed") from None
+            if how == "ignores it":
+                await asyncio.sleep(0.01)  # goes on a little, then returns anyway
+            return {"counted": count, "cancelling": asyncio.current_task().cancelling()}  # type: ignore[union-attr]
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=2.0))
+def long_count_in_thread() -> dict[str, int]:
+    me = current_job()
+    assert me is not None
+    count = 0
+    thread_started.set()
+    while not me.cancel_requested:
+        count += 1
+    return {"counted": count}
+
+
+async def cancel_on_request(claim: Claim, *, thread: bool = False) -> Outcome:
+    """Runs the attempt, asks it to stop once it runs, as the worker does, and returns its
+    outcome."""
+    started.append(asyncio.Event())
+    thread_started.clear()
+    control = AttemptControl()
+    task = asyncio.create_task(run_attempt(claim, Tracing(), control))
+    if thread:
+        await asyncio.to_thread(thread_started.wait, 10)
+        control.request_cancel()  # a thread cannot be cancelled: it sees the flag
+    else:
+        await started[-1].wait()
+        control.request_cancel()
+        task.cancel(CANCEL_REQUESTED)
+    return await task
+
+
+@pytest.mark.parametrize("how", ["returns partial results", "ignores it"])
+async def test_a_job_that_catches_the_cancel_request_ends_cancelled_with_its_result(
+    how: str,
+) -> None:
+    outcome = await cancel_on_request(claim_of(f'{{"how": "{how}"}}', name=long_count.name))
+    assert (outcome.status, outcome.retry_delay, outcome.error) == (JobStatus.CANCELLED, None, None)
+    assert outcome.result is not None
+    assert '"counted":' in outcome.result
+    # The job saw the cancellation pending; the worker's code after it is not cancelled.
+    assert '"cancelling":1' in outcome.result
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_a_job_cancelled_on_request_is_not_retried_and_says_why() -> None:
+    outcome = await cancel_on_request(claim_of('{"how": "lets it through"}', name=long_count.name))
+    assert (outcome.status, outcome.retry_delay) == (JobStatus.CANCELLED, None)
+    assert outcome.result is None
+    assert outcome.error == "cancelled on request"
+
+
+async def test_a_job_that_fails_while_cancelled_on_request_is_cancelled_with_its_error() -> None:
+    outcome = await cancel_on_request(claim_of('{"how": "fails instead"}', name=long_count.name))
+    assert (outcome.status, outcome.retry_delay) == (JobStatus.CANCELLED, None)
+    assert outcome.result is None
+    assert outcome.error is not None
+    assert outcome.error.startswith("cancelled on request: Traceback")
+    assert outcome.error.endswith("ConnectionError: cleanup failed")
+
+
+async def test_a_sync_job_sees_the_flag_and_its_result_is_kept() -> None:
+    outcome = await cancel_on_request(claim_of("{}", name=long_count_in_thread.name), thread=True)
+    assert (outcome.status, outcome.error) == (JobStatus.CANCELLED, None)
+    assert outcome.result is not None
+    assert outcome.result.startswith('{"counted":')
+
+
+async def test_a_cancel_the_worker_makes_for_itself_still_wins_over_a_request() -> None:
+    """Shutdown or a lost lease: no outcome (the job is released, or another worker has it)."""
+    started.append(asyncio.Event())
+    control = AttemptControl()
+    claim = claim_of('{"how": "lets it through"}', name=long_count.name)
+    task = asyncio.create_task(run_attempt(claim, Tracing(), control))
+    await started[-1].wait()
+    control.request_cancel()
+    control.stopped_by_worker = True
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@job
+async def reports(value: Any) -> None:
+    me = current_job()
+    assert me is not None
+    me.report_progress(0.25)
+    me.report_progress(value)
+
+
+async def test_progress_reported_reaches_the_worker_as_json_text() -> None:
+    reported: list[str] = []
+    claim = claim_of('{"value": {"stage": "upload", "done": [1, 2]}}', name=reports.name)
+    outcome = await run_attempt(claim, Tracing(), AttemptControl(reported.append))
+    assert outcome.status is JobStatus.SUCCEEDED
+    assert reported == ["0.25", '{"stage":"upload","done":[1,2]}']
+
+
+async def test_progress_that_cannot_be_stored_fails_the_attempt_with_a_clear_error() -> None:
+    reported: list[str] = []
+    claim = claim_of('{"value": {"name": "a\\u0000b"}}', name=reports.name)
+    outcome = await run_attempt(claim, Tracing(), AttemptControl(reported.append))
+    assert outcome.status is JobStatus.PENDING
+    assert outcome.error is not None
+    assert outcome.error.splitlines()[-1] == (
+        "ValueError: job 7: progress not storable: name: holds a NUL character (\\x00), "
+        "which PostgreSQL cannot store"
+    )
+    assert reported == ["0.25"]

@@ -149,3 +149,16 @@ async def test_a_failed_renewal_is_retried_rather_than_ending_the_heartbeat(
 
 async def test_stopping_a_keeper_never_started_does_nothing() -> None:
     await LeaseKeeper(MemoryStore(), 30, list, lambda *_: None).stop()
+
+
+async def test_a_cancel_request_is_delivered_by_the_renewal_too() -> None:
+    """The fallback, should the request's notification have been lost."""
+    store = MemoryStore()
+    held = await claimed(store, 2)
+    asked: list[UUID] = []
+    keeper = LeaseKeeper(store, 30, lambda: held, lambda *_: None, asked.append)
+    await keeper.renew()
+    assert asked == []
+    assert await store.cancel_job(held[1][0]) is JobStatus.RUNNING
+    await keeper.renew()
+    assert asked == [held[1][1]]

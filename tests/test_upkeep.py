@@ -135,6 +135,18 @@ async def test_a_notification_wakes_its_queue_and_stop_closes_the_listener() -> 
     assert woken == ["mail"]
 
 
+async def test_a_cancel_request_is_passed_on_with_the_attempts_lease_token() -> None:
+    store = MemoryStore()
+    asked: list[UUID] = []
+    wakeups = Wakeups(store, ["mail"], lambda _: None, check_interval=60, on_cancel=asked.append)
+    await wakeups.start()
+    [job_id] = await store.insert_jobs(new_jobs(1, queue="sms"))  # any worker's job
+    [claim] = await store.claim_batch("sms", 1, "elsewhere", 30)
+    assert await store.cancel_job(job_id) is JobStatus.RUNNING
+    assert asked == [claim.lease_token]
+    await wakeups.stop()
+
+
 async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
