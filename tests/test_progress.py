@@ -13,7 +13,6 @@ from uuid import UUID
 
 import pytest
 
-from starlette_jobs._connections import DatabaseUnavailableError
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._progress import PROGRESS_INTERVAL, ProgressWriter
 from starlette_jobs._records import Claim
@@ -39,7 +38,7 @@ class CountingStore(MemoryStore):
             await self.gate.wait()
         if self.fail:
             self.fail -= 1
-            raise DatabaseUnavailableError("the database went away")
+            raise ConnectionResetError("connection reset by peer")
         return await super().record_progress(progress)
 
 
@@ -142,15 +141,31 @@ async def test_a_value_whose_lease_moved_on_is_dropped_quietly(
     await writer.stop()
 
 
-async def test_after_a_database_error_the_values_are_written_again_newest_first() -> None:
+async def test_after_a_database_error_the_values_are_kept_and_written_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     store = CountingStore(fail=1)
     [claim] = await claimed(store, 1)
     writer = ProgressWriter(store, interval=0.01)
     writer.start()
     writer.report(claim.id, claim.lease_token, "1")
-    await eventually(lambda: _true(store.batches), "the failed statement")
-    writer.report(claim.id, claim.lease_token, "2")  # replaces the value kept after the error
-    await eventually(lambda: _progress_is(store, claim.id, 2), "the value written after the error")
+    await eventually(lambda: _progress_is(store, claim.id, 1), "the value written after the error")
+    assert [batch[0][2] for batch in store.batches] == ["1", "1"]
+    assert "could not record job progress, retrying: connection reset by peer" in caplog.messages
+    await writer.stop()
+
+
+async def test_a_value_reported_during_a_failed_statement_replaces_the_one_kept() -> None:
+    store = CountingStore(fail=1)
+    store.gate = asyncio.Event()
+    [claim] = await claimed(store, 1)
+    writer = ProgressWriter(store, interval=0.01)
+    writer.start()
+    writer.report(claim.id, claim.lease_token, "1")
+    await eventually(lambda: _true(store.batches), "the statement that fails")
+    writer.report(claim.id, claim.lease_token, "2")
+    store.gate.set()
+    await eventually(lambda: _progress_is(store, claim.id, 2), "the newer value")
     assert [batch[0][2] for batch in store.batches] == ["1", "2"]
     await writer.stop()
 

@@ -11,10 +11,11 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from uuid import UUID
 
 import pytest
 
-from starlette_jobs import JobStatus, job
+from starlette_jobs import JobStatus, current_job, job
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import Claim
 from starlette_jobs._tracing import Tracing
@@ -221,3 +222,100 @@ async def test_waking_a_queue_the_worker_does_not_run_is_ignored() -> None:
         worker.wake("not-mine")
         assert worker.queue_names == [QUEUE]
         assert worker.running_count() == 0
+
+
+# -- cancel on request, and progress --------------------------------------------------------
+
+
+@job(queue=QUEUE)
+async def count_until_cancelled(n: int) -> dict[str, int]:
+    gate = gates[-1]
+    gate.started += 1
+    counted = 0
+    try:
+        while True:
+            counted += 1
+            current = current_job()
+            assert current is not None
+            current.report_progress({"counted": counted})
+            await asyncio.sleep(0.001)
+    except asyncio.CancelledError:
+        return {"counted": counted}
+
+
+@job(queue=QUEUE)
+def count_in_thread_until_cancelled(n: int) -> dict[str, int]:
+    gate = gates[-1]
+    gate.started += 1
+    current = current_job()
+    assert current is not None
+    counted = 0
+    while not current.cancel_requested:
+        counted += 1
+    return {"counted": counted}
+
+
+class DeafStore(MemoryStore):
+    """Its listener never passes cancel requests on: only the heartbeat tells the worker."""
+
+    async def listen(
+        self,
+        queues: Any,
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Any:
+        return await super().listen(queues, on_notify, None)
+
+
+async def run_and_cancel(store: MemoryStore, gate: Gate, name: str, **changes: Any) -> int:
+    [job_id] = await store.insert_jobs(new_jobs(1, name=name, queue=QUEUE, payload='{"n": 1}'))
+    async with running(store, **changes) as worker:
+        await eventually(at_least(1, gate), "the job running")
+        assert await store.cancel_job(job_id) is JobStatus.RUNNING
+        await worker.drain(10, include_scheduled=True)
+    return job_id
+
+
+@pytest.mark.parametrize("name", [count_until_cancelled.name, count_in_thread_until_cancelled.name])
+async def test_a_job_cancelled_on_request_ends_cancelled_with_what_it_returned(
+    name: str, gate: Gate
+) -> None:
+    store = MemoryStore()
+    job_id = await run_and_cancel(store, gate, name)
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.attempts, gate.started) == (JobStatus.CANCELLED, 1, 1)
+    assert set(record.result) == {"counted"}
+    assert record.result["counted"] > 0
+    assert record.errors == []
+
+
+async def test_the_last_progress_is_kept_with_the_outcome(gate: Gate) -> None:
+    store = MemoryStore()
+    job_id = await run_and_cancel(store, gate, count_until_cancelled.name)
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert record.progress == record.result  # the last count reported is the one returned
+
+
+async def test_a_cancel_request_missed_by_the_listener_arrives_with_the_heartbeat(
+    gate: Gate,
+) -> None:
+    store = DeafStore()
+    job_id = await run_and_cancel(store, gate, count_until_cancelled.name, lease_duration=0.3)
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.attempts) == (JobStatus.CANCELLED, 1)
+
+
+async def test_a_request_for_another_workers_attempt_changes_nothing_here(gate: Gate) -> None:
+    store = MemoryStore()
+    await enqueue(store, 1)
+    [other] = await store.insert_jobs(new_jobs(1, queue="elsewhere"))
+    async with running(store) as worker:
+        await eventually(at_least(1, gate), "the job running")
+        await store.claim_batch("elsewhere", 1, "another-worker", 30)
+        assert await store.cancel_job(other) is JobStatus.RUNNING
+        gate.open.set()
+        await worker.drain(10, include_scheduled=True)
+    assert await statuses(store) == [JobStatus.SUCCEEDED]
