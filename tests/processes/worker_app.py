@@ -93,3 +93,17 @@ async def poison(n: int, kind: str) -> None:
 @job(retry=Retry.none())
 def poison_in_thread(n: int) -> None:
     raise SystemExit(4)
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0.1))
+async def long_sleep(n: int, seconds: float = 60.0) -> dict[str, float]:
+    """Sleeps; cancelled, returns how long it slept (its partial statistics) and who ran it."""
+    log("start", n)
+    began = time.monotonic()
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        log("cancelled", n)
+        return {"slept": time.monotonic() - began, "pid": os.getpid()}
+    log("done", n)
+    return {"slept": time.monotonic() - began, "pid": os.getpid()}
