@@ -21,9 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 EXPECTED_DOCS = {
+    "cancelling.md",
     "getting-started.md",
     "jobs-and-retries.md",
     "performance.md",
+    "progress.md",
     "reliability.md",
     "testing.md",
     "tracing.md",
