@@ -23,6 +23,7 @@ from tests.records import new_jobs
 def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() -> None:
     used: set[str] = set()
     for module in (postgres_module, migrations_module):
+        assert module.__file__ is not None
         source = Path(module.__file__).read_text()
         used |= set(re.findall(r'(?:_q|\bq)\["(\w+)"\]', source))
     assert used == set(queries())
