@@ -24,6 +24,8 @@ from ._job import Job as Job
 from ._job import JobId as JobId
 from ._job import job as job
 from ._jobs import Jobs as Jobs
+from ._records import EventKind as EventKind
+from ._records import JobEvent as JobEvent
 from ._records import JobRecord as JobRecord
 from ._records import JobStatus as JobStatus
 from ._retry import Retry as Retry
@@ -35,9 +37,11 @@ __all__ = [
     "CorrelationIdMiddleware",
     "DatabaseUnavailableError",
     "EmbeddedPostgresUnavailable",
+    "EventKind",
     "Job",
     "JobArgumentsError",
     "JobDefinitionError",
+    "JobEvent",
     "JobId",
     "JobNotFoundError",
     "JobRecord",

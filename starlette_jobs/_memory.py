@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from ._errors import MemoryStoreUnsupportedError, UniqueKeyTakenError
 from ._memory_rows import OutcomeListener, QueueListener, Row
@@ -144,23 +144,8 @@ class MemoryStore:
         now = _now()
         claims = []
         for row in self._due(queue, limit):
-            row.status, row.attempts, row.worker_id = JobStatus.RUNNING, row.attempts + 1, worker_id
-            row.lease_token = uuid4()
-            row.lease_expires_at = now + timedelta(seconds=lease_seconds)
-            row.started_at, row.progress = now, None
+            claims.append(row.claim(worker_id, now + timedelta(seconds=lease_seconds), now))
             self._changed(row, EventKind.CLAIMED, now)
-            claims.append(
-                Claim(
-                    id=row.id,
-                    name=row.name,
-                    queue=row.queue,
-                    payload=row.payload,
-                    attempts=row.attempts,
-                    max_attempts=row.max_attempts,
-                    lease_token=row.lease_token,
-                    trace_context=row.trace_context,
-                )
-            )
         return claims
 
     def _due(self, queue: str, limit: int, exclude: set[int] | None = None) -> list[Row]:
@@ -187,29 +172,9 @@ class MemoryStore:
         written = set()
         for outcome in outcomes:
             row = self._held(outcome.id, outcome.lease_token)
-            if row is None:
-                continue
-            row.status = outcome.status
-            if outcome.status is JobStatus.PENDING and row.cancel_requested_at is not None:
-                row.status = JobStatus.CANCELLED  # asked to stop: not retried
-            if row.status is JobStatus.PENDING:
-                row.run_at = now + timedelta(seconds=outcome.retry_delay or 0.0)
-                row.finished_at = None
-            else:
-                row.finished_at = now
-            if outcome.error is not None:
-                row.failed_attempt(outcome.error, now)
-            row.result = outcome.result
-            if outcome.progress is not None:
-                row.progress = outcome.progress
-            row.lease_token = row.lease_expires_at = None
-            kind = (
-                EventKind.ATTEMPT_FAILED
-                if row.status is JobStatus.PENDING
-                else EventKind(row.status.value)
-            )
-            self._changed(row, kind, now, outcome.error)
-            written.add(row.id)
+            if row is not None:
+                self._changed(row, row.end(outcome, now), now, outcome.error)
+                written.add(row.id)
         return written
 
     async def extend_leases(
@@ -271,22 +236,7 @@ class MemoryStore:
         )[:limit]
         rescued = []
         for row in expired:
-            if row.cancel_requested_at is not None:
-                row.status = JobStatus.CANCELLED
-            elif row.attempts >= row.max_attempts:
-                row.status = JobStatus.FAILED
-            else:
-                row.status = JobStatus.PENDING
-            row.finished_at = None if row.status is JobStatus.PENDING else now
-            row.run_at = now
-            error = (
-                f"lease expired: worker {row.worker_id or '?'} stopped renewing it "
-                "(crashed or stalled)"
-            )
-            row.failed_attempt(error, now)
-            row.lease_token = row.lease_expires_at = None
-            cancelled = row.status is JobStatus.CANCELLED
-            self._changed(row, EventKind.CANCELLED if cancelled else EventKind.RESCUED, now, error)
+            self._changed(row, row.rescue(now), now, row.last_error)
             rescued.append((row.id, row.queue, row.status))
         return rescued
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from ._records import EventKind, JobEvent, JobRecord, JobStatus
+from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, Outcome
 
 if TYPE_CHECKING:
     from ._memory import MemoryStore
@@ -78,6 +78,60 @@ class Row:
             attempt=0,
         )
         return [enqueued, *self.events]
+
+    def claim(self, worker_id: str, lease_expires_at: datetime, now: datetime) -> Claim:
+        self.status, self.attempts, self.worker_id = JobStatus.RUNNING, self.attempts + 1, worker_id
+        self.lease_token, self.lease_expires_at = uuid4(), lease_expires_at
+        self.started_at, self.progress = now, None
+        return Claim(
+            id=self.id,
+            name=self.name,
+            queue=self.queue,
+            payload=self.payload,
+            attempts=self.attempts,
+            max_attempts=self.max_attempts,
+            lease_token=self.lease_token,
+            trace_context=self.trace_context,
+        )
+
+    def end(self, outcome: Outcome, now: datetime) -> EventKind:
+        """The attempt's outcome (its lease already checked); returns the event to record."""
+        self.status = outcome.status
+        if outcome.status is JobStatus.PENDING and self.cancel_requested_at is not None:
+            self.status = JobStatus.CANCELLED  # asked to stop: not retried
+        if self.status is JobStatus.PENDING:
+            self.run_at = now + timedelta(seconds=outcome.retry_delay or 0.0)
+            self.finished_at = None
+        else:
+            self.finished_at = now
+        if outcome.error is not None:
+            self.failed_attempt(outcome.error, now)
+        self.result = outcome.result
+        if outcome.progress is not None:
+            self.progress = outcome.progress
+        self.lease_token = self.lease_expires_at = None
+        if self.status is JobStatus.PENDING:
+            return EventKind.ATTEMPT_FAILED
+        return EventKind(self.status.value)
+
+    def rescue(self, now: datetime) -> EventKind:
+        """Its lease expired: pending again, failed with no attempt left, or cancelled if it
+        was asked to stop; the lost attempt recorded as failed. Returns the event to record."""
+        if self.cancel_requested_at is not None:
+            self.status = JobStatus.CANCELLED
+        elif self.attempts >= self.max_attempts:
+            self.status = JobStatus.FAILED
+        else:
+            self.status = JobStatus.PENDING
+        self.finished_at = None if self.status is JobStatus.PENDING else now
+        self.run_at = now
+        self.failed_attempt(
+            f"lease expired: worker {self.worker_id or '?'} stopped renewing it "
+            "(crashed or stalled)",
+            now,
+        )
+        self.lease_token = self.lease_expires_at = None
+        return EventKind.CANCELLED if self.status is JobStatus.CANCELLED else EventKind.RESCUED
 
     def failed_attempt(self, error: str, at: datetime) -> None:
         self.last_error = error

@@ -1,13 +1,10 @@
-"""The PostgreSQL store: the only module that talks SQL. Runs the named queries of
-sql/queries.sql and the migrations, over the connections of `_connections.py`."""
+"""The PostgreSQL store: the `Store` protocol as the named queries of sql/queries.sql (see
+`_migrations.py`), run over the connections of `_connections.py`."""
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Sequence
-from functools import cache
-from importlib import resources
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -27,53 +24,12 @@ from ._connections import (
     no_answer,
 )
 from ._connectivity import STATEMENT_TIMEOUT
-from ._errors import SchemaVersionError, UniqueKeyTakenError
+from ._errors import UniqueKeyTakenError
+from ._migrations import apply_migrations, check_schema_version, queries
 from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
 
-# pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
-_MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
-_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
-_MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
 _UNIQUE_KEY_TRIES = 5
 T = TypeVar("T")
-
-
-@cache
-def queries() -> dict[str, str]:
-    """The named queries of sql/queries.sql, read once."""
-    text = resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
-    parts = _HEADER.split(text)
-    # parts = [preamble, name1, body1, name2, body2, ...]
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
-
-
-def migrations() -> list[tuple[int, str, str]]:
-    """(version, file name, SQL) of every shipped migration, in order."""
-    folder = resources.files(__package__).joinpath("sql", "migrations")
-    found = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_FILE.fullmatch(entry.name)
-        if match:
-            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
-    return sorted(found)
-
-
-def _check_schema_version(applied: set[int], *, missing_is_error: bool = False) -> None:
-    known = {version: name for version, name, _ in migrations()}
-    newer = sorted(applied - known.keys())
-    if newer:
-        raise SchemaVersionError(
-            f"the database's schema is newer than this code: it has migration {newer[-1]}, "
-            f"this version of starlette-jobs knows migrations up to {max(known)}. Upgrade "
-            "starlette-jobs here (a newer release migrated this database); the older code would "
-            "misread its rows"
-        )
-    missing = sorted(known.keys() - applied)
-    if missing and missing_is_error:
-        raise SchemaVersionError(
-            f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
-            "`starlette-jobs migrate`, or start Jobs with migrate=True"
-        )
 
 
 class PostgresStore:
@@ -188,24 +144,13 @@ class PostgresStore:
 
     async def migrate(self) -> list[str]:
         """Applies the migrations this database lacks, in one transaction; returns their names."""
-        applied_now = []
         # A connection of its own, without the pool's statement timeout: a migration may
         # legitimately take long on a large table.
         connection = await connect_plain(self.dsn)
         try:
-            async with connection.transaction():
-                await connection.execute(self._q["lock_migrations"], _MIGRATION_LOCK_KEY)
-                await connection.execute(self._q["create_migrations_table"])
-                done = {row[0] for row in await connection.fetch(self._q["applied_migrations"])}
-                _check_schema_version(done)
-                for version, name, sql in migrations():
-                    if version not in done:
-                        await connection.execute(sql)
-                        await connection.execute(self._q["record_migration"], version, name)
-                        applied_now.append(name)
+            return await apply_migrations(connection)
         finally:
             await connection.close()
-        return applied_now
 
     async def check_schema(self, *, complete: bool) -> None:
         """Raises `SchemaVersionError` if the database's schema is newer than this code, or,
@@ -214,7 +159,7 @@ class PostgresStore:
             rows = await self._read("fetch", self._q["applied_migrations"])
         except UndefinedTableError:
             rows = []
-        _check_schema_version({row[0] for row in rows}, missing_is_error=complete)
+        check_schema_version({row[0] for row in rows}, missing_is_error=complete)
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its

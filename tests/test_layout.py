@@ -23,7 +23,6 @@ CROSS_CUTTING = {
     "test_example_app.py": "example_app/, used the way users would",
     "test_faultproxy.py": "tests/faultproxy.py, the network faults the tests inject",
     "test_layout.py": "this mirror",
-    "test_migrations.py": "sql/migrations/ against sql/schema.sql (which names this file)",
     "test_public_api.py": "starlette_jobs/__init__.py: the exported names",
 }
 

@@ -10,7 +10,8 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, SchemaVersionError
-from starlette_jobs._postgres import PostgresStore, migrations
+from starlette_jobs._migrations import migrations
+from starlette_jobs._postgres import PostgresStore
 
 # What defines the schema, read from the catalog: columns, constraints, indexes, and storage
 # parameters (autovacuum settings).

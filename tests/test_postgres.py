@@ -13,14 +13,19 @@ import asyncpg
 import pytest
 
 from starlette_jobs import SchemaVersionError
+from starlette_jobs import _migrations as migrations_module
 from starlette_jobs import _postgres as postgres_module
-from starlette_jobs._postgres import PostgresStore, migrations, queries
+from starlette_jobs._migrations import migrations, queries
+from starlette_jobs._postgres import PostgresStore
 from tests.records import new_jobs
 
 
 def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() -> None:
-    source = Path(postgres_module.__file__).read_text()
-    used = set(re.findall(r'_q\["(\w+)"\]', source))
+    used: set[str] = set()
+    for module in (postgres_module, migrations_module):
+        assert module.__file__ is not None
+        source = Path(module.__file__).read_text()
+        used |= set(re.findall(r'(?:_q|\bq)\["(\w+)"\]', source))
     assert used == set(queries())
 
 
