@@ -76,3 +76,14 @@ def test_a_queue_not_configured_is_refused() -> None:
     attempts: RunningAttempts[str] = RunningAttempts({"default": 1})
     with pytest.raises(KeyError):
         attempts.start(claim(1, "elsewhere"), "task")
+
+
+def test_get_finds_an_attempt_and_its_claim_by_lease_token_in_any_queue() -> None:
+    """What a cancel request (which names a lease token) needs: the task, and the job's name."""
+    attempts: RunningAttempts[str] = RunningAttempts({"default": 2, "emails": 1})
+    mail = claim(1, "emails")
+    attempts.start(mail, "mail task")
+    assert attempts.get(mail.lease_token) == ("mail task", mail)
+    assert attempts.get(uuid4()) is None
+    attempts.end(mail)
+    assert attempts.get(mail.lease_token) is None

@@ -17,9 +17,8 @@ from uuid import UUID
 import asyncpg
 import pytest
 
-from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
+from starlette_jobs import EventKind, Jobs, JobStatus, Retry, current_job, job
 from starlette_jobs._progress import PROGRESS_INTERVAL
-from starlette_jobs._records import EventKind
 from tests.conftest import eventually, on_postgres
 
 StartOn = Callable[..., Any]

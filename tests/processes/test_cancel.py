@@ -12,8 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from starlette_jobs import Jobs, JobStatus
-from starlette_jobs._records import EventKind
+from starlette_jobs import EventKind, Jobs, JobStatus
 from tests.conftest import on_postgres
 from tests.processes.conftest import StartWorker
 from tests.processes.support import count, eventually, read_run_log, wait_until
