@@ -1,9 +1,9 @@
 """The only module that imports the driver (asyncpg): the connections, and what its errors mean.
 
-- A lane of its own for each hot path (enqueue, claims, outcomes, leases), one for LISTEN, and
-  the shared pool for everything else. Each is opened on first use and again after it was lost
-  or expired, and gives a statement up on the server before the client stops waiting for it
-  (see `_connectivity.session_settings`).
+- Connections (`connect`, for the lanes of `_lanes.py`), one for LISTEN, and the shared pool
+  for everything else. Each is opened on first use and again after it was lost or expired, and
+  gives a statement up on the server before the client stops waiting for it (see
+  `_connectivity.session_settings`).
 - The driver's errors sorted into what the library needs to know (the connection is lost, got
   no answer, or the statement never left), and `unavailable_as_error`, which turns them into
   the library's own `DatabaseUnavailableError` for callers.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeAlias, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -25,8 +25,8 @@ from ._errors import DatabaseUnavailableError
 
 Connection: TypeAlias = "asyncpg.Connection[Any]"
 """A connection of the driver's: what `configure(connection=...)` takes."""
-Executor: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any] | Lane"
-"""Anything a statement can run on."""
+Pool: TypeAlias = "asyncpg.Pool[Any]"
+Record: TypeAlias = "asyncpg.Record"
 # The driver's errors that the store turns into the library's meaning.
 UniqueViolationError = asyncpg.UniqueViolationError
 UndefinedTableError = asyncpg.UndefinedTableError
@@ -225,179 +225,6 @@ class SharedPool:
                         connection.terminate()
                     raise
         raise AssertionError("unreachable: the pool had more connections than its size")
-
-
-class Lane:
-    """A connection of its own for one hot path, used by one caller at a time; a caller that
-    finds it busy goes to the pool instead, through `pooled`. Opened on first use (a process
-    that never enqueues never opens the producer's), and again after it was lost or abandoned.
-    Statements run on it one at a time, outside any transaction, so it keeps no state between
-    them.
-
-    A statement that gets no answer within `statement_timeout` ends in `TimeoutError`, its
-    connection cut. The lane keeps that time itself, with one timer that looks at the statement
-    in flight, rather than through the driver's per-statement timeout: that one arms and
-    cancels a timer for every statement, which cost a sixth of the client's CPU time per
-    enqueue (13 of 85 us, measured by `benchmarks/enqueue_cpu.py`).
-    """
-
-    def __init__(
-        self,
-        dsn: str,
-        purpose: str,
-        statement_timeout: float,
-        pooled: Callable[..., Awaitable[Any]],
-        on_connection_lost: Callable[[], Awaitable[None]],
-        extra_settings: dict[str, str] | None = None,
-    ) -> None:
-        self._dsn = dsn
-        self._purpose = purpose
-        self._statement_timeout = statement_timeout
-        self._pooled = pooled
-        self._on_connection_lost = on_connection_lost
-        self._extra_settings = extra_settings
-        self._connection: asyncpg.Connection[Any] | None = None
-        self._expired = False
-        self._lock = asyncio.Lock()
-        self._closing: set[asyncio.Task[None]] = set()
-        # The statement in flight: when its time is up, on which connection. The watchdog
-        # timer is armed while a statement runs, at most one at a time.
-        self._deadline = 0.0
-        self._in_flight: asyncpg.Connection[Any] | None = None
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._cut_for_silence: asyncpg.Connection[Any] | None = None
-
-    # Not coroutines themselves: each level of coroutines between a caller and the driver is
-    # walked again every time the statement's answer resumes the caller.
-    def fetch(self, query: str, *args: Any) -> Coroutine[Any, Any, list[asyncpg.Record]]:
-        return self._run("fetch", query, args)
-
-    def fetchval(self, query: str, *args: Any) -> Coroutine[Any, Any, Any]:
-        return self._run("fetchval", query, args)
-
-    async def _run(self, method: str, query: str, args: tuple[Any, ...]) -> Any:
-        """`connection.<method>(query, *args)` on this lane's connection, or the pool's."""
-        if self._lock.locked():
-            return await self._pooled(method, query, *args, timeout=self._statement_timeout)
-        async with self._lock:
-            for attempt in range(2):
-                connection = await self._connected()
-                self._watch(connection)
-                try:
-                    return await getattr(connection, method)(query, *args)
-                except BaseException as caught:
-                    error = self._silence_as_timeout(connection, caught)
-                    if isinstance(error, asyncio.CancelledError):
-                        # The caller gave up (shutdown): asyncpg sends the server a cancel
-                        # request, which closing (not terminating) lets go out first.
-                        self._retire(connection, gracefully=True)
-                    elif no_answer(error) or not isinstance(error, asyncpg.PostgresError):
-                        # Gone, silent, or mid-way through who knows what: cut it at once, so
-                        # that nothing it held back can still reach the server (a claim that
-                        # arrives late would commit behind the worker's back).
-                        self._retire(connection, gracefully=False)
-                    if no_answer(error):
-                        await self._on_connection_lost()  # the others are likely gone too
-                    if error is not caught:
-                        raise error from caught
-                    if attempt or not never_sent(error):
-                        raise
-                finally:
-                    self._in_flight = self._cut_for_silence = None
-            raise AssertionError("unreachable: the second try returns or raises")
-
-    def _watch(self, connection: asyncpg.Connection[Any]) -> None:
-        """Starts the clock of a statement about to run on `connection`."""
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + self._statement_timeout
-        self._in_flight = connection
-        if self._watchdog is None:
-            self._watchdog = loop.call_at(self._deadline, self._look_at_statement_in_flight)
-
-    def _look_at_statement_in_flight(self) -> None:
-        """The watchdog: cuts the connection of a statement past its deadline, else sleeps
-        until the deadline of the one in flight (if any)."""
-        self._watchdog = None
-        connection = self._in_flight
-        if connection is None:
-            return
-        loop = asyncio.get_running_loop()
-        if loop.time() < self._deadline:
-            self._watchdog = loop.call_at(self._deadline, self._look_at_statement_in_flight)
-            return
-        self._cut_for_silence = connection
-        connection.terminate()  # the statement's caller gets the error, `_run` the TimeoutError
-
-    def _silence_as_timeout(
-        self, connection: asyncpg.Connection[Any], error: BaseException
-    ) -> BaseException:
-        """`error`, or a `TimeoutError` if the watchdog cut `connection` for want of an answer."""
-        if self._cut_for_silence is not connection:
-            return error
-        self._cut_for_silence = None
-        return TimeoutError(
-            f"PostgreSQL gave no answer within {self._statement_timeout:g} s; connection cut"
-        )
-
-    def _retire(self, connection: asyncpg.Connection[Any], *, gracefully: bool) -> None:
-        if self._connection is connection:
-            self._connection = None
-        if not gracefully:
-            connection.terminate()
-            return
-        # A statement its caller gave up on may still run on the server. asyncpg sends a cancel
-        # request for it; terminating the connection now would drop that request, so close it
-        # in the background instead.
-        task = asyncio.create_task(self._close_quietly(connection))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-
-    async def _close_quietly(self, connection: asyncpg.Connection[Any]) -> None:
-        try:
-            await asyncio.wait_for(connection.close(), self._statement_timeout)
-        except asyncio.CancelledError:
-            connection.terminate()
-            raise
-        except Exception:  # the network is gone: the server ends the statement on its own
-            connection.terminate()
-
-    def expire(self) -> None:
-        """Open a new connection on next use: another one found the server gone."""
-        self._expired = True
-
-    async def _connected(self) -> asyncpg.Connection[Any]:
-        if self._expired and self._connection is not None:
-            self._retire(self._connection, gracefully=False)
-        self._expired = False
-        if self._connection is None or self._connection.is_closed():
-            self._connection = await connect(
-                self._dsn,
-                self._statement_timeout,
-                self._purpose,
-                self._extra_settings,
-                client_timeout=False,  # the lane's watchdog keeps the time
-            )
-        return self._connection
-
-    async def close(self) -> None:
-        async with self._lock:
-            connection, self._connection = self._connection, None
-            if connection is not None and not connection.is_closed():
-                await connection.close(timeout=self._statement_timeout)
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        if self._closing:
-            await asyncio.wait(self._closing, timeout=self._statement_timeout)
-
-    def terminate(self) -> None:
-        if self._connection is not None:
-            self._connection.terminate()
-        for task in self._closing:
-            task.cancel()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
 
 
 class Listener:

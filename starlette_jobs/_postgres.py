@@ -11,8 +11,6 @@ from uuid import UUID
 from ._connections import (
     CANCEL_CHANNEL,
     OUTCOMES_CHANNEL,
-    Executor,
-    Lane,
     Listener,
     SharedPool,
     UndefinedTableError,
@@ -25,6 +23,7 @@ from ._connections import (
 )
 from ._connectivity import STATEMENT_TIMEOUT
 from ._errors import UniqueKeyTakenError
+from ._lanes import Executor, Lane
 from ._migrations import apply_migrations, check_schema_version, queries
 from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
 

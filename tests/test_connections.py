@@ -4,21 +4,17 @@ no answer, what never reached the server, and what callers see; and the timeouts
 
 from __future__ import annotations
 
-import time
-
 import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
 from starlette_jobs._connections import (
-    Lane,
     connection_lost,
     never_sent,
     no_answer,
     unavailable_as_error,
 )
 from starlette_jobs._connectivity import session_settings, worker_statement_timeout
-from tests.faultproxy import FaultProxy
 
 REFUSED_BEFORE_SENDING = asyncpg.InternalClientError(
     "cannot switch to state 12; another operation (2) is in progress"
@@ -79,36 +75,3 @@ def test_a_workers_statements_wait_a_third_of_the_lease_between_one_and_ten_seco
 def test_the_server_gives_a_statement_up_before_the_client_does() -> None:
     settings = session_settings(10.0, "claims")
     assert settings == {"statement_timeout": "8000", "application_name": "starlette_jobs claims"}
-
-
-async def test_a_lane_cuts_a_statement_that_gets_no_answer_and_works_again_after(
-    fault_proxy: FaultProxy,
-) -> None:
-    """The lane keeps a statement's time with one watchdog timer, not the driver's: after many
-    quick statements (each moving the deadline on), a silent one still ends in time, as a
-    `TimeoutError`, and the next statement opens a new connection and runs."""
-    lost: list[str] = []
-
-    async def pooled(*_: object, **__: object) -> None:
-        raise AssertionError("a lane used by one caller at a time never falls back to the pool")
-
-    async def on_connection_lost() -> None:
-        lost.append("lost")
-
-    lane = Lane(fault_proxy.dsn, "test", 1.0, pooled, on_connection_lost)
-    try:
-        for n in range(50):
-            assert await lane.fetchval("SELECT $1::int", n) == n
-        fault_proxy.blackhole()
-        started = time.monotonic()
-        with pytest.raises(TimeoutError, match="no answer within 1 s"):
-            await lane.fetchval("SELECT 1")
-        waited = time.monotonic() - started
-        assert 0.9 < waited < 2.0, waited
-        assert lost == ["lost"]
-
-        fault_proxy.heal()
-        assert await lane.fetchval("SELECT 2") == 2
-    finally:
-        fault_proxy.heal()
-        lane.terminate()
