@@ -32,12 +32,12 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _reference  # noqa: E402
-from _worker import noop  # noqa: E402
+import _reference
+from _worker import noop
 
-from starlette_jobs import Jobs  # noqa: E402
-from starlette_jobs._migrations import queries  # noqa: E402
-from starlette_jobs._postgres import PostgresStore  # noqa: E402
+from starlette_jobs import Jobs
+from starlette_jobs._migrations import queries
+from starlette_jobs._postgres import PostgresStore
 
 
 async def measure(dsn: str, jobs_count: int, rounds: int) -> dict[str, float]:
