@@ -32,10 +32,11 @@ from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, registered_jo
 from ._memory import is_memory_dsn, memory_store
 from ._postgres import PostgresStore
 from ._queries import JobQueries
+from ._shutdown import CLOSE_SECONDS
 from ._startup import OutageReport, check_connection, check_dsn
 from ._store import Store
 from ._tracing import Tracing
-from ._worker import CLOSE_SECONDS, Worker, WorkerSettings
+from ._worker import Worker, WorkerSettings
 
 logger = logging.getLogger("starlette_jobs")
 

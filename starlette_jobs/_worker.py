@@ -31,16 +31,12 @@ from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._records import Claim
 from ._running import RunningAttempts
+from ._shutdown import give_running_jobs_the_grace
 from ._store import Store
 from ._tracing import Tracing
 from ._upkeep import Upkeep, Wakeups
 
 logger = logging.getLogger("starlette_jobs.worker")
-
-# How long a cancelled job gets to unwind at shutdown before it is left behind.
-_UNWIND_SECONDS = 0.5
-# How long closing the connections may take at the end of a shutdown before they are cut.
-CLOSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +47,6 @@ class WorkerSettings:
     lease_duration: float
     shutdown_grace: float
     retention: float | None
-
-
-def shutdown_bound(shutdown_grace: float, lease_duration: float) -> float:
-    """The longest a shutdown takes, however the database behaves: the grace period, time for
-    cancelled jobs to unwind, one worker statement timeout for the last writes, and the time
-    given to closing connections. Documented in docs/workers.md."""
-    return (
-        shutdown_grace + _UNWIND_SECONDS + worker_statement_timeout(lease_duration) + CLOSE_SECONDS
-    )
 
 
 def _horizon(remaining: float, include_scheduled: bool) -> float | None:
@@ -323,9 +310,9 @@ class Worker:
     async def stop(self) -> None:
         """Stops claiming, gives running jobs the grace period, then releases what is left.
 
-        Takes at most the grace period, plus `_UNWIND_SECONDS`, plus one worker statement
+        Takes at most the grace period, plus `UNWIND_SECONDS`, plus one worker statement
         timeout for the last writes (releases, outcomes, a claim in flight): on a network that
-        went silent, the jobs not released are left to lease expiry.
+        went silent, the jobs not released are left to lease expiry (see `_shutdown.py`).
         """
         self._stopping = True
         self._stopped.set()
@@ -333,34 +320,9 @@ class Worker:
             state.wake.set()
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
-        running = self._running.claims()
-        if running:
-            logger.info(
-                "waiting up to %.1f s for %d running job(s)",
-                self._settings.shutdown_grace,
-                len(running),
-            )
-            _, unfinished = await asyncio.wait(running, timeout=self._settings.shutdown_grace)
-            for task in unfinished:
-                self._cancel(running[task].lease_token, task)
-            if unfinished:
-                # Well-behaved jobs unwind at once; one that ignores cancellation is left behind,
-                # and so is a sync job: its thread cannot be interrupted.
-                await asyncio.wait(unfinished, timeout=_UNWIND_SECONDS)
-                self.abandoned = sum(
-                    1
-                    for task in unfinished
-                    if not task.done() or not _is_async_job(running[task].name)
-                )
-        else:
-            unfinished = set()
-        # A job that caught the cancellation and returned has its outcome buffered: release
-        # only the jobs that are still running or ended cancelled.
-        to_release = [
-            (running[task].id, running[task].lease_token)
-            for task in unfinished
-            if not task.done() or task.cancelled()
-        ]
+        to_release, self.abandoned = await give_running_jobs_the_grace(
+            self._running.claims(), self._settings.shutdown_grace, self._cancel, _is_async_job
+        )
         budget = self._statement_timeout
         settled = asyncio.gather(
             self._release(to_release),

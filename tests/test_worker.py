@@ -19,25 +19,11 @@ from starlette_jobs import JobStatus, current_job, job
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import Claim
 from starlette_jobs._tracing import Tracing
-from starlette_jobs._worker import Worker, WorkerSettings, new_worker_id, shutdown_bound
+from starlette_jobs._worker import Worker, WorkerSettings, new_worker_id
 from tests.conftest import eventually
 from tests.records import new_jobs
 
 QUEUE = "worker-tests"
-
-
-@pytest.mark.parametrize(
-    ("grace", "lease", "bound"),
-    [
-        (10.0, 30.0, 10 + 0.5 + 10 + 2),  # the defaults: statements wait at most 10 s
-        (0.0, 3.0, 0 + 0.5 + 1 + 2),  # a third of the lease, at least a second
-        (60.0, 600.0, 60 + 0.5 + 10 + 2),
-    ],
-)
-def test_shutdown_is_bounded_by_grace_unwinding_last_writes_and_closing(
-    grace: float, lease: float, bound: float
-) -> None:
-    assert shutdown_bound(grace, lease) == pytest.approx(bound)
 
 
 def test_a_worker_id_names_its_host_and_process_and_is_unique() -> None:

@@ -27,7 +27,7 @@ import pytest
 
 from starlette_jobs import DatabaseUnavailableError, Jobs, Retry, current_job, job
 from starlette_jobs._connectivity import STATEMENT_TIMEOUT
-from starlette_jobs._worker import shutdown_bound
+from starlette_jobs._shutdown import shutdown_bound
 from tests.faultproxy import FaultProxy, opened_before, ran
 
 # The longest a call of `Jobs` may take on a silent network before it raises
