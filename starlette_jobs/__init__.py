@@ -11,8 +11,11 @@ from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
 from ._errors import JobArgumentsError as JobArgumentsError
+from ._errors import JobCancelledError as JobCancelledError
 from ._errors import JobDefinitionError as JobDefinitionError
+from ._errors import JobFailedError as JobFailedError
 from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import JobResultError as JobResultError
 from ._errors import MemoryStoreUnsupportedError as MemoryStoreUnsupportedError
 from ._errors import NotStartedError as NotStartedError
 from ._errors import SchemaVersionError as SchemaVersionError
@@ -24,6 +27,8 @@ from ._job import Job as Job
 from ._job import JobId as JobId
 from ._job import job as job
 from ._jobs import Jobs as Jobs
+from ._records import EventKind as EventKind
+from ._records import JobEvent as JobEvent
 from ._records import JobRecord as JobRecord
 from ._records import JobStatus as JobStatus
 from ._retry import Retry as Retry
@@ -35,12 +40,17 @@ __all__ = [
     "CorrelationIdMiddleware",
     "DatabaseUnavailableError",
     "EmbeddedPostgresUnavailable",
+    "EventKind",
     "Job",
     "JobArgumentsError",
+    "JobCancelledError",
     "JobDefinitionError",
+    "JobEvent",
+    "JobFailedError",
     "JobId",
     "JobNotFoundError",
     "JobRecord",
+    "JobResultError",
     "JobStatus",
     "Jobs",
     "JobsConfig",
