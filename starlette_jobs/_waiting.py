@@ -41,6 +41,13 @@ RECHECK_INTERVAL = 5.0
 """Seconds between two looks at a waited-for job when no announcement comes."""
 
 
+class NotFinished(Exception):
+    """The job had not finished when the wait's time ran out."""
+
+    def __init__(self, status: JobStatus | None) -> None:
+        self.status = status
+
+
 class _Watch:
     """The waiters of one job: one task looks at it for them all."""
 
@@ -73,7 +80,7 @@ class OutcomeWaiters:
 
         Raises:
             JobNotFoundError: no job has this id.
-            TimeoutError: it had not finished after `timeout` seconds.
+            NotFinished: it had not finished after `timeout` seconds.
         """
         if self._closed:
             raise NotStartedError("Jobs is stopped: no more waiting for jobs")
@@ -90,8 +97,8 @@ class OutcomeWaiters:
             async with asyncio.timeout(None if math.isinf(timeout) else timeout):
                 status = await asyncio.shield(task)
         except TimeoutError:
-            now = "" if watch.status is None else f" (it is {watch.status.value})"
-            raise TimeoutError(f"job {job_id} did not finish within {timeout} s{now}") from None
+            # Not a TimeoutError: to the callers' `unavailable_as_error`, that is the database's.
+            raise NotFinished(watch.status) from None
         except asyncio.CancelledError:
             # The watch was stopped by `close`, not this waiter by its own caller.
             current = asyncio.current_task()
@@ -224,9 +231,13 @@ class JobWaiting:
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             left = deadline - asyncio.get_running_loop().time()
-            with unavailable_as_error(f"wait for job {row_id}"):
-                await waiters.finished_status(row_id, left)
-                record = await self._ready_store.get_job(row_id)
+            try:
+                with unavailable_as_error(f"wait for job {row_id}"):
+                    await waiters.finished_status(row_id, left)
+                    record = await self._ready_store.get_job(row_id)
+            except NotFinished as late:
+                now = "" if late.status is None else f" (it is {late.status.value})"
+                raise TimeoutError(f"job {row_id} did not finish within {timeout} s{now}") from None
             if record is None:
                 raise JobNotFoundError(f"no job with id {row_id} (it was deleted)")
             if record.finished:
