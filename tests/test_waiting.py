@@ -102,7 +102,8 @@ async def test_a_job_finished_before_the_wait_is_returned_at_once(jobs: Jobs) ->
     gate(1).set()
     await jobs.drain(timeout=10)
     async with asyncio.timeout(1):
-        record = await jobs.wait(str(job_id), timeout=10)  # an id that went through a URL
+        from_a_url: Any = str(job_id)
+        record = await jobs.wait(from_a_url, timeout=10)
     assert record.status is JobStatus.SUCCEEDED
 
 

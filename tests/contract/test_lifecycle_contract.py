@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import date
+from typing import Any
 
 import pytest
 
 from starlette_jobs import (
     EventKind,
     JobCancelledError,
+    JobEvent,
     JobFailedError,
     Jobs,
     JobStatus,
@@ -75,8 +77,8 @@ async def failing(n: int) -> None:
     raise RuntimeError(f"failure {n}")
 
 
-def kinds(events: list[object]) -> list[EventKind]:
-    return [event.kind for event in events]  # type: ignore[attr-defined]
+def kinds(events: list[JobEvent]) -> list[EventKind]:
+    return [event.kind for event in events]
 
 
 # -- wait and result ---------------------------------------------------------------------------
@@ -225,7 +227,8 @@ async def test_with_events_off_only_the_enqueueing_is_told(jobs_dsn: str) -> Non
 
 async def test_an_unknown_jobs_history_is_empty(jobs: Jobs) -> None:
     assert await jobs.events(10**9) == []
-    assert await jobs.events("not an id") == []
+    not_an_id: Any = "not an id"
+    assert await jobs.events(not_an_id) == []
 
 
 async def test_pruning_a_job_removes_its_events(jobs: Jobs) -> None:
@@ -250,10 +253,11 @@ async def test_peek_lists_what_the_next_claim_takes_and_changes_nothing(jobs_dsn
         before = [await producer.events(i) for i in (low, high, low_too)]
         counts = await producer.count_by_status()
 
+        not_an_id: Any = "x"
         peeked = await producer.peek("default", 10)
         assert [r.id for r in peeked] == [high, low, low_too]
         assert [r.id for r in await producer.peek("default", 2)] == [high, low]
-        assert [r.id for r in await producer.peek(limit=10, exclude=[high, "x"])] == [
+        assert [r.id for r in await producer.peek(limit=10, exclude=[high, not_an_id])] == [
             low,
             low_too,
         ]
