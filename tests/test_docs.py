@@ -21,12 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 EXPECTED_DOCS = {
+    "events.md",
     "getting-started.md",
     "jobs-and-retries.md",
     "performance.md",
     "reliability.md",
     "testing.md",
     "tracing.md",
+    "waiting.md",
     "workers.md",
 }
 
