@@ -9,8 +9,9 @@ tested elsewhere, on PostgreSQL; the last tests here show the memory store refus
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -25,7 +26,7 @@ from starlette_jobs import (
 )
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._postgres import PostgresStore
-from starlette_jobs._records import Renewal
+from starlette_jobs._records import EventKind, Outcome, Renewal
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -266,6 +267,169 @@ async def test_a_pending_job_cancels_a_running_one_is_asked_to_stop_finished_one
     record = await store.get_job(first)
     assert record is not None
     assert (record.status, record.cancel_requested_at is not None) == (JobStatus.RUNNING, True)
+
+
+# -- cancelling, progress, events, waiting, peeking ----------------------------------------------
+
+
+async def test_a_job_asked_to_stop_ends_cancelled_however_its_attempt_ends(store: Store) -> None:
+    told: list[UUID] = []
+    all_told = asyncio.Event()
+
+    def on_cancel(token: UUID) -> None:
+        told.append(token)
+        if len(told) == 4:
+            all_told.set()
+
+    listener = await store.listen(["default"], lambda _: None, on_cancel)
+    try:
+        retried, released, stopped, rescued = await store.insert_jobs(new(4))
+        claims = {c.id: c for c in await store.claim_batch("default", 3, "w", LEASE)}
+        [expiring] = await store.claim_batch("default", 1, "w", 0.01)
+        claims[expiring.id] = expiring
+        for job_id in (retried, released, rescued, stopped):
+            assert await store.cancel_job(job_id) is JobStatus.RUNNING
+        async with asyncio.timeout(5):
+            await all_told.wait()
+        assert sorted(told) == sorted(c.lease_token for c in claims.values())
+
+        # A retry, a release, a rescue: each would make the job pending again.
+        failed = ended(claims[retried], JobStatus.PENDING, delay=0.0, error="boom")
+        assert await store.record_outcomes([failed]) == {retried}
+        assert await store.release_jobs([(released, claims[released].lease_token)]) == {released}
+        await expire()
+        assert [(i, s) for i, _, s in await store.rescue_expired(10)] == [
+            (rescued, JobStatus.CANCELLED)
+        ]
+        # The job caught the cancellation and returned what it had done so far.
+        partial = ended(claims[stopped], JobStatus.CANCELLED, result='{"sent": 3}')
+        assert await store.record_outcomes([partial]) == {stopped}
+    finally:
+        await listener.close()
+    for job_id in (retried, released, rescued, stopped):
+        record = await store.get_job(job_id)
+        assert record is not None
+        assert (record.status, record.finished_at is not None) == (JobStatus.CANCELLED, True)
+        assert record.cancel_requested_at is not None
+    stopped_record = await store.get_job(stopped)
+    assert stopped_record is not None
+    assert stopped_record.result == {"sent": 3}
+    assert await store.claim_batch("default", 10, "w", LEASE) == []
+    assert await store.retry_job(retried) is True  # runs again, no longer asked to stop
+    [again] = await store.claim_batch("default", 10, "w", LEASE)
+    assert await store.record_outcomes([ended(again, JobStatus.PENDING, delay=3600)]) == {retried}
+    assert await store.job_status(retried) is JobStatus.PENDING
+
+
+async def test_progress_is_fenced_by_the_lease_kept_by_the_outcome_and_reset_by_a_claim(
+    store: Store,
+) -> None:
+    [job_id] = await store.insert_jobs(new())
+    [stale] = await store.claim_batch("default", 1, "w", 0.01)
+    assert await store.record_progress([(job_id, stale.lease_token, '{"done": 1}')]) == {job_id}
+    await expire()
+    await store.rescue_expired(10)
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert record.progress is None  # a new attempt starts from nothing
+    assert await store.record_progress([(job_id, stale.lease_token, '"stale"')]) == set()
+    assert await store.record_progress([(job_id, claim.lease_token, '{"done": 2}')]) == {job_id}
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert record.progress == {"done": 2}
+    last = Outcome(
+        id=job_id,
+        lease_token=claim.lease_token,
+        status=JobStatus.SUCCEEDED,
+        retry_delay=None,
+        error=None,
+        result=None,
+        progress="1.0",
+    )
+    assert await store.record_outcomes([last]) == {job_id}
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert record.progress == 1.0
+
+
+async def test_every_change_writes_its_event_and_retention_removes_them(store: Store) -> None:
+    [job_id] = await store.insert_jobs(new(max_attempts=2))
+    [first] = await store.claim_batch("default", 1, "w1", LEASE)
+    failed = ended(first, JobStatus.PENDING, delay=0.0, error="boom")
+    assert await store.record_outcomes([failed]) == {job_id}
+    [second] = await store.claim_batch("default", 1, "w2", LEASE)
+    assert await store.record_outcomes([ended(second, JobStatus.SUCCEEDED)]) == {job_id}
+    events = await store.job_events(job_id)
+    assert [(e.kind, e.status, e.attempt, e.worker_id) for e in events] == [
+        (EventKind.ENQUEUED, JobStatus.PENDING, 0, None),
+        (EventKind.CLAIMED, JobStatus.RUNNING, 1, "w1"),
+        (EventKind.ATTEMPT_FAILED, JobStatus.PENDING, 1, "w1"),
+        (EventKind.CLAIMED, JobStatus.RUNNING, 2, "w2"),
+        (EventKind.SUCCEEDED, JobStatus.SUCCEEDED, 2, "w2"),
+    ]
+    assert events[2].error == "boom"
+    assert events[2].run_at is not None
+    assert all(a.at <= b.at for a, b in itertools.pairwise(events))
+    await expire()
+    assert await store.prune_finished(0.01, 10) == 1
+    assert await store.job_events(job_id) == []
+
+
+async def test_with_events_off_only_the_enqueued_event_is_there(store: Store) -> None:
+    store.record_events = False
+    [job_id] = await store.insert_jobs(new())
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    assert await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED)]) == {job_id}
+    assert [e.kind for e in await store.job_events(job_id)] == [EventKind.ENQUEUED]
+
+
+async def test_a_waiter_hears_only_of_the_finished_jobs_it_asked_about(store: Store) -> None:
+    finished: list[int] = []
+    heard = asyncio.Event()
+
+    def on_finished(job_id: int) -> None:
+        finished.append(job_id)
+        heard.set()
+
+    listener = await store.listen_for_outcomes(on_finished)
+    try:
+        wanted, _unwanted, retried = await store.insert_jobs(new(3))
+        assert await store.want_outcome(wanted) is JobStatus.PENDING
+        assert await store.want_outcome(retried) is JobStatus.PENDING
+        assert await store.want_outcome(wanted + 1000) is None
+        claims = await store.claim_batch("default", 3, "w", LEASE)
+        await store.record_outcomes(
+            [
+                ended(c, JobStatus.PENDING, delay=3600, error="later")
+                if c.id == retried
+                else ended(c, JobStatus.SUCCEEDED)
+                for c in claims
+            ]
+        )
+        assert await store.want_outcome(wanted) is JobStatus.SUCCEEDED
+        async with asyncio.timeout(5):
+            await heard.wait()
+        await asyncio.sleep(0.1)  # any other notification would have arrived by now
+    finally:
+        await listener.close()
+    assert finished == [wanted]  # not the one nobody waits for, nor the one still pending
+
+
+async def test_peek_shows_what_the_next_claim_takes_in_its_order_and_changes_nothing(
+    store: Store,
+) -> None:
+    [low] = await store.insert_jobs(new(priority=0))
+    [high] = await store.insert_jobs(new(priority=5))
+    await store.insert_jobs(new(delay=3600))
+    await store.insert_jobs(new(queue="other"))
+    [low_too] = await store.insert_jobs(new(priority=0))
+    peeked = await store.peek_jobs("default", 10, [])
+    assert [r.id for r in peeked] == [high, low, low_too]
+    assert [r.id for r in await store.peek_jobs("default", 2, [high])] == [low, low_too]
+    assert all(r.status is JobStatus.PENDING and r.attempts == 0 for r in peeked)
+    claims = await store.claim_batch("default", 2, "w", LEASE)
+    assert sorted(c.id for c in claims) == sorted([high, low])
 
 
 # -- retention, listing, counts ----------------------------------------------------------------

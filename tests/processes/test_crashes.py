@@ -132,7 +132,7 @@ async def test_a_job_rescued_while_its_worker_was_frozen_comes_back_to_it_and_ru
         await eventually(lease_expired, timeout=10, what="the frozen worker's lease to expire")
         # The rescue any other worker would do, then the wake-up that comes with new work: the
         # frozen worker claims the job again as soon as it runs.
-        rescued = await connection.fetch(queries()["rescue_expired"], 100)
+        rescued = await connection.fetch(queries()["rescue_expired"], 100, True)
         assert [row["id"] for row in rescued] == [job_id]
         await connection.execute("SELECT pg_notify('starlette_jobs:default', '')")
         worker.send(signal.SIGCONT)
