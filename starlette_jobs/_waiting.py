@@ -121,10 +121,10 @@ class OutcomeWaiters:
     async def _watch(self, job_id: int, watch: _Watch) -> JobStatus | None:
         first = True
         while True:
-            # Cleared before asking: an announcement that comes while `want_outcome` runs is
-            # kept for the wait below.
             try:
                 await self._listening()
+                # Cleared before asking: an announcement that comes while `want_outcome` runs
+                # is kept for the wait below.
                 watch.woken.clear()
                 status = await self._store.want_outcome(job_id)
             except DATABASE_ERRORS as error:
