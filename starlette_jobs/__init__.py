@@ -11,8 +11,11 @@ from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
 from ._errors import JobArgumentsError as JobArgumentsError
+from ._errors import JobCancelledError as JobCancelledError
 from ._errors import JobDefinitionError as JobDefinitionError
+from ._errors import JobFailedError as JobFailedError
 from ._errors import JobNotFoundError as JobNotFoundError
+from ._errors import JobResultError as JobResultError
 from ._errors import MemoryStoreUnsupportedError as MemoryStoreUnsupportedError
 from ._errors import NotStartedError as NotStartedError
 from ._errors import SchemaVersionError as SchemaVersionError
@@ -40,11 +43,14 @@ __all__ = [
     "EventKind",
     "Job",
     "JobArgumentsError",
+    "JobCancelledError",
     "JobDefinitionError",
     "JobEvent",
+    "JobFailedError",
     "JobId",
     "JobNotFoundError",
     "JobRecord",
+    "JobResultError",
     "JobStatus",
     "Jobs",
     "JobsConfig",

@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
         f"released (default: the Jobs' own shutdown_grace, {own.shutdown_grace} unless set)",
     )
     worker.add_argument(
+        "--events",
+        action=argparse.BooleanOptionalAction,
+        help="record each change of a job's state as an event; --no-events saves a row per "
+        "change (default: the Jobs' own events, on unless set)",
+    )
+    worker.add_argument(
         "--burst",
         action="store_true",
         help="exit once no job of the queues is due now or running, leaving delayed jobs "
@@ -142,7 +148,13 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
             raise CommandError(
                 f"{args.target} declares no queues (queues={{}}); name them with --queue NAME=N"
             )
-        for option in ("batch_size", "poll_interval", "lease_duration", "shutdown_grace"):
+        for option in (
+            "batch_size",
+            "poll_interval",
+            "lease_duration",
+            "shutdown_grace",
+            "events",
+        ):
             if getattr(args, option) is not None:
                 changes[option] = getattr(args, option)
     else:

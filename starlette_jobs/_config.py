@@ -33,6 +33,7 @@ class JobsConfig:
     retention: float | None = 7 * DAY
     max_payload_bytes: int = 1024 * 1024
     require_database: bool = False
+    events: bool = True
 
     def __post_init__(self) -> None:
         if self.dsn is not None and not isinstance(self.dsn, str):
@@ -70,7 +71,7 @@ class JobsConfig:
                 raise JobDefinitionError(
                     f"{name} must be {kind}, at most {limit:.0f}{extra}, got {seconds!r}"
                 )
-        for name in ("migrate", "require_database"):
+        for name in ("migrate", "require_database", "events"):
             if not isinstance(getattr(self, name), bool):
                 raise JobDefinitionError(
                     f"{name} must be True or False, got {getattr(self, name)!r}"

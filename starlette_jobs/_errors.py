@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._records import JobRecord
 
 
 class StarletteJobsError(Exception):
@@ -85,3 +88,57 @@ class ConfigurationError(StarletteJobsError, ValueError):
 class MemoryStoreUnsupportedError(StarletteJobsError, NotImplementedError):
     """What only PostgreSQL can do was asked of the in-memory store (`Jobs("memory://")`):
     joining a caller's transaction, serving several processes. Test that code on PostgreSQL."""
+
+
+class JobFailedError(StarletteJobsError):
+    """`jobs.result` waited for a job that failed for good: its attempts ran out, or it raised
+    an error declared non-retryable.
+
+    `record` is the finished job (`record.errors` holds every attempt's error) and `last_error`
+    the traceback of its last attempt.
+    """
+
+    def __init__(self, record: JobRecord) -> None:
+        self.record = record
+        self.last_error = record.last_error
+        super().__init__(
+            f"job {record.id} ({record.name}) failed after {record.attempts} attempt(s): "
+            f"{_last_line(record.last_error)}"
+        )
+
+
+class JobCancelledError(StarletteJobsError):
+    """`jobs.result` waited for a job that was cancelled (`jobs.cancel`).
+
+    `record` is the finished job: what the job returned when it caught the cancellation, if
+    anything, is `record.result`, unvalidated. `last_error` is the last failed attempt's error,
+    if one failed before.
+    """
+
+    def __init__(self, record: JobRecord) -> None:
+        self.record = record
+        self.last_error = record.last_error
+        super().__init__(f"job {record.id} ({record.name}) was cancelled")
+
+
+class JobResultError(StarletteJobsError, ValueError):
+    """`jobs.result`: the stored result of a succeeded job does not validate against the job's
+    return annotation (the function's return type changed since it ran, or its value could not
+    be stored as JSON and was kept as null). `record` is the job; `errors` pydantic's list."""
+
+    def __init__(self, record: JobRecord, errors: list[dict[str, Any]]) -> None:
+        self.record = record
+        self.errors = errors
+        details = "; ".join(str(error.get("msg", "")) for error in errors)
+        super().__init__(
+            f"the result of job {record.id} ({record.name}) does not match its return type: "
+            f"{details}"
+        )
+
+
+def _last_line(error: str | None) -> str:
+    """The last line of a traceback: the exception and its message."""
+    if not error:
+        return "(no error recorded)"
+    lines = error.strip().splitlines()
+    return lines[-1] if lines else "(no error recorded)"

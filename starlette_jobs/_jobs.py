@@ -36,12 +36,13 @@ from ._shutdown import CLOSE_SECONDS
 from ._startup import OutageReport, check_connection, check_dsn
 from ._store import Store
 from ._tracing import Tracing
+from ._waiting import JobWaiting, OutcomeWaiters
 from ._worker import Worker, WorkerSettings
 
 logger = logging.getLogger("starlette_jobs")
 
 
-class Jobs(JobQueries):
+class Jobs(JobQueries, JobWaiting):
     """Where jobs are stored, and which of them this process works on.
 
     Args:
@@ -68,6 +69,8 @@ class Jobs(JobQueries):
             delete older ones. None keeps every job. Default: 7 days; at most 100 years.
         max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB,
             at most 64 MiB). Bigger arguments belong in your own storage, with a key in the job.
+        events: record each change of a job's state as an event (`jobs.events`); False saves
+            a row per change for the last bit of throughput (see docs/events.md).
         require_database: True: starting raises `DatabaseUnavailableError` when PostgreSQL
             cannot be reached. False (default): the app starts anyway, and warns about every 30 s
             until it answers; migrations and the worker start as soon as the database answers,
@@ -100,6 +103,7 @@ class Jobs(JobQueries):
         retention: float | None = 7 * DAY,
         max_payload_bytes: int = 1024 * 1024,
         require_database: bool = False,
+        events: bool = True,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,
@@ -115,6 +119,7 @@ class Jobs(JobQueries):
             retention=retention,
             max_payload_bytes=max_payload_bytes,
             require_database=require_database,
+            events=events,
         )
         self._tracing = Tracing(tracer_provider)
         self._store: Store | None = None
@@ -126,6 +131,7 @@ class Jobs(JobQueries):
         # Migrates and starts the worker once the database answers, when it did not at start.
         self._preparing: asyncio.Task[None] | None = None
         self._enqueuer: Enqueuer | None = None
+        self._waiters: OutcomeWaiters | None = None  # `wait`'s listener and watches
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
         self._abandoned_attempts = 0
 
@@ -170,6 +176,7 @@ class Jobs(JobQueries):
             await self._release_embedded()
             raise
         self._store = store
+        self._waiters = OutcomeWaiters(store)
         self._enqueuer = Enqueuer(
             lambda: self._ready_store, self._tracing, self.config.max_payload_bytes
         )
@@ -177,15 +184,19 @@ class Jobs(JobQueries):
         return self
 
     async def _open_store(self, dsn: str) -> Store:
-        if is_memory_dsn(dsn):
-            return memory_store(dsn)
         # min_size=0: opening the pool does not need the server; `_prepare` is its first use.
-        return await PostgresStore.open(
-            dsn,
-            min_size=0,
-            max_size=self.config.pool_max_size,
-            worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
+        store: Store = (
+            memory_store(dsn)
+            if is_memory_dsn(dsn)
+            else await PostgresStore.open(
+                dsn,
+                min_size=0,
+                max_size=self.config.pool_max_size,
+                worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
+            )
         )
+        store.record_events = self.config.events
+        return store
 
     async def _prepare(self, store: Store) -> None:
         """Applies the migrations, then starts the worker.
@@ -248,6 +259,12 @@ class Jobs(JobQueries):
                 _started.remove(self._enqueuer)
             self._enqueuer = None
             self._worker = None
+            if self._waiters is not None:
+                waiters, self._waiters = self._waiters, None
+                try:
+                    await asyncio.wait_for(waiters.close(), timeout=CLOSE_SECONDS)
+                except TimeoutError:
+                    waiters.terminate()
             if self._store is not None:
                 store, self._store = self._store, None
                 try:
@@ -307,6 +324,13 @@ class Jobs(JobQueries):
                 "as soon as it answers"
             )
         return self._store
+
+    @property
+    def _ready_waiters(self) -> OutcomeWaiters:
+        self._ready_store  # noqa: B018 - raises NotStartedError
+        if self._waiters is None:
+            raise NotStartedError("Jobs is stopping: no more waiting for jobs")
+        return self._waiters
 
     @property
     def _ready_enqueuer(self) -> Enqueuer:

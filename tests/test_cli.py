@@ -74,6 +74,21 @@ def test_a_workers_options_override_the_jobs_own_settings(module: Module) -> Non
     assert config.dsn == "postgresql://other@db2/app"
 
 
+@pytest.mark.parametrize(("options", "events"), [([], True), (["--no-events"], False)])
+def test_a_worker_records_events_unless_told_not_to(
+    module: Module, options: list[str], events: bool
+) -> None:
+    name = module("cli_unit_app", APP)
+    config = _jobs_for(_parser().parse_args(["worker", f"{name}:jobs", *options])).config
+    assert config.events is events
+
+
+def test_no_events_in_the_jobs_is_kept_unless_a_worker_says_events(module: Module) -> None:
+    name = module("cli_unit_quiet", APP.replace("batch_size=50", "events=False"))
+    assert _jobs_for(_parser().parse_args(["worker", name])).config.events is False
+    assert _jobs_for(_parser().parse_args(["worker", name, "--events"])).config.events is True
+
+
 def test_without_options_a_worker_keeps_the_jobs_own_settings(module: Module) -> None:
     name = module("cli_unit_app", APP)
     jobs = _jobs_for(_parser().parse_args(["worker", f"{name}:app"]))

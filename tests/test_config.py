@@ -19,7 +19,7 @@ def test_the_defaults() -> None:
     assert dict(config.queues) == {"default": 10}
     assert (config.batch_size, config.poll_interval, config.lease_duration) == (100, 1.0, 30.0)
     assert (config.shutdown_grace, config.retention) == (10.0, 7 * 24 * 3600.0)
-    assert (config.migrate, config.require_database) == (True, False)
+    assert (config.migrate, config.require_database, config.events) == (True, False, True)
     assert config.embedded_data_dir == Path(".starlette_jobs") / "pgdata"
     assert config.max_payload_bytes == 1024 * 1024
 
@@ -52,6 +52,8 @@ def test_replace_checks_the_new_values_too() -> None:
         ({"retention": 0}, "or None to keep every job, got 0"),
         ({"lease_duration": "30"}, "got '30'"),
         ({"batch_size": 0}, "batch_size must be at least 1 and at most 10000 (an integer), got 0"),
+        ({"events": 0}, "events must be True or False, got 0"),
+        ({"events": "no"}, "events must be True or False, got 'no'"),
     ],
 )
 def test_refused_settings_name_the_setting_and_the_value(
@@ -85,7 +87,7 @@ def test_the_repr_shows_every_setting_but_masks_the_password() -> None:
     assert "s3cret" not in shown
     assert shown.startswith("JobsConfig(dsn='postgresql://app:***@db/jobs', queues={'default': 10}")
     assert "batch_size=7" in shown
-    assert "require_database=False)" in shown
+    assert "require_database=False, events=True)" in shown
     assert [field.name for field in dataclasses.fields(JobsConfig)] == [
         part.split("=")[0] for part in shown.removeprefix("JobsConfig(").split(", ") if "=" in part
     ]

@@ -22,6 +22,7 @@ DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 EXPECTED_DOCS = {
     "cancelling.md",
+    "events.md",
     "getting-started.md",
     "jobs-and-retries.md",
     "performance.md",
@@ -29,6 +30,7 @@ EXPECTED_DOCS = {
     "reliability.md",
     "testing.md",
     "tracing.md",
+    "waiting.md",
     "workers.md",
 }
 

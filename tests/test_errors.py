@@ -17,6 +17,7 @@ from starlette_jobs._errors import (
     JobArgumentsError,
     JobDefinitionError,
     JobNotFoundError,
+    JobResultError,
     MemoryStoreUnsupportedError,
     NotStartedError,
     SchemaVersionError,
@@ -33,7 +34,7 @@ ERRORS = [
 
 
 def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
-    assert len(ERRORS) == 12
+    assert len(ERRORS) == 15
     for error in ERRORS:
         assert issubclass(error, StarletteJobsError), error
         assert getattr(starlette_jobs, error.__name__) is error
@@ -45,6 +46,7 @@ def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
     [
         (JobArgumentsError, ValueError),
         (JobDefinitionError, ValueError),
+        (JobResultError, ValueError),
         (ConfigurationError, ValueError),
         (UnknownJobError, LookupError),
         (JobNotFoundError, LookupError),

@@ -16,6 +16,11 @@ async def resize(image_id: int, width: int = 100) -> str:
     return f"{image_id}:{width}"
 
 
+@job
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
 async def checks(jobs: Jobs) -> None:
     assert isinstance(resize, Job)
     assert_type(await resize.enqueue(1, width=2), JobId)
@@ -23,6 +28,10 @@ async def checks(jobs: Jobs) -> None:
     assert_type(await resize.configure(delay=1.0).enqueue(image_id=3), JobId)
     assert_type(await jobs.get(1), JobRecord | None)
     assert_type(await resize.enqueue_many([{"image_id": 1}]), list[JobId])
+    assert_type(await jobs.wait(1, timeout=5), JobRecord)
+    # `result` is what the function returns: an async job's, once awaited.
+    assert_type(await jobs.result(resize, 1, timeout=5), str)
+    assert_type(await jobs.result(count_words, 1), int)
 
     await resize.enqueue("one")  # type: ignore[arg-type]
     await resize.enqueue(1, height=3)  # type: ignore[call-arg]
