@@ -450,9 +450,17 @@ SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id
  ORDER BY seq;
 
 -- name: want_outcome
--- Someone waits for this job's outcome: the statement that finishes it will NOTIFY. An UPDATE,
--- not a SELECT: should an outcome be committing at this moment, it waits for it and returns the
--- status that outcome wrote, so that either the outcome sees the flag or this sees the outcome.
+-- Someone waits for this job's outcome: the statement that finishes it will NOTIFY. An UPDATE
+-- while the flag is not set yet: should an outcome be committing at this moment, it waits for
+-- it and returns the status that outcome wrote, so that either the outcome sees the flag or this
+-- sees the outcome. Once set, the flag is only read: a waiter's periodic look writes nothing.
 -- Returns the job's status, or nothing if there is no such job.
 -- $1 job id
-UPDATE starlette_jobs SET outcome_wanted = true WHERE id = $1 RETURNING status;
+WITH wanted AS (
+    UPDATE starlette_jobs SET outcome_wanted = true
+     WHERE id = $1 AND NOT outcome_wanted
+    RETURNING status
+)
+SELECT status FROM wanted
+UNION ALL
+SELECT status FROM starlette_jobs WHERE id = $1 AND NOT EXISTS (SELECT FROM wanted);
