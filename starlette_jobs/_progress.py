@@ -70,6 +70,8 @@ class ProgressWriter:
         """The attempt ended: its last value that is not known to be written (JSON text, or
         None), for its outcome. Nothing of it is written by this writer afterwards, unless the
         statement in flight holds it (writing it twice does no harm)."""
+        if not self._pending and not self._in_flight:
+            return None  # nothing reported by anyone: the usual case, no lock to take
         with self._lock:
             pending = self._pending.pop(token, None)
             if pending is None:
