@@ -109,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
         "change (default: the Jobs' own events, on unless set)",
     )
     worker.add_argument(
+        "--protect-event-loop",
+        action="store_true",
+        help="start fewer jobs while the event loop lags more than the Jobs' loop_lag_target "
+        "(default: off, whatever the Jobs says: a worker process serves no requests)",
+    )
+    worker.add_argument(
         "--burst",
         action="store_true",
         help="exit once no job of the queues is due now or running, leaving delayed jobs "
@@ -157,6 +163,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
         ):
             if getattr(args, option) is not None:
                 changes[option] = getattr(args, option)
+        changes["protect_event_loop"] = args.protect_event_loop
     else:
         changes["queues"] = {}  # migrate and status run no worker
         changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below

@@ -34,6 +34,8 @@ class JobsConfig:
     max_payload_bytes: int = 1024 * 1024
     require_database: bool = False
     events: bool = True
+    protect_event_loop: bool | None = None
+    loop_lag_target: float = 0.005
 
     def __post_init__(self) -> None:
         if self.dsn is not None and not isinstance(self.dsn, str):
@@ -71,10 +73,13 @@ class JobsConfig:
                 raise JobDefinitionError(
                     f"{name} must be {kind}, at most {limit:.0f}{extra}, got {seconds!r}"
                 )
-        for name in ("migrate", "require_database", "events"):
+        for name in ("migrate", "require_database", "events", "protect_event_loop"):
+            if name == "protect_event_loop" and self.protect_event_loop is None:
+                continue
             if not isinstance(getattr(self, name), bool):
+                extra = ", or None" if name == "protect_event_loop" else ""
                 raise JobDefinitionError(
-                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                    f"{name} must be True or False{extra}, got {getattr(self, name)!r}"
                 )
 
     def __repr__(self) -> str:
@@ -95,4 +100,5 @@ _SECONDS_BOUNDS = {
     "lease_duration": DAY,
     "shutdown_grace": DAY,
     "retention": 100 * 365 * DAY,
+    "loop_lag_target": 60.0,
 }

@@ -7,7 +7,6 @@ import asyncio
 import builtins
 import logging
 import math
-import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -21,7 +20,7 @@ from ._config import DAY, JobsConfig
 from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff, worker_statement_timeout
 from ._dsn import masked_dsn
-from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres, start_embedded_postgres
+from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from ._enqueue import Enqueuer
 from ._errors import (
     ConfigurationError,
@@ -33,7 +32,7 @@ from ._memory import is_memory_dsn, memory_store
 from ._postgres import PostgresStore
 from ._queries import JobQueries
 from ._shutdown import CLOSE_SECONDS
-from ._startup import OutageReport, check_connection, check_dsn
+from ._startup import OutageReport, check_connection, resolve_dsn
 from ._store import Store
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
@@ -77,6 +76,10 @@ class Jobs(JobQueries, JobWaiting):
             and calls made meanwhile raise `DatabaseUnavailableError`. Either way, settings that
             cannot work (not a PostgreSQL URL, an unknown host, a missing database or role, a
             wrong password) make starting raise `ConfigurationError`.
+        protect_event_loop: start fewer jobs while the event loop lags more than
+            `loop_lag_target` seconds, so the app's requests stay quick (docs/workers.md). None
+            (default): on under `jobs.lifespan` (a web app), off under `async with jobs:`.
+        loop_lag_target: that lag, in seconds (default 0.005; > 0, at most 60).
 
     Raises:
         JobDefinitionError: a setting is out of its range, not finite (NaN, infinity), or of
@@ -104,6 +107,8 @@ class Jobs(JobQueries, JobWaiting):
         max_payload_bytes: int = 1024 * 1024,
         require_database: bool = False,
         events: bool = True,
+        protect_event_loop: bool | None = None,
+        loop_lag_target: float = 0.005,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,
@@ -120,6 +125,8 @@ class Jobs(JobQueries, JobWaiting):
             max_payload_bytes=max_payload_bytes,
             require_database=require_database,
             events=events,
+            protect_event_loop=protect_event_loop,
+            loop_lag_target=loop_lag_target,
         )
         self._tracing = Tracing(tracer_provider)
         self._store: Store | None = None
@@ -134,6 +141,7 @@ class Jobs(JobQueries, JobWaiting):
         self._waiters: OutcomeWaiters | None = None  # `wait`'s listener and watches
         # Job attempts the last shutdown gave up on that still run (see `Worker.abandoned`).
         self._abandoned_attempts = 0
+        self._in_lifespan = False  # a web app's: the event loop serves requests too
 
     def replace(self, **changes: Any) -> Jobs:
         """A new, unstarted `Jobs` with some settings changed (e.g. `queues=` for a worker)."""
@@ -145,7 +153,9 @@ class Jobs(JobQueries, JobWaiting):
     async def __aenter__(self) -> Jobs:
         if self._store is not None:
             raise RuntimeError("this Jobs instance is already started")
-        self._dsn = await self._resolve_dsn()
+        self._dsn, self._dsn_source, self._embedded = await resolve_dsn(
+            self.config.dsn, self.config.embedded_data_dir
+        )
         try:
             store = await self._open_store(self._dsn)
         except BaseException:
@@ -283,34 +293,21 @@ class Jobs(JobQueries, JobWaiting):
     async def lifespan(self, app: Any) -> AsyncIterator[dict[str, Any]]:
         """Starlette lifespan: `Starlette(lifespan=jobs.lifespan)`, or nested in your own with
         `async with jobs.lifespan(app):`. Sets `app.state.jobs` and yields `{"jobs": jobs}`."""
-        async with self:
-            app.state.jobs = self
-            yield {"jobs": self}
-
-    async def _resolve_dsn(self) -> str:
-        """The DSN to use, checked to be a PostgreSQL URL; starts the embedded server if none."""
-        configured = self.config.dsn or os.environ.get("DATABASE_URL")
-        if configured and is_memory_dsn(configured):
-            self._dsn_source = "the in-memory store"
-            return configured
-        if self.config.dsn:
-            self._dsn_source, dsn = "from the dsn argument", self.config.dsn
-        elif os.environ.get("DATABASE_URL"):
-            self._dsn_source, dsn = "from DATABASE_URL", os.environ["DATABASE_URL"]
-        else:
-            self._dsn_source = "the embedded PostgreSQL"
-            data_dir = self.config.embedded_data_dir
-            dsn = await asyncio.to_thread(start_embedded_postgres, data_dir)
-            self._embedded = data_dir
-            return dsn
-        check_dsn(dsn, self._dsn_source)
-        return dsn
+        self._in_lifespan = True
+        try:
+            async with self:
+                app.state.jobs = self
+                yield {"jobs": self}
+        finally:
+            self._in_lifespan = False
 
     def _worker_settings(self) -> WorkerSettings:
         c = self.config
+        protect = self._in_lifespan if c.protect_event_loop is None else c.protect_event_loop
         return WorkerSettings(
-            c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace, c.retention
-        )
+            c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace,
+            c.retention, c.loop_lag_target if protect else None,
+        )  # fmt: skip
 
     @property
     def _ready_store(self) -> Store:

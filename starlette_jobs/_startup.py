@@ -8,10 +8,13 @@ moment: the app starts anyway, and `OutageReport` keeps saying so while it lasts
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
 import socket
 import time
+from pathlib import Path
 
 from ._connections import (
     InvalidAuthorizationSpecificationError,
@@ -19,7 +22,9 @@ from ._connections import (
     connect_plain,
 )
 from ._dsn import masked_dsn
+from ._embedded import start_embedded_postgres
 from ._errors import ConfigurationError
+from ._memory import is_memory_dsn
 
 logger = logging.getLogger("starlette_jobs")
 
@@ -30,6 +35,24 @@ _EXPECTED = "expected postgresql://user:password@host:port/database"
 # getaddrinfo's answers that mean "this name does not exist", as opposed to "the resolver could
 # not answer now" (EAI_AGAIN), which is an outage. EAI_NODATA is not defined on every platform.
 _NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+async def resolve_dsn(given: str | None, embedded_data_dir: Path) -> tuple[str, str, Path | None]:
+    """The DSN to use (`given`, else `DATABASE_URL`, else the embedded server's, started now),
+    checked to be a PostgreSQL URL; where it came from, for error messages; and the embedded
+    server's data directory when that is the one in use."""
+    configured = given or os.environ.get("DATABASE_URL")
+    if configured and is_memory_dsn(configured):
+        return configured, "the in-memory store", None
+    if given:
+        source, dsn = "from the dsn argument", given
+    elif os.environ.get("DATABASE_URL"):
+        source, dsn = "from DATABASE_URL", os.environ["DATABASE_URL"]
+    else:
+        dsn = await asyncio.to_thread(start_embedded_postgres, embedded_data_dir)
+        return dsn, "the embedded PostgreSQL", embedded_data_dir
+    check_dsn(dsn, source)
+    return dsn, source, None
 
 
 def check_dsn(dsn: str, source: str) -> None:

@@ -27,6 +27,7 @@ from ._context import AttemptControl
 from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper
+from ._loop_lag import LoopLagGuard
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._records import Claim
@@ -47,6 +48,8 @@ class WorkerSettings:
     lease_duration: float
     shutdown_grace: float
     retention: float | None
+    # Seconds of event loop lag above which fewer jobs start (see _loop_lag); None: no limit.
+    loop_lag_target: float | None = None
 
 
 def _horizon(remaining: float, include_scheduled: bool) -> float | None:
@@ -83,6 +86,9 @@ class Worker:
         self._tracing = tracing
         self._queues = {name: _QueueState(name) for name in settings.queues}
         self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
+        self._guard = LoopLagGuard(
+            settings.queues, settings.loop_lag_target, self._running.count, self._may_claim
+        )
         self._outcomes = OutcomeWriter(store)
         self._progress = ProgressWriter(store)
         self._leases = LeaseKeeper(
@@ -125,6 +131,7 @@ class Worker:
                 )
             self._leases.start()
             self._upkeep.start()
+            self._guard.start()
         except BaseException:
             # Nothing may outlive a start that failed: the pool is closed next.
             for task in self._tasks:
@@ -154,7 +161,7 @@ class Worker:
         while not self._stopping:
             # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
             state.wake.clear()
-            free = self._running.free(state.name)
+            free = self._guard.room(state.name)
             if free > 0:
                 wanted = min(free, settings.batch_size)
                 try:
@@ -191,7 +198,7 @@ class Worker:
                     self._controls[claim.lease_token] = AttemptControl(report)
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
-                if state.may_have_more and self._running.free(state.name) > 0:
+                if state.may_have_more and self._guard.room(state.name) > 0:
                     continue
             if not state.wake.is_set():
                 # asyncio.timeout rather than wait_for: no task of its own per wait.
@@ -200,6 +207,11 @@ class Worker:
                         await state.wake.wait()
             if not state.wake.is_set():
                 state.may_have_more = True  # the poll: delayed jobs may have come due
+
+    def _may_claim(self, queue: str) -> None:
+        """The loop caught up and `queue` may run more jobs: claim if it may have some."""
+        if self._queues[queue].may_have_more:
+            self._queues[queue].wake.set()
 
     async def _release_lost_claims(self, state: _QueueState) -> None:
         """A claim of this queue failed on the client's side, yet may have committed: its jobs
@@ -316,6 +328,7 @@ class Worker:
         """
         self._stopping = True
         self._stopped.set()
+        self._guard.stop()
         for state in self._queues.values():
             state.wake.set()
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts

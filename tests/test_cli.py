@@ -89,6 +89,17 @@ def test_no_events_in_the_jobs_is_kept_unless_a_worker_says_events(module: Modul
     assert _jobs_for(_parser().parse_args(["worker", name, "--events"])).config.events is True
 
 
+@pytest.mark.parametrize("source", [APP, APP.replace("batch_size=50", "protect_event_loop=True")])
+def test_a_worker_process_protects_its_event_loop_only_when_told_to(
+    module: Module, source: str
+) -> None:
+    name = module("cli_unit_protect", source)
+    # Whatever the Jobs says: that was for the web app, and a worker process serves no requests.
+    assert _jobs_for(_parser().parse_args(["worker", name])).config.protect_event_loop is False
+    told = _parser().parse_args(["worker", name, "--protect-event-loop"])
+    assert _jobs_for(told).config.protect_event_loop is True
+
+
 def test_without_options_a_worker_keeps_the_jobs_own_settings(module: Module) -> None:
     name = module("cli_unit_app", APP)
     jobs = _jobs_for(_parser().parse_args(["worker", f"{name}:app"]))

@@ -22,6 +22,7 @@ def test_the_defaults() -> None:
     assert (config.migrate, config.require_database, config.events) == (True, False, True)
     assert config.embedded_data_dir == Path(".starlette_jobs") / "pgdata"
     assert config.max_payload_bytes == 1024 * 1024
+    assert (config.protect_event_loop, config.loop_lag_target) == (None, 0.005)
 
 
 def test_each_config_has_its_own_default_queues() -> None:
@@ -54,6 +55,10 @@ def test_replace_checks_the_new_values_too() -> None:
         ({"batch_size": 0}, "batch_size must be at least 1 and at most 10000 (an integer), got 0"),
         ({"events": 0}, "events must be True or False, got 0"),
         ({"events": "no"}, "events must be True or False, got 'no'"),
+        ({"protect_event_loop": 1}, "protect_event_loop must be True or False, or None, got 1"),
+        ({"loop_lag_target": 0}, "loop_lag_target must be a positive number of seconds"),
+        ({"loop_lag_target": math.nan}, "loop_lag_target must be"),
+        ({"loop_lag_target": 61}, "at most 60"),
     ],
 )
 def test_refused_settings_name_the_setting_and_the_value(
@@ -87,7 +92,7 @@ def test_the_repr_shows_every_setting_but_masks_the_password() -> None:
     assert "s3cret" not in shown
     assert shown.startswith("JobsConfig(dsn='postgresql://app:***@db/jobs', queues={'default': 10}")
     assert "batch_size=7" in shown
-    assert "require_database=False, events=True)" in shown
+    assert "require_database=False, events=True, protect_event_loop=None" in shown
     assert [field.name for field in dataclasses.fields(JobsConfig)] == [
         part.split("=")[0] for part in shown.removeprefix("JobsConfig(").split(", ") if "=" in part
     ]

@@ -1,0 +1,144 @@
+"""The in-process worker's care for the web tier: it watches how late the event loop runs, and
+starts fewer jobs while the loop falls behind.
+
+A job that holds the event loop (a computation in an `async def`, a blocking call) delays every
+request the same loop serves, and a worker that starts ten such jobs at once delays a request
+by ten of them. The loop's lag, how late it runs a timer, is what a request waits for too: a
+timer is due every `TICK` seconds, and how late it fires is one sample. While the smoothed lag
+is above the target, each queue's limit halves (never below one running job, so the drain
+always goes on); while it is below and a queue runs as many jobs as its limit allows, the
+limit grows again, up to the queue's concurrency. Jobs already running are never interrupted:
+a lower limit only holds back the next claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Mapping
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+TICK = 0.02
+"""Seconds between two lag samples: 50 timers a second, a few microseconds each."""
+
+RISE = 0.5
+"""How much of a sample above the smoothed lag counts at once: a blocked loop is seen within
+a tick or two."""
+
+FALL = 0.2
+"""How much of a sample below it counts: the limits grow back only once the loop has kept up
+for a few ticks, not between two bursts."""
+
+
+class LoopLag:
+    """How late the event loop runs a timer, smoothed: quick to rise, slow to fall."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def add(self, sample: float) -> float:
+        """Adds one sample (seconds late; a timer run early counts as on time) and returns the
+        smoothed lag."""
+        sample = max(sample, 0.0)
+        weight = RISE if sample > self.seconds else FALL
+        self.seconds += (sample - self.seconds) * weight
+        return self.seconds
+
+
+class QueueLimits:
+    """How many jobs each queue may run now: from one up to its concurrency, halved while the
+    lag is above `target`, grown while below it and the limit is what holds the queue back.
+
+    A queue starts at one running job: a web app that starts with a backlog does not begin by
+    starting a batch of jobs at once before the first sample says what they cost.
+    """
+
+    def __init__(self, concurrency: Mapping[str, int], target: float) -> None:
+        self.target = target
+        self._most = dict(concurrency)
+        self.limits = dict.fromkeys(concurrency, 1)
+
+    def observe(self, lag: float, running: Callable[[str], int]) -> list[str]:
+        """Updates every queue's limit from the smoothed `lag`; returns the queues whose limit
+        rose (they may claim again)."""
+        raised = []
+        for queue, limit in self.limits.items():
+            if lag > self.target:
+                self.limits[queue] = max(1, limit // 2)
+            elif limit < self._most[queue] and running(queue) >= limit:
+                # A quarter more (at least one): from 1 to 100 in about 20 ticks.
+                self.limits[queue] = min(self._most[queue], limit + max(1, limit // 4))
+                raised.append(queue)
+        return raised
+
+
+class LoopLagGuard:
+    """How many jobs each queue may start now: with a target, it samples the running loop's
+    lag every `TICK` seconds and keeps each queue's limit; without one, the limits are the
+    queues' concurrency, and nothing is sampled.
+
+    Args:
+        concurrency: queue name -> the most jobs it may run.
+        target: seconds of smoothed lag above which the limits shrink; None: never.
+        running: how many jobs of a queue run now.
+        raised: called with a queue whose limit rose, to wake its claim loop.
+    """
+
+    def __init__(
+        self,
+        concurrency: Mapping[str, int],
+        target: float | None,
+        running: Callable[[str], int],
+        raised: Callable[[str], None],
+    ) -> None:
+        self.lag = LoopLag()
+        self.limits = QueueLimits(concurrency, math.inf if target is None else target)
+        if target is None:
+            self.limits.limits = dict(concurrency)
+        self._enabled = target is not None
+        self._running = running
+        self._raised = raised
+        self._timer: asyncio.TimerHandle | None = None
+        self._holding_back = False
+
+    def room(self, queue: str) -> int:
+        """How many more jobs of `queue` may start now (0 or less: none)."""
+        return self.limits.limits[queue] - self._running(queue)
+
+    def start(self) -> None:
+        if not self._enabled:
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + TICK
+        self._timer = loop.call_at(due, self._tick, loop, due)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def observe(self, sample: float) -> None:
+        """One lag sample, in seconds: updates the limits, and wakes the queues that may claim
+        again."""
+        lag = self.lag.add(sample)
+        for queue in self.limits.observe(lag, self._running):
+            self._raised(queue)
+        holding_back = lag > self.limits.target
+        if holding_back != self._holding_back:
+            self._holding_back = holding_back
+            logger.debug(
+                "event loop lag %.1f ms %s the %.1f ms target: %s; limits %s",
+                lag * 1000,
+                "above" if holding_back else "back under",
+                self.limits.target * 1000,
+                "starting fewer jobs" if holding_back else "starting more again",
+                self.limits.limits,
+            )
+
+    def _tick(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        now = loop.time()
+        self.observe(now - due)
+        # From now, not from `due`: a loop that was blocked gets one late sample, not a burst.
+        self._timer = loop.call_at(now + TICK, self._tick, loop, now + TICK)
