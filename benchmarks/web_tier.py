@@ -20,10 +20,10 @@ Set-up:
     - Drain rate: the jobs that succeeded while the load ran, over its length. Just before it, a
       backlog is enqueued that the worker cannot finish within it; the table says if it did.
 
-Scenarios, for each `--hold-ms`, each on a server started anew, measured idle (nothing to
-run) and then while the backlog drains:
-    protected       the in-process worker, with the default under `jobs.lifespan`: protection on
+Scenarios, for each `--hold-ms`, each on a server started anew and warmed up with 3 s of the
+same load, measured idle (nothing to run) and then while the backlog drains:
     in-process      the in-process worker, protection off (`protect_event_loop=False`)
+    protected       the in-process worker, with the default under `jobs.lifespan`: protection on
     separate        the web process runs no worker; a `starlette-jobs worker` process drains
 
 A machine shared with other work shifts every figure: compare the rows of one run, and read the
@@ -63,6 +63,7 @@ CONCURRENCY = 10
 DSN_ENV = "WEB_TIER_DSN"
 MODE_ENV = "WEB_TIER_MODE"  # protected, in-process or separate
 TARGET_ENV = "WEB_TIER_LOOP_LAG_TARGET"  # seconds; the Jobs' default unless set
+WARM_UP_SECONDS = 3.0
 
 
 # -- the server's side: imported as `web_tier` by uvicorn and by `starlette-jobs worker` ---------
@@ -142,7 +143,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving(dsn: str, mode: str, target: str | None) -> AsyncIterator[httpx2.AsyncClient]:
+async def serving(
+    dsn: str, mode: str, target: str | None, rate: float
+) -> AsyncIterator[httpx2.AsyncClient]:
     """uvicorn (and, for `separate`, a worker process) running; a client for the server."""
     port = free_port()
     env = child_env(dsn, mode, target)
@@ -168,9 +171,9 @@ async def serving(dsn: str, mode: str, target: str | None) -> AsyncIterator[http
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError(f"uvicorn did not start ({mode})")
                 await asyncio.sleep(0.1)
-            # Warm: connections open, code paths run, and (separate) the worker listening.
-            await asyncio.gather(*(client.get("/ping") for _ in range(50)))
-            await asyncio.sleep(1.0)
+            # Warm: connections open, code paths run, the start's own work done, and (separate)
+            # the worker listening. The first seconds of a server are slower, whatever it runs.
+            await load(client, rate, WARM_UP_SECONDS)
             yield client
     finally:
         stop(server)
@@ -228,6 +231,9 @@ async def drain_under_load(
     for first in range(0, backlog, 20_000):
         count = min(20_000, backlog - first)
         await producer.enqueue_many(hold, [{"ms": ms}] * count)
+    # Statistics for the planner, as autovacuum would soon take them: without them, each claim
+    # scans the whole backlog.
+    await conn.execute("ANALYZE starlette_jobs")
     await asyncio.sleep(0.5)  # past the first claims: the steady state is what is measured
     before, _ = await succeeded(conn)
     began = time.perf_counter()
@@ -250,9 +256,9 @@ async def run(args: argparse.Namespace, server_dsn: str) -> None:
             try:
                 for ms in args.hold_ms:
                     label = f"{ms:g} ms"
-                    for mode in ("protected", "in-process", "separate"):
+                    for mode in ("in-process", "protected", "separate"):
                         await conn.execute("TRUNCATE starlette_jobs")
-                        async with serving(dsn, mode, args.loop_lag_target) as client:
+                        async with serving(dsn, mode, args.loop_lag_target, args.rate) as client:
                             idle = await load(client, args.rate, args.seconds)
                             figures = await drain_under_load(client, producer, conn, args, ms)
                             rows.append((label, mode, idle, figures))
