@@ -12,7 +12,15 @@ from typing import Any, cast
 
 import pytest
 
-from starlette_jobs._loop_lag import FALL, RISE, TICK, LoopLag, LoopLagGuard, QueueLimits
+from starlette_jobs._loop_lag import (
+    FALL,
+    IDLE_TICK,
+    RISE,
+    TICK,
+    LoopLag,
+    LoopLagGuard,
+    QueueLimits,
+)
 
 TARGET = 0.005
 HIGH, LOW = 0.050, 0.0  # a loop blocked for 50 ms, and one that keeps up
@@ -209,6 +217,9 @@ async def test_each_tick_samples_how_late_the_timer_ran_and_sets_the_next_from_t
     assert guard.lag.seconds == pytest.approx(0.040 * RISE)
     assert guard.room("default") == 0  # halved back to 1
     assert fake.timers[0][0] == pytest.approx(fake.now + TICK)  # one sample, not a catch-up
+    recorder.running["default"] = 0
+    fake.run_next_at(fake.timers[0][0])
+    assert fake.timers[0][0] == pytest.approx(fake.now + IDLE_TICK)  # nothing runs: fewer
     guard.stop()
 
 
