@@ -63,6 +63,9 @@ class QueueLimits:
         self.target = target
         self._most = dict(concurrency)
         self.limits = dict.fromkeys(concurrency, 1)
+        # Queues that had jobs to claim and no room since the last sample: quick jobs end
+        # before a sample sees them run, yet their limit is what holds them back.
+        self.held_back: set[str] = set()
 
     def observe(self, lag: float, running: Callable[[str], int]) -> list[str]:
         """Updates every queue's limit from the smoothed `lag`; returns the queues whose limit
@@ -71,10 +74,11 @@ class QueueLimits:
         for queue, limit in self.limits.items():
             if lag > self.target:
                 self.limits[queue] = max(1, limit // 2)
-            elif limit < self._most[queue] and running(queue) >= limit:
+            elif limit < self._most[queue] and (running(queue) >= limit or queue in self.held_back):
                 # A quarter more (at least one): from 1 to 100 in about 20 ticks.
                 self.limits[queue] = min(self._most[queue], limit + max(1, limit // 4))
                 raised.append(queue)
+        self.held_back.clear()
         return raised
 
 
@@ -107,9 +111,13 @@ class LoopLagGuard:
         self._timer: asyncio.TimerHandle | None = None
         self._holding_back = False
 
-    def room(self, queue: str) -> int:
-        """How many more jobs of `queue` may start now (0 or less: none)."""
-        return self.limits.limits[queue] - self._running(queue)
+    def room(self, queue: str, *, more_waiting: bool = False) -> int:
+        """How many more jobs of `queue` may start now (0 or less: none). `more_waiting`: the
+        queue has jobs to claim, so a limit that leaves no room is holding it back."""
+        room = self.limits.limits[queue] - self._running(queue)
+        if more_waiting and room <= 0:
+            self.limits.held_back.add(queue)
+        return room
 
     def start(self) -> None:
         if not self._enabled:

@@ -198,7 +198,7 @@ class Worker:
                     self._controls[claim.lease_token] = AttemptControl(report)
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
-                if state.may_have_more and self._guard.room(state.name) > 0:
+                if state.may_have_more and self._guard.room(state.name, more_waiting=True) > 0:
                     continue
             if not state.wake.is_set():
                 # asyncio.timeout rather than wait_for: no task of its own per wait.

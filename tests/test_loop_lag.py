@@ -98,6 +98,26 @@ def test_a_limit_halves_on_every_late_sample_down_to_one_job() -> None:
     assert seen == [50, 25, 12, 6, 3, 1, 1, 1]
 
 
+def test_a_limit_grows_when_a_queue_had_jobs_waiting_and_no_room_since_the_last_sample() -> None:
+    recorder = Recorder()
+    guard = guard_of(recorder)
+    # Quick jobs: none runs when the samples come, but each claim found the limit full.
+    assert guard.room("default", more_waiting=True) == 1  # room: nothing held back
+    guard.observe(LOW)
+    assert guard.limits.limits["default"] == 1
+    recorder.running["default"] = 1
+    assert guard.room("default", more_waiting=True) == 0
+    recorder.running["default"] = 0
+    guard.observe(LOW)
+    assert guard.limits.limits["default"] == 2
+    guard.observe(LOW)  # nothing held back since: it stays
+    assert guard.limits.limits["default"] == 2
+    recorder.running["default"] = 2
+    guard.room("default", more_waiting=True)
+    guard.observe(HIGH)  # a late loop wins
+    assert guard.limits.limits["default"] == 1
+
+
 def test_the_queues_whose_limit_rose_are_returned() -> None:
     limits = QueueLimits({"a": 5, "b": 5, "full": 1}, TARGET)
     running = {"a": 1, "b": 0, "full": 1}
