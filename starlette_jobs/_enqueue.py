@@ -8,15 +8,18 @@ started enqueuers (`job.enqueue` writes through the most recent), or through
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from ._connections import unavailable_as_error
 from ._errors import JobArgumentsError
 from ._job import EnqueueOptions, Job, JobId
+from ._on_success import request_jobs
 from ._records import NewJobs
 from ._store import Store
 from ._tracing import Tracing
+from ._transactions import driver_connection
 
 
 class Enqueuer:
@@ -36,28 +39,37 @@ class Enqueuer:
     async def insert(
         self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
     ) -> list[JobId]:
-        """Inserts one job per payload (JSON text of validated arguments); returns the ids."""
+        """Inserts one job per payload (JSON text of validated arguments); returns the ids.
+        With `on_success`, reserves the ids and holds the jobs for the current request."""
         self._check_payload_sizes(job, payloads)
         store = self._store()
+        held = request_jobs() if options.on_success else None
+        connection = options.connection
+        if connection is not None:  # the caller's transaction, as the asyncpg connection
+            connection = await driver_connection(connection)
         queue = options.queue or job.queue
         with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
-            ids = await store.insert_jobs(
-                NewJobs(
-                    name=job.name,
-                    queue=queue,
-                    payloads=payloads,
-                    priority=job.priority if options.priority is None else options.priority,
-                    delay=options.delay,
-                    run_at=options.run_at,
-                    max_attempts=job.retry.max_attempts,
-                    trace_context=scope.stored_context,
-                    unique_key=options.unique_key,
-                    notify=_due_now(options),
-                ),
-                options.connection,
+            new = NewJobs(
+                name=job.name,
+                queue=queue,
+                payloads=payloads,
+                priority=job.priority if options.priority is None else options.priority,
+                delay=options.delay,
+                run_at=options.run_at,
+                max_attempts=job.retry.max_attempts,
+                trace_context=scope.stored_context,
+                unique_key=options.unique_key,
+                notify=_due_now(options),
+                idempotency_key=options.idempotency_key,
             )
+            if held is None:
+                ids = await store.insert_jobs(new, connection)
+            else:
+                ids, taken = await store.reserve_ids(new)
+                if not taken:
+                    held.hold(store, replace(new, ids=tuple(ids)))
             scope.set_job_ids(ids)
-        if self.after_enqueue is not None:
+        if self.after_enqueue is not None and held is None:
             await self.after_enqueue(ids)
         return ids
 

@@ -16,7 +16,7 @@ from ._retry import Retry
 from ._storable import MAX_DELAY, MAX_UNIQUE_KEY_LENGTH, unstorable
 
 if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
-    from ._connections import Connection
+    from ._transactions import CallerTransaction
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,7 +62,9 @@ class EnqueueOptions:
     priority: int | None = None
     queue: str | None = None
     unique_key: str | None = None
-    connection: Connection | None = None
+    connection: CallerTransaction | None = None
+    idempotency_key: str | None = None
+    on_success: bool = False
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.run_at is not None:
@@ -76,7 +78,14 @@ class EnqueueOptions:
         if self.queue is not None:
             check_queue_name(self.queue)
         if self.unique_key is not None:
-            _check_unique_key(self.unique_key)
+            _check_key("unique_key", self.unique_key)
+        if self.idempotency_key is not None:
+            _check_key("idempotency_key", self.idempotency_key)
+        if self.on_success and self.connection is not None:
+            raise JobDefinitionError(
+                "give either on_success=True (written if the response succeeds) or connection= "
+                "(written if that transaction commits), not both"
+            )
 
 
 def check_seconds(name: str, seconds: float, *, zero: bool = True) -> float:
@@ -109,15 +118,15 @@ def _check_run_at(run_at: datetime) -> None:
         )
 
 
-def _check_unique_key(unique_key: str) -> None:
-    if not isinstance(unique_key, str) or not 1 <= len(unique_key) <= MAX_UNIQUE_KEY_LENGTH:
+def _check_key(option: str, key: str) -> None:
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_UNIQUE_KEY_LENGTH:
         raise JobDefinitionError(
-            f"unique_key must be 1 to {MAX_UNIQUE_KEY_LENGTH} characters, got "
-            f"{len(unique_key) if isinstance(unique_key, str) else unique_key!r}"
+            f"{option} must be 1 to {MAX_UNIQUE_KEY_LENGTH} characters, got "
+            f"{len(key) if isinstance(key, str) else key!r}"
         )
-    reason = unstorable(unique_key)
+    reason = unstorable(key)
     if reason is not None:
-        raise JobDefinitionError(f"unique_key {reason}")
+        raise JobDefinitionError(f"{option} {reason}")
 
 
 class Enqueuer(Protocol):
@@ -211,8 +220,10 @@ class Job(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         unique_key: str | None = None,
-        connection: Connection | None = None,
+        connection: CallerTransaction | None = None,
         jobs: HasEnqueuer | None = None,
+        idempotency_key: str | None = None,
+        on_success: bool = False,
     ) -> ConfiguredJob[P, R]:
         """Options for one enqueue call, kept apart from the job's own arguments.
 
@@ -223,14 +234,23 @@ class Job(Generic[P, R]):
             queue: overrides the job's queue.
             unique_key: while a pending or running job holds this key, enqueueing another with
                 the same key writes nothing and returns the live job's id.
-            connection: an asyncpg connection whose transaction the insert joins, so the job
+            connection: an asyncpg connection, or a SQLAlchemy `AsyncSession` or
+                `AsyncConnection` on asyncpg, whose transaction the insert joins, so the job
                 exists only if that transaction commits.
             jobs: the `Jobs` instance to write through (default: the one started last).
+            idempotency_key: like `unique_key`, for jobs of this name, but held for as long as
+                the job is kept (until `retention` prunes it), whatever its status; see
+                `idempotency_key()` for the `Idempotency-Key` header.
+            on_success: hold the job until the response of the current request starts, and
+                write it then only if its status is below 400 (needs `OnSuccessMiddleware`).
+                The id is real already; see docs/requests.md.
 
         Example:
             >>> await send_welcome.configure(delay=60).enqueue(user_id=1, email="a@b.c")
         """
-        options = EnqueueOptions(delay, run_at, priority, queue, unique_key, connection)
+        options = EnqueueOptions(
+            delay, run_at, priority, queue, unique_key, connection, idempotency_key, on_success
+        )
         return ConfiguredJob(self, options, jobs)
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
@@ -288,10 +308,11 @@ class ConfiguredJob(Generic[P, R]):
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """See `Job.enqueue_many`."""
-        if self.options.unique_key is not None:
-            raise JobDefinitionError(
-                "unique_key names one job; it cannot be shared by the jobs of enqueue_many"
-            )
+        for option in ("unique_key", "idempotency_key"):
+            if getattr(self.options, option) is not None:
+                raise JobDefinitionError(
+                    f"{option} names one job; it cannot be shared by the jobs of enqueue_many"
+                )
         items = list(items)
         if not items:
             return []

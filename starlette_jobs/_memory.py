@@ -91,31 +91,36 @@ class MemoryStore:
                 "the in-memory store cannot join a PostgreSQL transaction (connection=): "
                 "test that code on PostgreSQL (starlette_jobs.testing's `jobs_database`)"
             )
-        if new.unique_key is not None:
-            holder = self._live_holder(new.unique_key)
-            if holder is not None:
-                return [holder.id]
+        holder = self._holder(new)
+        if holder is not None:
+            return [holder.id]
+        return self._insert(new, [next(self._ids) for _ in new.payloads])
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        holder = self._holder(new)
+        if holder is not None:
+            return [holder.id], True
+        return [next(self._ids) for _ in new.payloads], False
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        written: set[int] = set()
+        for new in batch:
+            if self._holder(new) is None and not any(i in self._rows for i in new.ids):
+                written.update(self._insert(new, list(new.ids)))
+        return written
+
+    def _insert(self, new: NewJobs, ids: list[int]) -> list[int]:
         now = _now()
-        run_at = new.run_at or now + timedelta(seconds=new.delay or 0.0)
-        ids = []
-        for payload in new.payloads:
-            row = Row(
-                id=next(self._ids),
-                name=new.name,
-                queue=new.queue,
-                payload=_canonical_json(payload),
-                priority=new.priority,
-                run_at=run_at,
-                max_attempts=new.max_attempts,
-                trace_context=new.trace_context,
-                unique_key=new.unique_key,
-                created_at=now,
-            )
-            self._rows[row.id] = row
-            ids.append(row.id)
+        for job_id, payload in zip(ids, new.payloads, strict=True):
+            self._rows[job_id] = Row.new(new, job_id, payload, now)
         if new.notify:
             self._notify(new.queue)
         return ids
+
+    def _holder(self, new: NewJobs) -> Row | None:
+        if new.unique_key is None and new.idempotency_key is None:
+            return None
+        return next((r for r in self._rows.values() if r.holds(new)), None)
 
     def _live_holder(self, unique_key: str) -> Row | None:
         return next(

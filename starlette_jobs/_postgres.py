@@ -25,7 +25,7 @@ from ._connectivity import STATEMENT_TIMEOUT
 from ._errors import UniqueKeyTakenError
 from ._lanes import Executor, Lane
 from ._migrations import apply_migrations, check_schema_version, queries
-from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
+from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
 
 _UNIQUE_KEY_TRIES = 5
 T = TypeVar("T")
@@ -164,7 +164,8 @@ class PostgresStore:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
         executor = connection or self._producer
-        if len(new.payloads) == 1 and new.unique_key is None:
+        keyed = new.unique_key is not None or new.idempotency_key is not None
+        if len(new.payloads) == 1 and not keyed:
             if new.delay is None and new.run_at is None:
                 job_id: int = await executor.fetchval(
                     self._q["insert_job_now"],
@@ -184,14 +185,16 @@ class PostgresStore:
                     self._q["insert_unique_job"],
                     new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
                     new.max_attempts, new.trace_context, new.unique_key, new.notify,
+                    new.idempotency_key,
                 )  # fmt: skip
                 if job_id is not None:
                     return [job_id]
                 # The key's holder committed after this statement's snapshot was taken, so
                 # neither the insert nor the look-up saw it: a new statement will.
             raise RuntimeError(
-                f"unique key {new.unique_key!r}: could neither insert nor find the live job "
-                "holding it (is the connection's transaction REPEATABLE READ or SERIALIZABLE?)"
+                f"key {new.unique_key or new.idempotency_key!r}: could neither insert nor find "
+                "the job holding it (is the connection's transaction REPEATABLE READ or "
+                "SERIALIZABLE?)"
             )
         ids = await executor.fetchval(
             self._q["insert_jobs"],
@@ -199,6 +202,36 @@ class PostgresStore:
             new.max_attempts, new.trace_context, new.notify,
         )  # fmt: skip
         return list(ids)
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        rows = await self._producer.fetch(
+            self._q["reserve_job_ids"],
+            len(new.payloads), new.name, new.unique_key, new.idempotency_key,
+        )  # fmt: skip
+        return [row[0] for row in rows], bool(rows) and rows[0][1]
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        jobs = [
+            (new, job_id, payload)
+            for new in batch
+            for job_id, payload in zip(new.ids, new.payloads, strict=True)
+        ]
+        rows = await self._producer.fetch(
+            self._q["insert_reserved_jobs"],
+            [job_id for _, job_id, _ in jobs],
+            [new.name for new, _, _ in jobs],
+            [new.queue for new, _, _ in jobs],
+            f"[{','.join(payload for _, _, payload in jobs)}]",
+            [new.priority for new, _, _ in jobs],
+            [new.delay for new, _, _ in jobs],
+            [new.run_at for new, _, _ in jobs],
+            [new.max_attempts for new, _, _ in jobs],
+            [new.trace_context for new, _, _ in jobs],
+            [new.unique_key for new, _, _ in jobs],
+            [new.idempotency_key for new, _, _ in jobs],
+            [new.notify for new, _, _ in jobs],
+        )
+        return {row[0] for row in rows}
 
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
@@ -315,19 +348,7 @@ class PostgresStore:
 
     async def job_events(self, job_id: int) -> list[JobEvent]:
         rows = await self._read("fetch", self._q["job_events"], job_id)
-        return [
-            JobEvent(
-                job_id=row["job_id"],
-                kind=EventKind(row["kind"]),
-                at=row["at"],
-                status=JobStatus(row["status"]),
-                attempt=row["attempt"],
-                worker_id=row["worker_id"],
-                error=row["error"],
-                run_at=row["run_at"],
-            )
-            for row in rows
-        ]
+        return [JobEvent.from_row(row) for row in rows]
 
     async def want_outcome(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["want_outcome"], job_id)

@@ -28,6 +28,7 @@ EXPECTED_DOCS = {
     "performance.md",
     "progress.md",
     "reliability.md",
+    "requests.md",
     "testing.md",
     "tracing.md",
     "waiting.md",
