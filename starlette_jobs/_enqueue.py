@@ -12,13 +12,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ._connections import unavailable_as_error
+from ._connections import DATABASE_ERRORS, unavailable
 from ._errors import JobArgumentsError
 from ._job import EnqueueOptions, Job, JobId
 from ._on_success import request_jobs
 from ._records import NewJobs
 from ._store import Store
-from ._tracing import Tracing
+from ._tracing import Tracing, stored_context
 from ._transactions import driver_connection
 
 
@@ -33,6 +33,9 @@ class Enqueuer:
         self._store = store
         self._tracing = tracing
         self._max_payload_bytes = max_payload_bytes
+        # A character takes at most 4 bytes in UTF-8: a text this long or shorter is within
+        # the limit without counting its bytes.
+        self._longest_safe_payload = max_payload_bytes // 4
         self.after_enqueue: Callable[[list[JobId]], Awaitable[None]] | None = None
         """Awaited with the ids of each enqueue once written (the testing kit's eager mode)."""
 
@@ -41,43 +44,64 @@ class Enqueuer:
     ) -> list[JobId]:
         """Inserts one job per payload (JSON text of validated arguments); returns the ids.
         With `on_success`, reserves the ids and holds the jobs for the current request."""
-        self._check_payload_sizes(job, payloads)
+        if len(payloads) != 1 or len(payloads[0]) > self._longest_safe_payload:
+            self._check_payload_sizes(job, payloads)
         store = self._store()
-        held = request_jobs() if options.on_success else None
-        connection = options.connection
-        if connection is not None:  # the caller's transaction, as the asyncpg connection
-            connection = await driver_connection(connection)
         queue = options.queue or job.queue
-        with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
-            new = NewJobs(
-                name=job.name,
-                queue=queue,
-                payloads=payloads,
-                priority=job.priority if options.priority is None else options.priority,
-                delay=options.delay,
-                run_at=options.run_at,
-                max_attempts=job.retry.max_attempts,
-                trace_context=scope.stored_context,
-                unique_key=options.unique_key,
-                notify=_due_now(options),
-                idempotency_key=options.idempotency_key,
-            )
-            if held is None:
-                ids = await store.insert_jobs(new, connection)
-            else:
-                ids, taken = await store.reserve_ids(new)
-                if not taken:
-                    held.hold(store, replace(new, ids=tuple(ids)))
-            scope.set_job_ids(ids)
-        if self.after_enqueue is not None and held is None:
+        tracing = self._tracing
+        if tracing.recording():
+            with tracing.send(queue, job.name) as scope:
+                ids = await self._write(store, job, queue, payloads, options, scope.stored_context)
+                scope.set_job_ids(ids)
+        else:
+            # The common case: no SDK, so no span to open; only the context to store with it.
+            ids = await self._write(store, job, queue, payloads, options, stored_context())
+        if self.after_enqueue is not None and not options.on_success:
             await self.after_enqueue(ids)
         return ids
 
+    async def _write(
+        self,
+        store: Store,
+        job: Job[Any, Any],
+        queue: str,
+        payloads: list[str],
+        options: EnqueueOptions,
+        trace_context: str | None,
+    ) -> list[JobId]:
+        new = NewJobs(
+            name=job.name,
+            queue=queue,
+            payloads=payloads,
+            priority=job.priority if options.priority is None else options.priority,
+            delay=options.delay,
+            run_at=options.run_at,
+            max_attempts=job.retry.max_attempts,
+            trace_context=trace_context,
+            unique_key=options.unique_key,
+            notify=_due_now(options),
+            idempotency_key=options.idempotency_key,
+        )
+        connection = options.connection
+        if options.on_success:
+            held = request_jobs()
+            try:
+                ids, taken = await store.reserve_ids(new)
+            except DATABASE_ERRORS as error:
+                raise unavailable("enqueue", error) from error
+            if not taken:
+                held.hold(store, replace(new, ids=tuple(ids)))
+            return ids
+        if connection is not None:  # the caller's transaction, as the asyncpg connection
+            connection = await driver_connection(connection)
+        try:
+            return await store.insert_jobs(new, connection)
+        except DATABASE_ERRORS as error:
+            raise unavailable("enqueue", error) from error
+
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: list[str]) -> None:
         limit = self._max_payload_bytes
-        # A character takes at most 4 bytes in UTF-8: only texts longer than a quarter of the
-        # limit can be over it, and only those are encoded to count their bytes.
-        longest_safe = limit // 4
+        longest_safe = self._longest_safe_payload  # only longer texts are encoded and counted
         too_large = [
             {
                 "loc": (index,) if len(payloads) > 1 else (),

@@ -6,14 +6,16 @@ import asyncio
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ._arguments import ArgumentsSchema
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
+from ._options import NO_OPTIONS as NO_OPTIONS
+from ._options import EnqueueOptions as EnqueueOptions
+from ._options import check_priority, check_seconds
+from ._options import check_queue_name as check_queue_name
 from ._retry import Retry
-from ._storable import MAX_DELAY, MAX_UNIQUE_KEY_LENGTH, unstorable
 
 if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
     from ._transactions import CallerTransaction
@@ -25,17 +27,6 @@ JobId = int
 """What `enqueue` returns and `Jobs.get` takes. Treat it as opaque."""
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:<>-]{1,200}")
-_QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,48}")
-_PRIORITY_RANGE = range(-(2**31), 2**31)
-
-
-def check_queue_name(queue: str) -> str:
-    """Queue names become part of a LISTEN channel name, so they are short and plain."""
-    if not isinstance(queue, str) or not _QUEUE_PATTERN.fullmatch(queue):
-        raise JobDefinitionError(
-            f"invalid queue name {queue!r}: use 1 to 48 letters, digits, '_', '.' or '-'"
-        )
-    return queue
 
 
 def _check_job_name(name: str) -> str:
@@ -44,89 +35,6 @@ def _check_job_name(name: str) -> str:
             f"invalid job name {name!r}: use 1 to 200 letters, digits or any of _ . : < > -"
         )
     return name
-
-
-def _check_priority(priority: int) -> int:
-    # A bool is an int to Python, and almost certainly a mistake here.
-    if type(priority) is not int or priority not in _PRIORITY_RANGE:
-        raise JobDefinitionError(f"priority must be a 32-bit integer, got {priority!r}")
-    return priority
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueOptions:
-    """Per-call options; see `Job.configure`."""
-
-    delay: float | None = None
-    run_at: datetime | None = None
-    priority: int | None = None
-    queue: str | None = None
-    unique_key: str | None = None
-    connection: CallerTransaction | None = None
-    idempotency_key: str | None = None
-    on_success: bool = False
-
-    def __post_init__(self) -> None:
-        if self.delay is not None and self.run_at is not None:
-            raise JobDefinitionError("give either delay or run_at, not both")
-        if self.delay is not None:
-            check_seconds("delay", self.delay)
-        if self.run_at is not None:
-            _check_run_at(self.run_at)
-        if self.priority is not None:
-            _check_priority(self.priority)
-        if self.queue is not None:
-            check_queue_name(self.queue)
-        if self.unique_key is not None:
-            _check_key("unique_key", self.unique_key)
-        if self.idempotency_key is not None:
-            _check_key("idempotency_key", self.idempotency_key)
-        if self.on_success and self.connection is not None:
-            raise JobDefinitionError(
-                "give either on_success=True (written if the response succeeds) or connection= "
-                "(written if that transaction commits), not both"
-            )
-
-
-def check_seconds(name: str, seconds: float, *, zero: bool = True) -> float:
-    """A number of seconds for a delay or a timeout: finite, within `MAX_DELAY`, and >= 0
-    (> 0 unless `zero`)."""
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, int | float)
-        or not (0 <= seconds <= MAX_DELAY)
-        or (seconds == 0 and not zero)
-    ):
-        raise JobDefinitionError(
-            f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0 and at most "
-            f"{MAX_DELAY:.0f} (10 years), got {seconds!r}"
-        )
-    return seconds
-
-
-def _check_run_at(run_at: datetime) -> None:
-    if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
-        raise JobDefinitionError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
-    try:
-        in_utc = run_at.astimezone(UTC)
-    except OverflowError:
-        in_utc = None
-    # asyncpg stores datetime.max and datetime.min as infinity, which never comes due.
-    if in_utc is None or not (datetime.min < in_utc.replace(tzinfo=None) < datetime.max):
-        raise JobDefinitionError(
-            f"run_at must lie between years 1 and 9999 in UTC, got {run_at.isoformat()}"
-        )
-
-
-def _check_key(option: str, key: str) -> None:
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_UNIQUE_KEY_LENGTH:
-        raise JobDefinitionError(
-            f"{option} must be 1 to {MAX_UNIQUE_KEY_LENGTH} characters, got "
-            f"{len(key) if isinstance(key, str) else key!r}"
-        )
-    reason = unstorable(key)
-    if reason is not None:
-        raise JobDefinitionError(f"{option} {reason}")
 
 
 class Enqueuer(Protocol):
@@ -198,7 +106,7 @@ class Job(Generic[P, R]):
         self.queue = check_queue_name(queue)
         self.retry = retry
         self.timeout = timeout
-        self.priority = _check_priority(priority)
+        self.priority = check_priority(priority)
         self.non_retryable = non_retryable
         self.is_async = inspect.iscoroutinefunction(func)
         self._arguments = ArgumentsSchema(func, self.name)
@@ -260,7 +168,7 @@ class Job(Generic[P, R]):
             JobArgumentsError: the arguments do not fit the function's signature; nothing is
                 written.
         """
-        return await ConfiguredJob(self, NO_OPTIONS, None).enqueue(*args, **kwargs)
+        return await enqueue_one(self, args, kwargs, NO_OPTIONS, None)
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """Enqueue one job per mapping of keyword arguments, in one round trip.
@@ -286,7 +194,20 @@ class Job(Generic[P, R]):
         return await asyncio.to_thread(func, **kwargs)
 
 
-NO_OPTIONS = EnqueueOptions()
+async def enqueue_one(
+    job: Job[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    options: EnqueueOptions,
+    jobs: HasEnqueuer | None,
+) -> JobId:
+    """The one way a single job is enqueued (`job.enqueue`, `configure(...).enqueue`,
+    `jobs.enqueue`): its arguments validated into JSON (before anything else: bad input is
+    refused even with no database), then written by `jobs` (None: the `Jobs` started last)."""
+    payload = job._arguments.serialize(args, kwargs)
+    enqueuer = started_enqueuer() if jobs is None else jobs._ready_enqueuer
+    (job_id,) = await enqueuer.insert(job, [payload], options)
+    return job_id
 
 
 class ConfiguredJob(Generic[P, R]):
@@ -302,9 +223,7 @@ class ConfiguredJob(Generic[P, R]):
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """See `Job.enqueue`."""
-        payload = self.job._serialize_arguments(args, kwargs)
-        (job_id,) = await self._enqueuer().insert(self.job, [payload], self.options)
-        return job_id
+        return await enqueue_one(self.job, args, kwargs, self.options, self._jobs)
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """See `Job.enqueue_many`."""
