@@ -1,9 +1,10 @@
 """The in-memory store: `Jobs("memory://")`, for tests that want no database.
 
 It keeps the PostgreSQL store's semantics (claim order, leases and their expiry, the fence of
-every write by lease token, retries, unique keys, release, retention, counts), held to them by
-the same contract suite. It lives in one process and one event loop: every method runs to its
-end without awaiting, so no two of them interleave, as PostgreSQL's row locks would ensure.
+every write by lease token, retries, unique and idempotency keys, ids reserved ahead of the
+write, release, retention, counts), held to them by the same contract suite. It lives in one
+process and one event loop: every method runs to its end without awaiting, so no two of them
+interleave, as PostgreSQL's row locks would ensure.
 
 What only PostgreSQL does, it refuses with `MemoryStoreUnsupportedError` rather than pretend:
 joining a caller's transaction (`connection=`), migrations of a real schema aside. Several
