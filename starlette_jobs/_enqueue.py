@@ -90,7 +90,7 @@ class Enqueuer:
             except DATABASE_ERRORS as error:
                 raise unavailable("enqueue", error) from error
             if not taken:
-                held.hold(store, replace(new, ids=tuple(ids)))
+                held.hold(store, replace(new, ids=tuple(ids)), self.after_enqueue)
             return ids
         if connection is not None:  # the caller's transaction, as the asyncpg connection
             connection = await driver_connection(connection)

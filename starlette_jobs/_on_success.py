@@ -16,6 +16,7 @@ retry can do it again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 
 from starlette.responses import JSONResponse, Response
@@ -60,9 +61,18 @@ class RequestJobs:
         self._held: list[tuple[Store, NewJobs]] = []
         self.status: int | None = None
         """The response's status once it started: the jobs' fate is decided."""
+        # What to await with the ids once they are written (the testing kit's eager mode).
+        self._after_write: list[Callable[[list[int]], Awaitable[None]]] = []
 
-    def hold(self, store: Store, new: NewJobs) -> None:
+    def hold(
+        self,
+        store: Store,
+        new: NewJobs,
+        after_write: Callable[[list[int]], Awaitable[None]] | None = None,
+    ) -> None:
         self._held.append((store, new))
+        if after_write is not None and after_write not in self._after_write:
+            self._after_write.append(after_write)
 
     @property
     def ids(self) -> list[int]:
@@ -107,6 +117,8 @@ class RequestJobs:
                 {"detail": "a request with the same key is in progress; try again"},
                 status_code=409,
             )
+        for after_write in self._after_write:
+            await after_write([job_id for _, new in held for job_id in new.ids])
         return None
 
     def drop(self) -> None:

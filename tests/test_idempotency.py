@@ -5,6 +5,7 @@ to the same rules by tests/contract/test_requests_contract.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -82,6 +83,17 @@ async def test_a_retried_post_gets_the_same_job_and_the_same_202_even_after_it_r
     await jobs.drain()
     assert charged == [7]
     assert await jobs.count_by_status() == {**dict.fromkeys(JobStatus, 0), JobStatus.SUCCEEDED: 1}
+
+
+async def test_retries_that_arrive_at_once_share_one_job(
+    jobs: Jobs, client: httpx2.AsyncClient
+) -> None:
+    responses = await asyncio.gather(
+        *(client.post("/orders/7/pay", headers=key("a1")) for _ in range(10))
+    )
+    assert {r.status_code for r in responses} == {202}
+    assert len({r.json()["job_id"] for r in responses}) == 1
+    assert len(await jobs.list()) == 1
 
 
 async def test_two_endpoints_or_two_users_with_one_key_get_a_job_each(

@@ -32,6 +32,7 @@ from starlette_jobs import (
 )
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import NewJobs
+from starlette_jobs.testing import eager
 
 ran: list[int] = []
 
@@ -257,3 +258,20 @@ async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs)
     assert response.status_code == 409
     [(_, arguments)] = await stored(jobs)
     assert arguments == {"order": 2}
+
+
+async def test_in_eager_mode_a_held_job_runs_once_written_and_a_dropped_one_never(
+    jobs: Jobs,
+) -> None:
+    ran.clear()
+    _, client = app_for(jobs)
+    with eager(jobs):
+        async with client:
+            accepted = await client.post("/orders", json={"order": 1})
+            assert ran == [1]  # ran before the response came back
+            refused = await client.post("/orders", json={"order": 2, "outcome": 400})
+    assert (accepted.status_code, refused.status_code) == (202, 400)
+    assert ran == [1]
+    record = await jobs.get(accepted.json()["job_id"])
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED
