@@ -104,11 +104,12 @@ class MemoryStore:
         return [next(self._ids) for _ in new.payloads], False
 
     async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
-        written: set[int] = set()
-        for new in batch:
-            if self._holder(new) is None and not any(i in self._rows for i in new.ids):
-                written.update(self._insert(new, list(new.ids)))
-        return written
+        # All or nothing, as PostgreSQL's transaction does: a key taken, or one taken twice.
+        keys = [(new.name, new.idempotency_key) for new in batch if new.idempotency_key]
+        keys += [("", new.unique_key) for new in batch if new.unique_key]  # "": no job's name
+        if len(set(keys)) < len(keys) or any(self._holder(new) for new in batch):
+            return set()
+        return {i for new in batch for i in self._insert(new, list(new.ids))}
 
     def _insert(self, new: NewJobs, ids: list[int]) -> list[int]:
         now = _now()

@@ -211,26 +211,17 @@ class PostgresStore:
         return [row[0] for row in rows], bool(rows) and rows[0][1]
 
     async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
-        jobs = [
-            (new, job_id, payload)
-            for new in batch
-            for job_id, payload in zip(new.ids, new.payloads, strict=True)
-        ]
-        rows = await self._producer.fetch(
-            self._q["insert_reserved_jobs"],
-            [job_id for _, job_id, _ in jobs],
-            [new.name for new, _, _ in jobs],
-            [new.queue for new, _, _ in jobs],
-            f"[{','.join(payload for _, _, payload in jobs)}]",
-            [new.priority for new, _, _ in jobs],
-            [new.delay for new, _, _ in jobs],
-            [new.run_at for new, _, _ in jobs],
-            [new.max_attempts for new, _, _ in jobs],
-            [new.trace_context for new, _, _ in jobs],
-            [new.unique_key for new, _, _ in jobs],
-            [new.idempotency_key for new, _, _ in jobs],
-            [new.notify for new, _, _ in jobs],
-        )
+        query, args = self._q["insert_reserved_jobs"], _reserved_columns(batch)
+        if not any(new.unique_key or new.idempotency_key for new in batch):
+            # Fresh ids and no key: nothing can conflict.
+            return {row[0] for row in await self._producer.fetch(query, *args)}
+        try:  # a key may have been taken meanwhile: all or nothing
+            async with self.pool.acquire() as connection, connection.transaction():
+                rows = await connection.fetch(query, *args)
+                if len(rows) < len(args[0]):
+                    raise UniqueKeyTakenError("a key of the batch is taken")  # rolls back
+        except UniqueKeyTakenError:
+            return set()
         return {row[0] for row in rows}
 
     async def claim_batch(
@@ -386,6 +377,20 @@ class PostgresStore:
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
         channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
         return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+
+_RESERVED_FIELDS = (
+    *("name", "queue", "priority", "delay", "run_at", "max_attempts", "trace_context"),
+    *("unique_key", "idempotency_key", "notify"),
+)
+
+
+def _reserved_columns(batch: Sequence[NewJobs]) -> list[Any]:
+    """The parameters of `insert_reserved_jobs`: a column per field, a row per job."""
+    rows = [(new, i, text) for new in batch for i, text in zip(new.ids, new.payloads, strict=True)]
+    columns = [[getattr(n, field) for n, _, _ in rows] for field in _RESERVED_FIELDS]
+    payloads = f"[{','.join(text for _, _, text in rows)}]"
+    return [[i for _, i, _ in rows], *columns[:2], payloads, *columns[2:]]
 
 
 def _wake(on_notify: Callable[[str], None], queue: str, _payload: str) -> None:

@@ -74,8 +74,8 @@ class Store(Protocol):
 
     async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
         """Writes the jobs of `batch` under the ids each `NewJobs.ids` holds, in one go;
-        returns the ids written: a job whose unique or idempotency key is taken by then is
-        not."""
+        returns the ids written: all of them, or none if a unique or idempotency key of the
+        batch is taken by then."""
         ...
 
     # -- workers -------------------------------------------------------------------------------

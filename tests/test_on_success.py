@@ -247,6 +247,7 @@ async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs)
     async def racing(request: Request) -> Response:
         held = receipt.configure(on_success=True, idempotency_key="k")
         job_id = await held.enqueue(order=1)
+        await receipt.configure(on_success=True).enqueue(order=3)  # a job without a key
         # Another request, with the same key, got its job written in the meantime.
         other = await receipt.configure(idempotency_key="k").enqueue(order=2)
         return JSONResponse({"job_id": job_id, "other": other}, status_code=202)
@@ -257,7 +258,7 @@ async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs)
         response = await client.get("/")
     assert response.status_code == 409
     [(_, arguments)] = await stored(jobs)
-    assert arguments == {"order": 2}
+    assert arguments == {"order": 2}  # the other request's; none of this one's
 
 
 async def test_in_eager_mode_a_held_job_runs_once_written_and_a_dropped_one_never(

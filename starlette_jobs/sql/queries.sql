@@ -93,8 +93,8 @@ SELECT nextval(pg_get_serial_sequence('starlette_jobs', 'id')), false
 
 -- name: insert_reserved_jobs
 -- Jobs whose ids `reserve_job_ids` gave, of any names, in one statement; one whose unique or
--- idempotency key was taken meanwhile is not written. Returns the ids written, and wakes the
--- queues of those due now.
+-- idempotency key was taken meanwhile is not written (the caller then rolls back the rest).
+-- Returns the ids written, and wakes the queues of those due now.
 -- $1 ids, $2 names, $3 queues, $4 payloads (one JSON array, an element per job), $5 priorities,
 -- $6 delays in seconds (NULL elements: none), $7 run_at (NULL elements: none),
 -- $8 max_attempts, $9 trace contexts (JSON text or NULL), $10 unique keys (or NULL),

@@ -14,6 +14,7 @@ import pytest
 from starlette_jobs import JobStatus
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._postgres import PostgresStore
+from starlette_jobs._records import NewJobs
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -39,6 +40,13 @@ async def store(postgres_dsn: str | None) -> AsyncIterator[Store]:
         opened = await PostgresStore.open(postgres_dsn, min_size=1, max_size=2)
     yield opened
     await opened.close()
+
+
+async def reserve(store: Store, jobs: NewJobs) -> NewJobs:
+    """`jobs` with the ids the store reserved for them."""
+    ids, taken = await store.reserve_ids(jobs)
+    assert not taken
+    return replace(jobs, ids=tuple(ids))
 
 
 # -- idempotency keys ----------------------------------------------------------------------------
@@ -116,23 +124,20 @@ async def test_a_reservation_with_a_held_key_returns_its_holder_and_reserves_not
     assert (next_id, taken) == (live + 1, False)  # the two look-ups reserved nothing
 
 
-async def test_a_reserved_job_whose_key_was_taken_meanwhile_is_not_written(store: Store) -> None:
-    keyed = new(idempotency_key="k")
-    ids, _ = await store.reserve_ids(keyed)
-    unique = new(unique_key="u")
-    unique_ids, _ = await store.reserve_ids(unique)
-    plain = new()
-    plain_ids, _ = await store.reserve_ids(plain)
-    # Requests that ran at the same time took the keys first.
+async def test_a_batch_with_a_key_taken_meanwhile_writes_none_of_its_jobs(store: Store) -> None:
+    reserved = [
+        await reserve(store, n) for n in (new(idempotency_key="k"), new(unique_key="u"), new())
+    ]
+    # A request that ran at the same time took one of the keys first.
     [other] = await store.insert_jobs(new(idempotency_key="k"))
-    await store.insert_jobs(new(unique_key="u"))
-    written = await store.insert_reserved(
-        [
-            replace(keyed, ids=tuple(ids)),
-            replace(unique, ids=tuple(unique_ids)),
-            replace(plain, ids=tuple(plain_ids)),
-        ]
-    )
-    assert written == set(plain_ids)
-    assert await store.get_job(ids[0]) is None
-    assert await store.insert_jobs(new(idempotency_key="k")) == [other]
+    assert await store.insert_reserved(reserved) == set()
+    assert [r.id for r in await store.list_jobs(None, None, 10)] == [other]  # all or nothing
+    # Without the taken key, the same batch is written whole.
+    assert await store.insert_reserved(reserved[1:]) == {*reserved[1].ids, *reserved[2].ids}
+    assert await store.insert_jobs(new(unique_key="u")) == list(reserved[1].ids)
+
+
+async def test_a_batch_that_holds_one_key_twice_writes_none_of_its_jobs(store: Store) -> None:
+    reserved = [await reserve(store, new(unique_key="u")) for _ in range(2)]
+    assert await store.insert_reserved(reserved) == set()
+    assert await store.list_jobs(None, None, 10) == []
