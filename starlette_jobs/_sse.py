@@ -1,0 +1,94 @@
+"""A job's status and progress as server-sent events, until it ends: the one module that
+imports sse-starlette (the `sse` extra).
+
+The stream does not poll for the job's end: one `jobs.wait` is woken by the database as the
+outcome is written. While the job has not ended, the stream looks at it every
+`progress_interval` seconds (one `jobs.get`) for a new status or progress, which is written at
+most every half second anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+from ._errors import StarletteJobsError
+from ._jobs import Jobs
+from ._records import JobRecord
+
+try:
+    from sse_starlette import EventSourceResponse, ServerSentEvent
+except ImportError as error:  # pragma: no cover - the extra is part of the dev install
+    raise ImportError(
+        "the job event stream needs sse-starlette: install `starlette-jobs[sse]`, or pass "
+        "`events=False` to job_status_router()"
+    ) from error
+
+logger = logging.getLogger("starlette_jobs")
+
+
+def events_response(
+    jobs: Jobs,
+    record: JobRecord,
+    public: Callable[[JobRecord], Mapping[str, Any]],
+    progress_interval: float,
+    to_json: Callable[[Any], bytes],
+) -> Response:
+    """The event stream of the job `record` is a snapshot of."""
+
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        async for kind, fields in job_updates(jobs, record, public, progress_interval):
+            yield ServerSentEvent(data=to_json(fields).decode(), event=kind)
+
+    return EventSourceResponse(events(), headers={"Cache-Control": "no-store"})
+
+
+async def job_updates(
+    jobs: Jobs,
+    record: JobRecord,
+    public: Callable[[JobRecord], Mapping[str, Any]],
+    progress_interval: float,
+) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+    """The job's public fields each time they change: `("status", ...)` first and when its
+    status or attempt changes, `("progress", ...)` when only the rest does, and `("end", ...)`
+    once it has finished, last. Stops early, after logging why, if the job is deleted, `Jobs`
+    stops or the database cannot be reached: a client's EventSource then connects again."""
+    if record.finished:
+        yield "end", public(record)
+        return
+    ending = asyncio.create_task(
+        jobs.wait(record.id, timeout=math.inf), name=f"starlette_jobs events of job {record.id}"
+    )
+    # Its error is read here, or by `ending.result()` below, whichever comes first.
+    ending.add_done_callback(lambda task: task.cancelled() or task.exception())
+    try:
+        shown: tuple[JobRecord, Mapping[str, Any]] | None = None
+        while True:
+            fields = public(record)
+            if record.finished:
+                yield "end", fields
+                return
+            if shown is None or (shown[0].status, shown[0].attempts) != (
+                record.status,
+                record.attempts,
+            ):
+                yield "status", fields
+            elif fields != shown[1]:
+                yield "progress", fields
+            shown = record, fields
+            done, _ = await asyncio.wait({ending}, timeout=progress_interval)
+            latest = ending.result() if done else await jobs.get(record.id)
+            if latest is None:
+                logger.info("job %s: deleted while its events were streamed", record.id)
+                return
+            record = latest
+    except StarletteJobsError as error:  # Jobs stopping, the database gone, the job deleted
+        logger.info("job %s: its event stream ends early: %s", record.id, error)
+    finally:
+        # Not awaited: the client may be gone, and this generator is being cancelled with it.
+        ending.cancel()

@@ -1,0 +1,327 @@
+"""`starlette_jobs.web`: the 422 handler (in FastAPI's own shape, checked against FastAPI's),
+`get_jobs`, `accepted`, and the status route of `job_status_router`. Its event stream is in
+test_sse.py; the FastAPI guide's app served by uvicorn, in test_example_fastapi.py."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import pytest
+from fastapi import Body, FastAPI
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.testclient import TestClient
+
+from starlette_jobs import (
+    JobArgumentsError,
+    JobRecord,
+    Jobs,
+    JobStatus,
+    NotStartedError,
+    Retry,
+    job,
+)
+from starlette_jobs.testing import run_enqueued_now
+from starlette_jobs.web import (
+    accepted,
+    get_jobs,
+    job_arguments_error_handler,
+    job_status_router,
+    public_fields,
+)
+from tests.conftest import StartJobs
+
+
+@job(queue="web")
+async def make_report(month: str, pages: int, note: str = "") -> dict[str, Any]:
+    return {"month": month, "pages": pages}
+
+
+@job(queue="web", retry=Retry.none())
+async def broken_report(month: str) -> None:
+    raise RuntimeError(f"secret database password in a traceback ({month})")
+
+
+async def enqueue_report(request: Request) -> Response:
+    body = await request.json()
+    return accepted(request, await make_report.enqueue(**body))
+
+
+def starlette_app(dsn: str, **router_options: Any) -> Starlette:
+    return Starlette(
+        routes=[
+            Route("/reports", enqueue_report, methods=["POST"]),
+            Mount("/jobs", app=job_status_router(events=False, **router_options)),
+        ],
+        exception_handlers={JobArgumentsError: job_arguments_error_handler},
+        # No worker: the tests run what was enqueued when they choose (`run_enqueued_now`).
+        lifespan=Jobs(dsn, queues={}).lifespan,
+    )
+
+
+@pytest.fixture
+def client(database_dsn: str) -> Iterator[TestClient]:
+    with TestClient(starlette_app(database_dsn)) as client:
+        yield client
+
+
+def get_jobs_of(client: TestClient) -> Jobs:
+    jobs = client.app.state.jobs  # type: ignore[attr-defined]
+    assert isinstance(jobs, Jobs)
+    return jobs
+
+
+# -- the 422 handler -----------------------------------------------------------------------------
+
+
+class ReportModel(BaseModel):
+    month: str
+    pages: int
+
+
+def fastapi_app(dsn: str) -> FastAPI:
+    app = FastAPI(lifespan=Jobs(dsn, queues={}).lifespan)
+    app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
+
+    @app.post("/by-fastapi")
+    async def by_fastapi(body: ReportModel) -> None:
+        """FastAPI validates the body itself."""
+
+    @app.post("/by-job")
+    async def by_job(body: Annotated[dict[str, Any], Body()]) -> None:
+        await make_report.enqueue(**body)
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"month": "2026-01", "pages": "many"},
+        {"pages": 3},
+        {"month": 7, "pages": [1]},
+        {},
+    ],
+)
+def test_bad_arguments_get_the_422_fastapi_gives_for_a_body_that_does_not_validate(
+    database_dsn: str, body: dict[str, Any]
+) -> None:
+    with TestClient(fastapi_app(database_dsn)) as client:
+        ours = client.post("/by-job", json=body)
+        fastapis = client.post("/by-fastapi", json=body)
+        counts = client.portal.call(get_jobs_of(client).count_by_status)  # type: ignore[union-attr]
+    assert counts[JobStatus.PENDING] == 0
+    assert (ours.status_code, fastapis.status_code) == (422, 422)
+    assert ours.headers["content-type"] == fastapis.headers["content-type"]
+    assert ours.json() == fastapis.json()
+
+
+def test_the_handler_answers_what_json_cannot_hold_with_valid_json(database_dsn: str) -> None:
+    @job(queue="web")
+    async def take(value: Any, count: int = 0) -> None: ...
+
+    async def enqueue(request: Request) -> Response:
+        case = request.path_params["case"]
+        cases: dict[str, dict[str, Any]] = {
+            "surrogate": {"value": "a\udc80b"},
+            "nan": {"value": 1, "count": math.nan},
+            "object": {"value": 1, "count": object()},
+            "extra": {"value": 1, "nope": 2},
+        }
+        await take.enqueue(**cases[case])
+        return Response(status_code=204)
+
+    app = Starlette(
+        routes=[Route("/{case}", enqueue, methods=["POST"])],
+        lifespan=Jobs(database_dsn, queues={}).lifespan,
+    )
+    app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
+    with TestClient(app) as client:
+        answers = {case: client.post(f"/{case}") for case in ("surrogate", "nan", "object")}
+        extra = client.post("/extra")
+    for case, answer in answers.items():
+        assert answer.status_code == 422, case
+        detail = json.loads(answer.content)["detail"]  # strict JSON: no NaN, valid UTF-8
+        assert detail[0]["loc"][0] == "body", case
+        assert set(detail[0]) >= {"type", "loc", "msg", "input"}, case
+    assert json.loads(answers["surrogate"].content)["detail"][0]["loc"] == ["body", "value"]
+    assert json.loads(answers["nan"].content)["detail"][0]["input"] is None
+    assert "object object" in json.loads(answers["object"].content)["detail"][0]["input"]
+    assert extra.json()["detail"][0]["loc"] == ["body", "nope"]
+
+
+async def test_the_handler_leaves_other_exceptions_alone() -> None:
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": []})
+    with pytest.raises(KeyError):
+        await job_arguments_error_handler(request, KeyError("x"))
+
+
+# -- get_jobs ------------------------------------------------------------------------------------
+
+
+def test_get_jobs_finds_the_lifespans_jobs_in_its_state_or_on_the_app(database_dsn: str) -> None:
+    jobs = Jobs(database_dsn, queues={})
+
+    async def which(request: Request) -> JSONResponse:
+        return JSONResponse({"same": get_jobs(request) is jobs})
+
+    @asynccontextmanager
+    async def own_lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with jobs.lifespan(app):
+            yield  # the lifespan state is not passed on: app.state.jobs is left
+
+    for lifespan in (jobs.lifespan, own_lifespan):
+        app = Starlette(routes=[Route("/", which)], lifespan=lifespan)
+        with TestClient(app) as client:
+            assert client.get("/").json() == {"same": True}
+
+
+def test_get_jobs_says_what_to_do_when_no_lifespan_started_one() -> None:
+    async def which(request: Request) -> Response:
+        get_jobs(request)
+        return Response()
+
+    app = Starlette(routes=[Route("/", which)])
+    with (
+        TestClient(app) as client,
+        pytest.raises(NotStartedError, match=r"lifespan=jobs\.lifespan"),
+    ):
+        client.get("/")
+
+
+# -- accepted ------------------------------------------------------------------------------------
+
+
+def test_accepted_answers_202_with_the_status_url_and_when_to_look(client: TestClient) -> None:
+    response = client.post("/reports", json={"month": "2026-01", "pages": 2})
+    assert response.status_code == 202
+    job_id = response.json()["job_id"]
+    assert response.headers["location"] == f"http://testserver/jobs/{job_id}"
+    assert response.headers["retry-after"] == "1"
+    assert response.json() == {"job_id": job_id, "status_url": response.headers["location"]}
+    assert client.get(response.headers["location"]).json()["status"] == "pending"
+
+
+def test_accepted_takes_a_location_and_says_when_it_has_none(database_dsn: str) -> None:
+    async def elsewhere(request: Request) -> Response:
+        return accepted(request, 7, location="/reports/7", retry_after=30, headers={"X-A": "b"})
+
+    async def nowhere(request: Request) -> Response:
+        return accepted(request, 7)
+
+    app = Starlette(routes=[Route("/elsewhere", elsewhere), Route("/nowhere", nowhere)])
+    with TestClient(app) as client:
+        response = client.get("/elsewhere")
+        assert (response.headers["location"], response.headers["retry-after"]) == (
+            "/reports/7",
+            "30",
+        )
+        assert response.headers["x-a"] == "b"
+        with pytest.raises(LookupError, match="mount job_status_router"):
+            client.get("/nowhere")
+
+
+def test_accepted_follows_the_apps_root_path(database_dsn: str) -> None:
+    app = starlette_app(database_dsn)
+    with TestClient(app, root_path="/api") as client:
+        response = client.post("/reports", json={"month": "2026-01", "pages": 1})
+        job_id = response.json()["job_id"]
+        assert response.headers["location"] == f"http://testserver/api/jobs/{job_id}"
+
+
+# -- the status route ----------------------------------------------------------------------------
+
+
+def test_the_status_route_shows_the_public_fields_and_the_result_once_succeeded(
+    client: TestClient,
+) -> None:
+    job_id = client.post("/reports", json={"month": "2026-01", "pages": 2}).json()["job_id"]
+    pending = client.get(f"/jobs/{job_id}")
+    assert pending.headers["retry-after"] == "1"
+    assert pending.headers["cache-control"] == "no-store"
+    assert "result" not in pending.json()
+    run_enqueued_now(client)
+    finished = client.get(f"/jobs/{job_id}")
+    assert "retry-after" not in finished.headers
+    shown = finished.json()
+    assert set(shown) == {
+        "id",
+        "status",
+        "attempts",
+        "progress",
+        "created_at",
+        "run_at",
+        "started_at",
+        "finished_at",
+        "result",
+    }
+    assert (shown["id"], shown["status"], shown["attempts"]) == (job_id, "succeeded", 1)
+    assert shown["result"] == {"month": "2026-01", "pages": 2}
+    assert shown["finished_at"] is not None
+
+
+def test_the_status_route_never_shows_arguments_or_errors_by_default(client: TestClient) -> None:
+    job_id = client.portal.call(broken_report.enqueue, "secret month")  # type: ignore[union-attr]
+    run_enqueued_now(client)
+    shown = client.get(f"/jobs/{job_id}")
+    assert shown.json()["status"] == "failed"
+    assert "secret" not in shown.text
+    assert "result" not in shown.json()
+
+
+@pytest.mark.parametrize(
+    "not_a_job", ["123456", "0", "-1", "abc", str(2**63), "9" * 400, "1.5", "%F0%9F%98%80"]
+)
+def test_the_status_route_answers_404_for_what_is_no_job(
+    client: TestClient, not_a_job: str
+) -> None:
+    response = client.get(f"/jobs/{not_a_job}")
+    assert response.status_code == 404
+    assert "no job with id" in response.json()["detail"]
+
+
+def test_what_is_public_is_the_users_choice(database_dsn: str) -> None:
+    def mine(record: JobRecord) -> dict[str, Any]:
+        return {"state": record.status, "month": record.arguments["month"]}
+
+    with TestClient(starlette_app(database_dsn, public=mine, retry_after=5)) as client:
+        response = client.post("/reports", json={"month": "2026-05", "pages": 1})
+        shown = client.get(response.headers["location"])
+    assert shown.json() == {"state": "pending", "month": "2026-05"}
+    assert shown.headers["retry-after"] == "5"
+
+
+async def test_public_fields_show_timestamps_as_iso_8601(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={}) as jobs:  # no worker: it stays pending
+        record = await jobs.get(await make_report.enqueue(month="2026-01", pages=2))
+    assert record is not None
+    fields = public_fields(record)
+    assert fields["created_at"] == record.created_at.isoformat()
+    assert fields["run_at"] == record.run_at.isoformat()
+    assert (fields["status"], fields["started_at"], fields["finished_at"]) == (
+        "pending",
+        None,
+        None,
+    )
+    json.dumps(fields, allow_nan=False)  # JSON-ready as it is
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"retry_after": -1},
+        {"retry_after": 1.5},
+        {"progress_interval": 0},
+        {"progress_interval": math.nan},
+    ],
+)
+def test_the_router_refuses_settings_that_cannot_work(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(options))):
+        job_status_router(**options)
