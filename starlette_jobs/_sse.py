@@ -15,6 +15,7 @@ import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+import anyio
 from starlette.responses import Response
 
 from ._errors import StarletteJobsError
@@ -40,12 +41,24 @@ def events_response(
     to_json: Callable[[Any], bytes],
 ) -> Response:
     """The event stream of the job `record` is a snapshot of."""
+    # Set by sse-starlette when the server shuts down: the stream then ends cleanly, rather
+    # than being cut (the client's EventSource connects again, to the next server).
+    stop = anyio.Event()
 
     async def events() -> AsyncIterator[ServerSentEvent]:
-        async for kind, fields in job_updates(jobs, record, public, progress_interval):
+        async for kind, fields in job_updates(jobs, record, public, progress_interval, stop):
             yield ServerSentEvent(data=to_json(fields).decode(), event=kind)
 
-    return EventSourceResponse(events(), headers={"Cache-Control": "no-store"})
+    return EventSourceResponse(
+        events(),
+        headers={"Cache-Control": "no-store"},
+        shutdown_event=stop,
+        shutdown_grace_period=SHUTDOWN_GRACE,
+    )
+
+
+SHUTDOWN_GRACE = 5.0
+"""Seconds a stream has to end by itself once the server shuts down (it takes milliseconds)."""
 
 
 async def job_updates(
@@ -53,11 +66,13 @@ async def job_updates(
     record: JobRecord,
     public: Callable[[JobRecord], Mapping[str, Any]],
     progress_interval: float,
+    stop: anyio.Event | None = None,
 ) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
     """The job's public fields each time they change: `("status", ...)` first and when its
     status or attempt changes, `("progress", ...)` when only the rest does, and `("end", ...)`
-    once it has finished, last. Stops early, after logging why, if the job is deleted, `Jobs`
-    stops or the database cannot be reached: a client's EventSource then connects again."""
+    once it has finished, last. Stops early when `stop` is set, and (after logging why) if the
+    job is deleted, `Jobs` stops or the database cannot be reached: a client's EventSource
+    then connects again."""
     if record.finished:
         yield "end", public(record)
         return
@@ -66,6 +81,7 @@ async def job_updates(
     )
     # Its error is read here, or by `ending.result()` below, whichever comes first.
     ending.add_done_callback(lambda task: task.cancelled() or task.exception())
+    stopping = asyncio.create_task(stop.wait()) if stop is not None else None
     try:
         shown: tuple[JobRecord, Mapping[str, Any]] | None = None
         while True:
@@ -81,8 +97,12 @@ async def job_updates(
             elif fields != shown[1]:
                 yield "progress", fields
             shown = record, fields
-            done, _ = await asyncio.wait({ending}, timeout=progress_interval)
-            latest = ending.result() if done else await jobs.get(record.id)
+            done, _ = await asyncio.wait(
+                {ending} if stopping is None else {ending, stopping}, timeout=progress_interval
+            )
+            if stopping in done:
+                return
+            latest = ending.result() if ending in done else await jobs.get(record.id)
             if latest is None:
                 logger.info("job %s: deleted while its events were streamed", record.id)
                 return
@@ -92,3 +112,5 @@ async def job_updates(
     finally:
         # Not awaited: the client may be gone, and this generator is being cancelled with it.
         ending.cancel()
+        if stopping is not None:
+            stopping.cancel()

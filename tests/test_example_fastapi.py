@@ -18,6 +18,7 @@ import pytest
 import uvicorn
 
 from example_fastapi.app import app as example_app
+from example_fastapi.jobs import build_report
 from starlette_jobs import Jobs, JobStatus
 from tests.conftest import eventually
 from tests.test_docs import DOCS, python_blocks
@@ -39,7 +40,7 @@ def guide_app() -> Any:
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
+async def serving(app: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
     """`app` served by uvicorn on a free port of 127.0.0.1, in this event loop."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -54,7 +55,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
 
     try:
         await eventually(up, "uvicorn to start", timeout=60)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.should_exit = True
         async with asyncio.timeout(60):
@@ -69,7 +70,7 @@ async def served(
     # The apps' Jobs() take their database from DATABASE_URL when they start.
     monkeypatch.setenv("DATABASE_URL", database_dsn)
     app = example_app if request.param == "example_fastapi" else guide_app()
-    async with serving(app) as url:
+    async with serving(app) as (url, _):
         jobs = app.state.jobs
         assert isinstance(jobs, Jobs)
         yield Served(url, jobs)
@@ -158,3 +159,21 @@ async def test_a_client_that_leaves_the_stream_leaves_no_wait_behind(served: Ser
 
         await eventually(no_wait_left, "the stream's wait to end")
         assert await served.jobs.cancel(job_id)
+
+
+async def test_a_server_that_stops_ends_the_streams_still_open(
+    database_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy does not wait for the streams of jobs that have not ended: they close (the
+    clients' EventSource connects again, to the next server), and the server stops."""
+    monkeypatch.setenv("DATABASE_URL", database_dsn)
+    async with serving(example_app) as (url, server), httpx2.AsyncClient(timeout=30) as client:
+        # Due in an hour: it is pending, and the app's Jobs stops at once.
+        job_id = await build_report.configure(delay=3600).enqueue(month="2026-01")
+        async with client.stream("GET", f"{url}/jobs/{job_id}/events") as stream:
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: status"
+            server.should_exit = True
+            async with asyncio.timeout(5):  # uvicorn would wait for it as long as it lasts
+                rest = [line async for line in lines]  # and it ends whole, not cut
+        assert "event: end" not in rest
