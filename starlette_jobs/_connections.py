@@ -105,12 +105,17 @@ class unavailable_as_error:  # lower case: used like the context-manager functio
         traceback: TracebackType | None,
     ) -> None:
         if error is not None and isinstance(error, DATABASE_ERRORS):
-            detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            if isinstance(error, TOO_SLOW):
-                why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
-            else:
-                why = "PostgreSQL is unreachable or stopped answering"
-            raise DatabaseUnavailableError(f"could not {self._action}: {why} ({detail})") from error
+            raise unavailable(self._action, error) from error
+
+
+def unavailable(action: str, error: BaseException) -> DatabaseUnavailableError:
+    """The library's error for one of `DATABASE_ERRORS` that made `action` fail."""
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if isinstance(error, TOO_SLOW):
+        why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
+    else:
+        why = "PostgreSQL is unreachable or stopped answering"
+    return DatabaseUnavailableError(f"could not {action}: {why} ({detail})")
 
 
 async def connect_plain(dsn: str) -> Connection:

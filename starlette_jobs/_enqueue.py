@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ._connections import unavailable_as_error
+from ._connections import DATABASE_ERRORS, unavailable
 from ._errors import JobArgumentsError
 from ._job import EnqueueOptions, Job, JobId
 from ._records import NewJobs
 from ._store import Store
-from ._tracing import Tracing
+from ._tracing import Tracing, stored_context
 
 
 class Enqueuer:
@@ -30,6 +30,9 @@ class Enqueuer:
         self._store = store
         self._tracing = tracing
         self._max_payload_bytes = max_payload_bytes
+        # A character takes at most 4 bytes in UTF-8: a text this long or shorter is within
+        # the limit without counting its bytes.
+        self._longest_safe_payload = max_payload_bytes // 4
         self.after_enqueue: Callable[[list[JobId]], Awaitable[None]] | None = None
         """Awaited with the ids of each enqueue once written (the testing kit's eager mode)."""
 
@@ -37,35 +40,51 @@ class Enqueuer:
         self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
     ) -> list[JobId]:
         """Inserts one job per payload (JSON text of validated arguments); returns the ids."""
-        self._check_payload_sizes(job, payloads)
+        if len(payloads) != 1 or len(payloads[0]) > self._longest_safe_payload:
+            self._check_payload_sizes(job, payloads)
         store = self._store()
         queue = options.queue or job.queue
-        with self._tracing.send(queue, job.name) as scope, unavailable_as_error("enqueue"):
-            ids = await store.insert_jobs(
-                NewJobs(
-                    name=job.name,
-                    queue=queue,
-                    payloads=payloads,
-                    priority=job.priority if options.priority is None else options.priority,
-                    delay=options.delay,
-                    run_at=options.run_at,
-                    max_attempts=job.retry.max_attempts,
-                    trace_context=scope.stored_context,
-                    unique_key=options.unique_key,
-                    notify=_due_now(options),
-                ),
-                options.connection,
-            )
-            scope.set_job_ids(ids)
+        tracing = self._tracing
+        if tracing.recording():
+            with tracing.send(queue, job.name) as scope:
+                ids = await self._write(store, job, queue, payloads, options, scope.stored_context)
+                scope.set_job_ids(ids)
+        else:
+            # The common case: no SDK, so no span to open; only the context to store with it.
+            ids = await self._write(store, job, queue, payloads, options, stored_context())
         if self.after_enqueue is not None:
             await self.after_enqueue(ids)
         return ids
 
+    async def _write(
+        self,
+        store: Store,
+        job: Job[Any, Any],
+        queue: str,
+        payloads: list[str],
+        options: EnqueueOptions,
+        trace_context: str | None,
+    ) -> list[JobId]:
+        new = NewJobs(
+            name=job.name,
+            queue=queue,
+            payloads=payloads,
+            priority=job.priority if options.priority is None else options.priority,
+            delay=options.delay,
+            run_at=options.run_at,
+            max_attempts=job.retry.max_attempts,
+            trace_context=trace_context,
+            unique_key=options.unique_key,
+            notify=_due_now(options),
+        )
+        try:
+            return await store.insert_jobs(new, options.connection)
+        except DATABASE_ERRORS as error:
+            raise unavailable("enqueue", error) from error
+
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: list[str]) -> None:
         limit = self._max_payload_bytes
-        # A character takes at most 4 bytes in UTF-8: only texts longer than a quarter of the
-        # limit can be over it, and only those are encoded to count their bytes.
-        longest_safe = limit // 4
+        longest_safe = self._longest_safe_payload  # only longer texts are encoded and counted
         too_large = [
             {
                 "loc": (index,) if len(payloads) > 1 else (),

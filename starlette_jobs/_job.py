@@ -245,7 +245,7 @@ class Job(Generic[P, R]):
             JobArgumentsError: the arguments do not fit the function's signature; nothing is
                 written.
         """
-        return await ConfiguredJob(self, NO_OPTIONS, None).enqueue(*args, **kwargs)
+        return await enqueue_one(self, args, kwargs, NO_OPTIONS, None)
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """Enqueue one job per mapping of keyword arguments, in one round trip.
@@ -274,6 +274,22 @@ class Job(Generic[P, R]):
 NO_OPTIONS = EnqueueOptions()
 
 
+async def enqueue_one(
+    job: Job[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    options: EnqueueOptions,
+    jobs: HasEnqueuer | None,
+) -> JobId:
+    """The one way a single job is enqueued (`job.enqueue`, `configure(...).enqueue`,
+    `jobs.enqueue`): its arguments validated into JSON (before anything else: bad input is
+    refused even with no database), then written by `jobs` (None: the `Jobs` started last)."""
+    payload = job._arguments.serialize(args, kwargs)
+    enqueuer = started_enqueuer() if jobs is None else jobs._ready_enqueuer
+    (job_id,) = await enqueuer.insert(job, [payload], options)
+    return job_id
+
+
 class ConfiguredJob(Generic[P, R]):
     """A job with per-call options, from `Job.configure`."""
 
@@ -287,9 +303,7 @@ class ConfiguredJob(Generic[P, R]):
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
         """See `Job.enqueue`."""
-        payload = self.job._serialize_arguments(args, kwargs)
-        (job_id,) = await self._enqueuer().insert(self.job, [payload], self.options)
-        return job_id
+        return await enqueue_one(self.job, args, kwargs, self.options, self._jobs)
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """See `Job.enqueue_many`."""

@@ -28,7 +28,7 @@ from ._errors import (
     DatabaseUnavailableError,
     NotStartedError,
 )
-from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, registered_job
+from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
 from ._memory import is_memory_dsn, memory_store
 from ._postgres import PostgresStore
 from ._queries import JobQueries
@@ -358,7 +358,7 @@ class Jobs(JobQueries, JobWaiting):
         Example:
             >>> job_id = await jobs.enqueue(send_welcome, user_id=42, email="ada@example.com")
         """
-        return await ConfiguredJob(_declared(job), NO_OPTIONS, self).enqueue(*args, **kwargs)
+        return await enqueue_one(_declared(job), args, kwargs, NO_OPTIONS, self)
 
     async def enqueue_many(
         self, job: Job[..., Any] | str, items: Iterable[Mapping[str, Any]], /

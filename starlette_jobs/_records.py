@@ -179,9 +179,10 @@ def _long_int(digits: str) -> int | decimal.Decimal:
         return decimal.Decimal(digits)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class NewJobs:
-    """Rows to insert for one job name; see `Store.insert_jobs`."""
+    """Rows to insert for one job name; see `Store.insert_jobs`. Not frozen: one is built per
+    enqueue, and a frozen dataclass sets each field through `object.__setattr__`."""
 
     name: str
     queue: str

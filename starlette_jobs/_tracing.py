@@ -41,6 +41,11 @@ class Tracing:
             "starlette_jobs", __version__, tracer_provider=tracer_provider
         )
 
+    def recording(self) -> bool:
+        """Whether spans are recorded (an SDK's tracer provider is in use): without one, an
+        enqueue only stores the current context (`stored_context`), with no span to open."""
+        return self._sdk_installed()
+
     def _sdk_installed(self) -> bool:
         """Whether a real tracer provider is in use. Without one, the API's tracer makes no span
         of its own (it hands back the current one), so building attributes and entering its
@@ -175,6 +180,11 @@ def _global_tracer_provider() -> trace.TracerProvider:
 
 
 _PROXY = ProxyTracerProvider()
+
+
+def stored_context() -> str | None:
+    """What an enqueue stores of the current context, as JSON (None: nothing to store)."""
+    return _stored_carrier()
 
 
 def _stored_carrier() -> str | None:
