@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import asyncpg
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -114,6 +115,20 @@ async def test_updates_end_early_when_jobs_stops(start_jobs: StartJobs) -> None:
         following = asyncio.create_task(anext(updates, None))
     async with asyncio.timeout(10):
         assert await following is None  # not an error: the client connects again
+
+
+async def test_updates_end_when_the_job_is_deleted(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}) as jobs:  # no worker: the job stays pending
+        job_id = await quick.enqueue()
+        record = await jobs.get(job_id)
+        assert record is not None
+        updates = job_updates(jobs, record, public_fields, 0.05)
+        assert (await next_update(updates))[0] == "status"
+        await connection.execute("DELETE FROM starlette_jobs WHERE id = $1", job_id)
+        async with asyncio.timeout(10):
+            assert [update async for update in updates] == []
 
 
 def test_the_events_route_streams_until_the_end_and_answers_404_for_no_job(
