@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -340,3 +342,14 @@ async def test_public_fields_show_timestamps_as_iso_8601(start_jobs: StartJobs) 
 def test_the_router_refuses_settings_that_cannot_work(options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(options))):
         job_status_router(**options)
+
+
+def test_the_module_needs_neither_fastapi_nor_sse_starlette_to_import() -> None:
+    """A plain Starlette app uses `starlette_jobs.web` without FastAPI; without the `sse` extra,
+    only the event stream is missing."""
+    code = (
+        "import sys, starlette_jobs.web as web; web.job_status_router(events=False); "
+        "print(sorted(m for m in ('fastapi', 'sse_starlette') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
