@@ -16,7 +16,9 @@ stream needs `sse-starlette` (the `sse` extra); see docs/fastapi.md.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import pydantic_core
@@ -171,7 +173,7 @@ def job_status_router(
     job_status_router())` in FastAPI.
 
     - `GET /{job_id}`: the job's public fields as JSON (404 for an id that is no job's), with
-      `Retry-After` while it has not finished.
+      `Retry-After` while it has not finished (the time until it is due, if that is later).
     - `GET /{job_id}/events`: server-sent events, one with the public fields each time they
       change (`event: status` or `event: progress`), and a last one (`event: end`) once the job
       has finished; then the stream closes.
@@ -198,7 +200,7 @@ def job_status_router(
             return _not_found(request)
         headers = {"Cache-Control": "no-store"}
         if not record.finished:
-            headers["Retry-After"] = str(retry_after)
+            headers["Retry-After"] = str(_look_again_in(record, retry_after))
         return Response(_json(public(record)), media_type="application/json", headers=headers)
 
     routes = [Route("/{job_id}", show, name=STATUS_ROUTE)]
@@ -213,6 +215,15 @@ def job_status_router(
 
         routes.append(Route("/{job_id}/events", stream, name=EVENTS_ROUTE))
     return Router(routes)
+
+
+def _look_again_in(record: JobRecord, retry_after: int) -> int:
+    """`retry_after`, or the seconds until a pending job is due if later (a delayed job, a
+    retry's back-off): no client need look before then."""
+    if record.status is not JobStatus.PENDING:
+        return retry_after
+    due_in = (record.run_at - datetime.now(UTC)).total_seconds()
+    return max(retry_after, math.ceil(due_in))
 
 
 async def _job_of(request: Request) -> tuple[Jobs, JobRecord | None]:

@@ -4,6 +4,7 @@ test_sse.py; the FastAPI guide's app served by uvicorn, in test_example_fastapi.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -291,6 +292,14 @@ def test_the_status_route_never_shows_arguments_or_errors_by_default(client: Tes
     assert shown.json()["status"] == "failed"
     assert "secret" not in shown.text
     assert "result" not in shown.json()
+
+
+def test_retry_after_is_when_a_pending_job_comes_due(client: TestClient) -> None:
+    delayed = make_report.configure(delay=600)
+    job_id = client.portal.call(  # type: ignore[union-attr]
+        functools.partial(delayed.enqueue, month="2026-01", pages=1)
+    )
+    assert 590 <= int(client.get(f"/jobs/{job_id}").headers["retry-after"]) <= 600
 
 
 @pytest.mark.parametrize(
