@@ -16,6 +16,7 @@ stream needs `sse-starlette` (the `sse` extra); see docs/fastapi.md.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import NoMatchFound, Route, Router
 
-from ._errors import JobArgumentsError, NotStartedError
+from ._errors import DatabaseUnavailableError, JobArgumentsError, NotStartedError
 from ._job import JobId
 from ._jobs import Jobs
 from ._records import JobRecord, JobStatus
@@ -38,6 +39,8 @@ __all__ = [
     "job_status_router",
     "public_fields",
 ]
+
+logger = logging.getLogger("starlette_jobs")
 
 PublicFields = Callable[[JobRecord], Mapping[str, Any]]
 """What the status route shows of a job: a function of its record to a JSON-ready mapping."""
@@ -172,8 +175,9 @@ def job_status_router(
     `Mount("/jobs", app=job_status_router())` in Starlette, `app.mount("/jobs",
     job_status_router())` in FastAPI.
 
-    - `GET /{job_id}`: the job's public fields as JSON (404 for an id that is no job's), with
-      `Retry-After` while it has not finished (the time until it is due, if that is later).
+    - `GET /{job_id}`: the job's public fields as JSON (404 for an id that is no job's, 503
+      while the database cannot be reached), with `Retry-After` while it has not finished
+      (the time until it is due, if that is later).
     - `GET /{job_id}/events`: server-sent events, one with the public fields each time they
       change (`event: status` or `event: progress`), and a last one (`event: end`) once the job
       has finished; then the stream closes.
@@ -195,7 +199,10 @@ def job_status_router(
         raise ValueError(f"progress_interval must be > 0 seconds, got {progress_interval!r}")
 
     async def show(request: Request) -> Response:
-        _, record = await _job_of(request)
+        try:
+            _, record = await _job_of(request)
+        except DatabaseUnavailableError as error:
+            return _unavailable(error, retry_after)
         if record is None:
             return _not_found(request)
         headers = {"Cache-Control": "no-store"}
@@ -208,7 +215,10 @@ def job_status_router(
         from ._sse import events_response  # the one import of sse-starlette
 
         async def stream(request: Request) -> Response:
-            jobs, record = await _job_of(request)
+            try:
+                jobs, record = await _job_of(request)
+            except DatabaseUnavailableError as error:
+                return _unavailable(error, retry_after)
             if record is None:
                 return _not_found(request)
             return events_response(jobs, record, public, progress_interval, _json)
@@ -230,6 +240,16 @@ async def _job_of(request: Request) -> tuple[Jobs, JobRecord | None]:
     jobs = get_jobs(request)
     # `get` takes the digits of an id as they came, and finds no job for what is no id.
     return jobs, await jobs.get(request.path_params["job_id"])
+
+
+def _unavailable(error: DatabaseUnavailableError, retry_after: int) -> Response:
+    """503: the client may well try again soon, and should be told so rather than get a 500."""
+    logger.warning("job status route: %s", error)
+    return JSONResponse(
+        {"detail": "the job store is unavailable, try again later"},
+        status_code=503,
+        headers={"Retry-After": str(max(retry_after, 1))},
+    )
 
 
 def _not_found(request: Request) -> Response:

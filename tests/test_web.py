@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import httpx2
 import pytest
 from fastapi import Body, FastAPI
 from pydantic import BaseModel
@@ -40,6 +41,7 @@ from starlette_jobs.web import (
     public_fields,
 )
 from tests.conftest import StartJobs
+from tests.faultproxy import FaultProxy
 
 
 @job(queue="web")
@@ -362,3 +364,23 @@ def test_the_module_needs_neither_fastapi_nor_sse_starlette_to_import() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_the_status_routes_answer_503_while_the_database_is_unreachable(
+    fault_proxy: FaultProxy,
+) -> None:
+    app = Starlette(routes=[Mount("/jobs", app=job_status_router())])
+    transport = httpx2.ASGITransport(app=app)
+    async with (
+        Jobs(fault_proxy.dsn, queues={}) as jobs,
+        httpx2.AsyncClient(transport=transport, base_url="http://test") as client,
+    ):
+        app.state.jobs = jobs  # what the lifespan would do
+        job_id = await make_report.enqueue(month="2026-01", pages=1)
+        assert (await client.get(f"/jobs/{job_id}")).status_code == 200
+        await fault_proxy.close()
+        for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/events"):
+            response = await client.get(path)
+            assert response.status_code == 503, path
+            assert response.headers["retry-after"] == "1"
+            assert "unavailable" in response.json()["detail"]
