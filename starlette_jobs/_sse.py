@@ -4,7 +4,7 @@ imports sse-starlette (the `sse` extra).
 The stream does not poll for the job's end: one `jobs.wait` is woken by the database as the
 outcome is written. While the job has not ended, the stream looks at it every
 `progress_interval` seconds (one `jobs.get`) for a new status or progress, which is written at
-most every half second anyway.
+most every half second anyway; a pending job that is not due yet, only once it is.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from starlette.responses import Response
 
 from ._errors import StarletteJobsError
 from ._jobs import Jobs
-from ._records import JobRecord
+from ._records import JobRecord, JobStatus
 
 try:
     from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -98,7 +99,8 @@ async def job_updates(
                 yield "progress", fields
             shown = record, fields
             done, _ = await asyncio.wait(
-                {ending} if stopping is None else {ending, stopping}, timeout=progress_interval
+                {ending} if stopping is None else {ending, stopping},
+                timeout=_next_look_in(record, progress_interval),
             )
             if stopping in done:
                 return
@@ -114,3 +116,16 @@ async def job_updates(
         ending.cancel()
         if stopping is not None:
             stopping.cancel()
+
+
+NOT_DUE_LOOK = 60.0
+"""Seconds between two looks at a pending job that is not due yet, at most."""
+
+
+def _next_look_in(record: JobRecord, progress_interval: float) -> float:
+    """A pending job that is not due changes only when it comes due (its end, by a cancel, is
+    announced): no look before then, and one a minute at most, whatever the clocks say."""
+    if record.status is not JobStatus.PENDING:
+        return progress_interval
+    due_in = (record.run_at - datetime.now(UTC)).total_seconds()
+    return max(progress_interval, min(due_in, NOT_DUE_LOOK))

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from starlette_jobs import Jobs, current_job, job
+from starlette_jobs import JobId, JobRecord, Jobs, current_job, job
 from starlette_jobs._sse import job_updates
 from starlette_jobs.web import job_status_router, public_fields
 from tests.conftest import StartJobs
@@ -95,6 +95,29 @@ async def test_the_end_is_announced_at_once_not_at_the_next_look(start_jobs: Sta
         may_finish.set()
         kind, fields = await next_update(updates)
         assert (kind, fields["status"]) == ("end", "succeeded")
+
+
+async def test_a_job_not_due_yet_is_not_looked_at_until_it_is(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={"sse": 1}) as jobs:
+        job_id = await quick.configure(delay=600).enqueue()
+        record = await jobs.get(job_id)
+        assert record is not None
+        looks = 0
+        get = jobs.get
+
+        async def counted(job_id: JobId) -> JobRecord | None:
+            nonlocal looks
+            looks += 1
+            return await get(job_id)
+
+        jobs.get = counted  # type: ignore[method-assign]
+        updates = job_updates(jobs, record, public_fields, 0.01)
+        assert (await next_update(updates))[0] == "status"
+        following = asyncio.create_task(next_update(updates))
+        await asyncio.sleep(0.3)  # thirty progress intervals
+        assert await jobs.cancel(job_id)
+        kind, fields = await following
+    assert (kind, fields["status"], looks) == ("end", "cancelled", 0)
 
 
 async def test_a_finished_job_gets_one_end_event(start_jobs: StartJobs) -> None:
