@@ -124,11 +124,13 @@ def accepted(
 
     Raises:
         LookupError: no `location` given and no `job_status_router()` mounted in this app.
+        ValueError: `retry_after` is not a whole number of seconds >= 0.
 
     Example:
         >>> job_id = await build_report.enqueue(month="2026-01")
         >>> return accepted(request, job_id)
     """
+    _check_retry_after(retry_after)
     if location is None:
         try:
             location = str(request.url_for(STATUS_ROUTE, job_id=str(job_id)))
@@ -192,8 +194,7 @@ def job_status_router(
     Raises:
         ImportError: `events` and sse-starlette is not installed.
     """
-    if type(retry_after) is not int or retry_after < 0:
-        raise ValueError(f"retry_after must be a whole number of seconds >= 0, got {retry_after!r}")
+    _check_retry_after(retry_after)
     # A comparison that NaN fails, so that it is refused too.
     if not (isinstance(progress_interval, int | float) and progress_interval > 0):
         raise ValueError(f"progress_interval must be > 0 seconds, got {progress_interval!r}")
@@ -225,6 +226,12 @@ def job_status_router(
 
         routes.append(Route("/{job_id}/events", stream, name=EVENTS_ROUTE))
     return Router(routes)
+
+
+def _check_retry_after(retry_after: int) -> None:
+    # HTTP's Retry-After is a whole number of seconds.
+    if type(retry_after) is not int or retry_after < 0:
+        raise ValueError(f"retry_after must be a whole number of seconds >= 0, got {retry_after!r}")
 
 
 def _look_again_in(record: JobRecord, retry_after: int) -> int:

@@ -246,6 +246,9 @@ def test_accepted_takes_a_location_and_says_when_it_has_none(database_dsn: str) 
         assert response.headers["x-a"] == "b"
         with pytest.raises(LookupError, match="mount job_status_router"):
             client.get("/nowhere")
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
+    with pytest.raises(ValueError, match="retry_after"):
+        accepted(request, 7, location="/jobs/7", retry_after=0.5)  # type: ignore[arg-type]
 
 
 def test_accepted_follows_the_apps_root_path(database_dsn: str) -> None:
