@@ -101,6 +101,7 @@ async def job_updates(
             done, _ = await asyncio.wait(
                 {ending} if stopping is None else {ending, stopping},
                 timeout=_next_look_in(record, progress_interval),
+                return_when=asyncio.FIRST_COMPLETED,
             )
             if stopping in done:
                 return

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,7 +24,7 @@ from example_fastapi.app import app as example_app
 from example_fastapi.jobs import build_report
 from starlette_jobs import Jobs, JobStatus
 from tests.conftest import eventually
-from tests.test_docs import DOCS, python_blocks
+from tests.test_docs import DOCS, ROOT, python_blocks
 
 
 @dataclass
@@ -40,7 +43,7 @@ def guide_app() -> Any:
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
+async def serving(app: Any) -> AsyncIterator[str]:
     """`app` served by uvicorn on a free port of 127.0.0.1, in this event loop."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -55,7 +58,7 @@ async def serving(app: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
 
     try:
         await eventually(up, "uvicorn to start", timeout=60)
-        yield f"http://127.0.0.1:{port}", server
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         async with asyncio.timeout(60):
@@ -70,7 +73,7 @@ async def served(
     # The apps' Jobs() take their database from DATABASE_URL when they start.
     monkeypatch.setenv("DATABASE_URL", database_dsn)
     app = example_app if request.param == "example_fastapi" else guide_app()
-    async with serving(app) as (url, _):
+    async with serving(app) as url:
         jobs = app.state.jobs
         assert isinstance(jobs, Jobs)
         yield Served(url, jobs)
@@ -161,19 +164,46 @@ async def test_a_client_that_leaves_the_stream_leaves_no_wait_behind(served: Ser
         assert await served.jobs.cancel(job_id)
 
 
-async def test_a_server_that_stops_ends_the_streams_still_open(
-    database_dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A deploy does not wait for the streams of jobs that have not ended: they close (the
-    clients' EventSource connects again, to the next server), and the server stops."""
-    monkeypatch.setenv("DATABASE_URL", database_dsn)
-    async with serving(example_app) as (url, server), httpx2.AsyncClient(timeout=30) as client:
-        # Due in an hour: it is pending, and the app's Jobs stops at once.
-        job_id = await build_report.configure(delay=3600).enqueue(month="2026-01")
-        async with client.stream("GET", f"{url}/jobs/{job_id}/events") as stream:
-            lines = stream.aiter_lines()
-            assert await anext(lines) == "event: status"
-            server.should_exit = True
-            async with asyncio.timeout(5):  # uvicorn would wait for it as long as it lasts
-                rest = [line async for line in lines]  # and it ends whole, not cut
-        assert "event: end" not in rest
+@pytest.mark.slow
+async def test_a_server_that_stops_ends_the_streams_still_open(database_dsn: str) -> None:
+    """A deploy (SIGTERM to a uvicorn process) does not wait for the streams of jobs that have
+    not ended: they end whole (the clients' EventSource connects again, to the next server),
+    and the server stops at once."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "uvicorn", "example_fastapi.app:app", "--port", str(port),
+        "--log-level", "warning",
+        env={**os.environ, "DATABASE_URL": database_dsn},
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as client:
+
+            async def up() -> bool:
+                try:
+                    return (await client.get("/jobs/1")).status_code == 404
+                except httpx2.TransportError:
+                    return False
+
+            await eventually(up, "uvicorn to serve", timeout=60)
+            # Due in an hour: pending, so that the app's Jobs stops at once too.
+            async with Jobs(database_dsn, queues={}):
+                job_id = await build_report.configure(delay=3600).enqueue(month="2026-01")
+            async with client.stream("GET", f"/jobs/{job_id}/events") as stream:
+                lines = stream.aiter_lines()
+                assert await anext(lines) == "event: status"
+                server.send_signal(signal.SIGTERM)
+                async with asyncio.timeout(10):  # uvicorn would wait for it as long as it lasts
+                    rest = [line async for line in lines]  # and it ends whole, not cut
+            assert "event: end" not in rest
+        async with asyncio.timeout(30):
+            # uvicorn raises the signal again once it has shut down, for its supervisor to see.
+            assert await server.wait() in (0, -signal.SIGTERM)
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()

@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import anyio
 import asyncpg
 import pytest
 from starlette.applications import Starlette
@@ -138,6 +139,23 @@ async def test_updates_end_early_when_jobs_stops(start_jobs: StartJobs) -> None:
         following = asyncio.create_task(anext(updates, None))
     async with asyncio.timeout(10):
         assert await following is None  # not an error: the client connects again
+
+
+async def test_updates_end_at_once_when_told_to_stop(start_jobs: StartJobs) -> None:
+    """What a server shutting down does (sse-starlette sets the event): the stream ends whole,
+    without waiting for the next look at the job, an hour away."""
+    async with start_jobs(queues={}) as jobs:
+        job_id = await quick.configure(delay=600).enqueue()
+        record = await jobs.get(job_id)
+        assert record is not None
+        stop = anyio.Event()
+        updates = job_updates(jobs, record, public_fields, 3600, stop)
+        assert (await next_update(updates))[0] == "status"
+        following = asyncio.create_task(anext(updates, None))
+        await asyncio.sleep(0)  # it waits for the job now
+        stop.set()
+        async with asyncio.timeout(5):
+            assert await following is None
 
 
 async def test_updates_end_when_the_job_is_deleted(
