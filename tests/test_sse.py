@@ -90,8 +90,9 @@ async def test_the_end_is_announced_at_once_not_at_the_next_look(start_jobs: Sta
         may_report.set()
         record = await jobs.get(job_id)
         assert record is not None
-        # An hour between two looks: only the database's announcement can end this in time.
-        updates = job_updates(jobs, record, public_fields, 3600)
+        # An hour between two looks: only the database's announcement can end this in time. A
+        # stop event as the route passes one, never set: the first of the two wakes it.
+        updates = job_updates(jobs, record, public_fields, 3600, anyio.Event())
         assert (await next_update(updates))[0] == "status"
         may_finish.set()
         kind, fields = await next_update(updates)
