@@ -7,7 +7,9 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Annotated, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+from annotated_types import Interval
 
 from ._arguments import ArgumentsSchema
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
@@ -23,8 +25,11 @@ if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
 P = ParamSpec("P")
 R = TypeVar("R")
 
-JobId = int
-"""What `enqueue` returns and `Jobs.get` takes. Treat it as opaque."""
+JobId = Annotated[int, Interval(ge=1, le=2**63 - 1)]
+"""What `enqueue` returns and `Jobs.get` takes: an `int` to a type checker; treat it as opaque.
+
+As an annotation it also says what can be a job's id, so pydantic refuses anything else: a
+FastAPI path parameter `job_id: JobId` answers 422 for `abc`, `0` or a number past 64 bits."""
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:<>-]{1,200}")
 

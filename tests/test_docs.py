@@ -23,6 +23,7 @@ PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 EXPECTED_DOCS = {
     "cancelling.md",
     "events.md",
+    "fastapi.md",
     "getting-started.md",
     "jobs-and-retries.md",
     "performance.md",

@@ -27,6 +27,7 @@ def count_words(text: str) -> int:
 async def checks(jobs: Jobs, request: Request, session: AsyncSession) -> None:
     assert isinstance(resize, Job)
     assert_type(await resize.enqueue(1, width=2), JobId)
+    assert_type(await resize.enqueue(1, width=2), int)  # JobId is an int with bounds
     assert isinstance(resize.configure(delay=1.0), ConfiguredJob)
     assert_type(await resize.configure(delay=1.0).enqueue(image_id=3), JobId)
     assert_type(await jobs.get(1), JobRecord | None)
