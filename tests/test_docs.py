@@ -26,6 +26,7 @@ EXPECTED_DOCS = {
     "fastapi.md",
     "getting-started.md",
     "jobs-and-retries.md",
+    "logging.md",
     "performance.md",
     "progress.md",
     "reliability.md",
