@@ -18,15 +18,18 @@ from ._errors import JobNotFoundError as JobNotFoundError
 from ._errors import JobResultError as JobResultError
 from ._errors import MemoryStoreUnsupportedError as MemoryStoreUnsupportedError
 from ._errors import NotStartedError as NotStartedError
+from ._errors import OnSuccessError as OnSuccessError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
 from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
 from ._errors import UnknownJobError as UnknownJobError
+from ._idempotency import idempotency_key as idempotency_key
 from ._job import ConfiguredJob as ConfiguredJob
 from ._job import Job as Job
 from ._job import JobId as JobId
 from ._job import job as job
 from ._jobs import Jobs as Jobs
+from ._on_success import OnSuccessMiddleware as OnSuccessMiddleware
 from ._records import EventKind as EventKind
 from ._records import JobEvent as JobEvent
 from ._records import JobRecord as JobRecord
@@ -56,6 +59,8 @@ __all__ = [
     "JobsConfig",
     "MemoryStoreUnsupportedError",
     "NotStartedError",
+    "OnSuccessError",
+    "OnSuccessMiddleware",
     "Retry",
     "RunningJob",
     "SchemaVersionError",
@@ -65,5 +70,6 @@ __all__ = [
     "__version__",
     "correlation_id",
     "current_job",
+    "idempotency_key",
     "job",
 ]

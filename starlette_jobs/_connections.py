@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias, TypeGuard, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -62,6 +62,11 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,  # no answer in time: the network went silent, or the server hangs
     asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
 )
+
+
+def is_driver_connection(candidate: object) -> TypeGuard[Connection]:
+    """Whether `candidate` is an asyncpg connection (or a pool's proxy of one)."""
+    return isinstance(candidate, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy)
 
 
 def connection_lost(error: BaseException) -> bool:

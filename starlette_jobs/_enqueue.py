@@ -8,15 +8,18 @@ started enqueuers (`job.enqueue` writes through the most recent), or through
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from ._connections import DATABASE_ERRORS, unavailable
 from ._errors import JobArgumentsError
 from ._job import EnqueueOptions, Job, JobId
+from ._on_success import request_jobs
 from ._records import NewJobs
 from ._store import Store
 from ._tracing import Tracing, stored_context
+from ._transactions import driver_connection
 
 
 class Enqueuer:
@@ -39,7 +42,8 @@ class Enqueuer:
     async def insert(
         self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
     ) -> list[JobId]:
-        """Inserts one job per payload (JSON text of validated arguments); returns the ids."""
+        """Inserts one job per payload (JSON text of validated arguments); returns the ids.
+        With `on_success`, reserves the ids and holds the jobs for the current request."""
         if len(payloads) != 1 or len(payloads[0]) > self._longest_safe_payload:
             self._check_payload_sizes(job, payloads)
         store = self._store()
@@ -52,7 +56,7 @@ class Enqueuer:
         else:
             # The common case: no SDK, so no span to open; only the context to store with it.
             ids = await self._write(store, job, queue, payloads, options, stored_context())
-        if self.after_enqueue is not None:
+        if self.after_enqueue is not None and not options.on_success:
             await self.after_enqueue(ids)
         return ids
 
@@ -76,9 +80,22 @@ class Enqueuer:
             trace_context=trace_context,
             unique_key=options.unique_key,
             notify=_due_now(options),
+            idempotency_key=options.idempotency_key,
         )
+        connection = options.connection
+        if options.on_success:
+            held = request_jobs()
+            try:
+                ids, taken = await store.reserve_ids(new)
+            except DATABASE_ERRORS as error:
+                raise unavailable("enqueue", error) from error
+            if not taken:
+                held.hold(store, replace(new, ids=tuple(ids)), self.after_enqueue)
+            return ids
+        if connection is not None:  # the caller's transaction, as the asyncpg connection
+            connection = await driver_connection(connection)
         try:
-            return await store.insert_jobs(new, options.connection)
+            return await store.insert_jobs(new, connection)
         except DATABASE_ERRORS as error:
             raise unavailable("enqueue", error) from error
 

@@ -90,6 +90,11 @@ class MemoryStoreUnsupportedError(StarletteJobsError, NotImplementedError):
     joining a caller's transaction, serving several processes. Test that code on PostgreSQL."""
 
 
+class OnSuccessError(StarletteJobsError, RuntimeError):
+    """`configure(on_success=True)` was used outside a request that `OnSuccessMiddleware`
+    watches, or after the request's response started."""
+
+
 class JobFailedError(StarletteJobsError):
     """`jobs.result` waited for a job that failed for good: its attempts ran out, or it raised
     an error declared non-retryable.

@@ -6,36 +6,32 @@ import asyncio
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+from annotated_types import Interval
 
 from ._arguments import ArgumentsSchema
 from ._errors import JobArgumentsError, JobDefinitionError, NotStartedError, UnknownJobError
+from ._options import NO_OPTIONS as NO_OPTIONS
+from ._options import EnqueueOptions as EnqueueOptions
+from ._options import check_priority, check_seconds
+from ._options import check_queue_name as check_queue_name
 from ._retry import Retry
-from ._storable import MAX_DELAY, MAX_UNIQUE_KEY_LENGTH, unstorable
 
 if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
-    from ._connections import Connection
+    from ._transactions import CallerTransaction
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-JobId = int
-"""What `enqueue` returns and `Jobs.get` takes. Treat it as opaque."""
+JobId = Annotated[int, Interval(ge=1, le=2**63 - 1)]
+"""What `enqueue` returns and `Jobs.get` takes: an `int` to a type checker; treat it as opaque.
+
+As an annotation it also says what can be a job's id, so pydantic refuses anything else: a
+FastAPI path parameter `job_id: JobId` answers 422 for `abc`, `0` or a number past 64 bits."""
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:<>-]{1,200}")
-_QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,48}")
-_PRIORITY_RANGE = range(-(2**31), 2**31)
-
-
-def check_queue_name(queue: str) -> str:
-    """Queue names become part of a LISTEN channel name, so they are short and plain."""
-    if not isinstance(queue, str) or not _QUEUE_PATTERN.fullmatch(queue):
-        raise JobDefinitionError(
-            f"invalid queue name {queue!r}: use 1 to 48 letters, digits, '_', '.' or '-'"
-        )
-    return queue
 
 
 def _check_job_name(name: str) -> str:
@@ -44,80 +40,6 @@ def _check_job_name(name: str) -> str:
             f"invalid job name {name!r}: use 1 to 200 letters, digits or any of _ . : < > -"
         )
     return name
-
-
-def _check_priority(priority: int) -> int:
-    # A bool is an int to Python, and almost certainly a mistake here.
-    if type(priority) is not int or priority not in _PRIORITY_RANGE:
-        raise JobDefinitionError(f"priority must be a 32-bit integer, got {priority!r}")
-    return priority
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueOptions:
-    """Per-call options; see `Job.configure`."""
-
-    delay: float | None = None
-    run_at: datetime | None = None
-    priority: int | None = None
-    queue: str | None = None
-    unique_key: str | None = None
-    connection: Connection | None = None
-
-    def __post_init__(self) -> None:
-        if self.delay is not None and self.run_at is not None:
-            raise JobDefinitionError("give either delay or run_at, not both")
-        if self.delay is not None:
-            check_seconds("delay", self.delay)
-        if self.run_at is not None:
-            _check_run_at(self.run_at)
-        if self.priority is not None:
-            _check_priority(self.priority)
-        if self.queue is not None:
-            check_queue_name(self.queue)
-        if self.unique_key is not None:
-            _check_unique_key(self.unique_key)
-
-
-def check_seconds(name: str, seconds: float, *, zero: bool = True) -> float:
-    """A number of seconds for a delay or a timeout: finite, within `MAX_DELAY`, and >= 0
-    (> 0 unless `zero`)."""
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, int | float)
-        or not (0 <= seconds <= MAX_DELAY)
-        or (seconds == 0 and not zero)
-    ):
-        raise JobDefinitionError(
-            f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0 and at most "
-            f"{MAX_DELAY:.0f} (10 years), got {seconds!r}"
-        )
-    return seconds
-
-
-def _check_run_at(run_at: datetime) -> None:
-    if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
-        raise JobDefinitionError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
-    try:
-        in_utc = run_at.astimezone(UTC)
-    except OverflowError:
-        in_utc = None
-    # asyncpg stores datetime.max and datetime.min as infinity, which never comes due.
-    if in_utc is None or not (datetime.min < in_utc.replace(tzinfo=None) < datetime.max):
-        raise JobDefinitionError(
-            f"run_at must lie between years 1 and 9999 in UTC, got {run_at.isoformat()}"
-        )
-
-
-def _check_unique_key(unique_key: str) -> None:
-    if not isinstance(unique_key, str) or not 1 <= len(unique_key) <= MAX_UNIQUE_KEY_LENGTH:
-        raise JobDefinitionError(
-            f"unique_key must be 1 to {MAX_UNIQUE_KEY_LENGTH} characters, got "
-            f"{len(unique_key) if isinstance(unique_key, str) else unique_key!r}"
-        )
-    reason = unstorable(unique_key)
-    if reason is not None:
-        raise JobDefinitionError(f"unique_key {reason}")
 
 
 class Enqueuer(Protocol):
@@ -189,7 +111,7 @@ class Job(Generic[P, R]):
         self.queue = check_queue_name(queue)
         self.retry = retry
         self.timeout = timeout
-        self.priority = _check_priority(priority)
+        self.priority = check_priority(priority)
         self.non_retryable = non_retryable
         self.is_async = inspect.iscoroutinefunction(func)
         self._arguments = ArgumentsSchema(func, self.name)
@@ -211,8 +133,10 @@ class Job(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         unique_key: str | None = None,
-        connection: Connection | None = None,
+        connection: CallerTransaction | None = None,
         jobs: HasEnqueuer | None = None,
+        idempotency_key: str | None = None,
+        on_success: bool = False,
     ) -> ConfiguredJob[P, R]:
         """Options for one enqueue call, kept apart from the job's own arguments.
 
@@ -223,14 +147,23 @@ class Job(Generic[P, R]):
             queue: overrides the job's queue.
             unique_key: while a pending or running job holds this key, enqueueing another with
                 the same key writes nothing and returns the live job's id.
-            connection: an asyncpg connection whose transaction the insert joins, so the job
+            connection: an asyncpg connection, or a SQLAlchemy `AsyncSession` or
+                `AsyncConnection` on asyncpg, whose transaction the insert joins, so the job
                 exists only if that transaction commits.
             jobs: the `Jobs` instance to write through (default: the one started last).
+            idempotency_key: like `unique_key`, for jobs of this name, but held for as long as
+                the job is kept (until `retention` prunes it), whatever its status; see
+                `idempotency_key()` for the `Idempotency-Key` header.
+            on_success: hold the job until the response of the current request starts, and
+                write it then only if its status is below 400 (needs `OnSuccessMiddleware`).
+                The id is real already; see docs/requests.md.
 
         Example:
             >>> await send_welcome.configure(delay=60).enqueue(user_id=1, email="a@b.c")
         """
-        options = EnqueueOptions(delay, run_at, priority, queue, unique_key, connection)
+        options = EnqueueOptions(
+            delay, run_at, priority, queue, unique_key, connection, idempotency_key, on_success
+        )
         return ConfiguredJob(self, options, jobs)
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
@@ -266,9 +199,6 @@ class Job(Generic[P, R]):
         return await asyncio.to_thread(func, **kwargs)
 
 
-NO_OPTIONS = EnqueueOptions()
-
-
 async def enqueue_one(
     job: Job[Any, Any],
     args: tuple[Any, ...],
@@ -302,10 +232,11 @@ class ConfiguredJob(Generic[P, R]):
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[JobId]:
         """See `Job.enqueue_many`."""
-        if self.options.unique_key is not None:
-            raise JobDefinitionError(
-                "unique_key names one job; it cannot be shared by the jobs of enqueue_many"
-            )
+        for option in ("unique_key", "idempotency_key"):
+            if getattr(self.options, option) is not None:
+                raise JobDefinitionError(
+                    f"{option} names one job; it cannot be shared by the jobs of enqueue_many"
+                )
         items = list(items)
         if not items:
             return []

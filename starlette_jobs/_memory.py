@@ -1,9 +1,10 @@
 """The in-memory store: `Jobs("memory://")`, for tests that want no database.
 
 It keeps the PostgreSQL store's semantics (claim order, leases and their expiry, the fence of
-every write by lease token, retries, unique keys, release, retention, counts), held to them by
-the same contract suite. It lives in one process and one event loop: every method runs to its
-end without awaiting, so no two of them interleave, as PostgreSQL's row locks would ensure.
+every write by lease token, retries, unique and idempotency keys, ids reserved ahead of the
+write, release, retention, counts), held to them by the same contract suite. It lives in one
+process and one event loop: every method runs to its end without awaiting, so no two of them
+interleave, as PostgreSQL's row locks would ensure.
 
 What only PostgreSQL does, it refuses with `MemoryStoreUnsupportedError` rather than pretend:
 joining a caller's transaction (`connection=`), migrations of a real schema aside. Several
@@ -91,31 +92,37 @@ class MemoryStore:
                 "the in-memory store cannot join a PostgreSQL transaction (connection=): "
                 "test that code on PostgreSQL (starlette_jobs.testing's `jobs_database`)"
             )
-        if new.unique_key is not None:
-            holder = self._live_holder(new.unique_key)
-            if holder is not None:
-                return [holder.id]
+        holder = self._holder(new)
+        if holder is not None:
+            return [holder.id]
+        return self._insert(new, [next(self._ids) for _ in new.payloads])
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        holder = self._holder(new)
+        if holder is not None:
+            return [holder.id], True
+        return [next(self._ids) for _ in new.payloads], False
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        # All or nothing, as PostgreSQL's transaction does: a key taken, or one taken twice.
+        keys = [(new.name, new.idempotency_key) for new in batch if new.idempotency_key]
+        keys += [("", new.unique_key) for new in batch if new.unique_key]  # "": no job's name
+        if len(set(keys)) < len(keys) or any(self._holder(new) for new in batch):
+            return set()
+        return {i for new in batch for i in self._insert(new, list(new.ids))}
+
+    def _insert(self, new: NewJobs, ids: list[int]) -> list[int]:
         now = _now()
-        run_at = new.run_at or now + timedelta(seconds=new.delay or 0.0)
-        ids = []
-        for payload in new.payloads:
-            row = Row(
-                id=next(self._ids),
-                name=new.name,
-                queue=new.queue,
-                payload=_canonical_json(payload),
-                priority=new.priority,
-                run_at=run_at,
-                max_attempts=new.max_attempts,
-                trace_context=new.trace_context,
-                unique_key=new.unique_key,
-                created_at=now,
-            )
-            self._rows[row.id] = row
-            ids.append(row.id)
+        for job_id, payload in zip(ids, new.payloads, strict=True):
+            self._rows[job_id] = Row.new(new, job_id, payload, now)
         if new.notify:
             self._notify(new.queue)
         return ids
+
+    def _holder(self, new: NewJobs) -> Row | None:
+        if new.unique_key is None and new.idempotency_key is None:
+            return None
+        return next((r for r in self._rows.values() if r.holds(new)), None)
 
     def _live_holder(self, unique_key: str) -> Row | None:
         return next(

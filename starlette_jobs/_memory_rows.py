@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
-from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, Outcome
+from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
 
 if TYPE_CHECKING:
     from ._memory import MemoryStore
@@ -43,7 +43,37 @@ class Row:
     progress: str | None = None
     cancel_requested_at: datetime | None = None
     outcome_wanted: bool = False
+    idempotency_key: str | None = None
     events: list[JobEvent] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, new: NewJobs, job_id: int, payload: str, now: datetime) -> Row:
+        """A job of `new`, as its insert writes it (the payload in jsonb's form)."""
+        return cls(
+            id=job_id,
+            name=new.name,
+            queue=new.queue,
+            payload=json.dumps(json.loads(payload)),
+            priority=new.priority,
+            run_at=new.run_at or now + timedelta(seconds=new.delay or 0.0),
+            max_attempts=new.max_attempts,
+            trace_context=new.trace_context,
+            unique_key=new.unique_key,
+            idempotency_key=new.idempotency_key,
+            created_at=now,
+        )
+
+    def holds(self, new: NewJobs) -> bool:
+        """Whether this job holds a key of `new`: its idempotency key (under the same job
+        name, whatever the status), or its unique key while it is live."""
+        return (
+            new.idempotency_key is not None
+            and (self.name, self.idempotency_key) == (new.name, new.idempotency_key)
+        ) or (
+            new.unique_key is not None
+            and self.unique_key == new.unique_key
+            and self.status in (JobStatus.PENDING, JobStatus.RUNNING)
+        )
 
     def record(self) -> JobRecord:
         return JobRecord.from_row(

@@ -25,7 +25,7 @@ from ._connectivity import STATEMENT_TIMEOUT
 from ._errors import UniqueKeyTakenError
 from ._lanes import Executor, Lane
 from ._migrations import apply_migrations, check_schema_version, queries
-from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
+from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
 
 _UNIQUE_KEY_TRIES = 5
 T = TypeVar("T")
@@ -164,7 +164,8 @@ class PostgresStore:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
         executor = connection or self._producer
-        if len(new.payloads) == 1 and new.unique_key is None:
+        keyed = new.unique_key is not None or new.idempotency_key is not None
+        if len(new.payloads) == 1 and not keyed:
             if new.delay is None and new.run_at is None:
                 job_id: int = await executor.fetchval(
                     self._q["insert_job_now"],
@@ -184,14 +185,16 @@ class PostgresStore:
                     self._q["insert_unique_job"],
                     new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
                     new.max_attempts, new.trace_context, new.unique_key, new.notify,
+                    new.idempotency_key,
                 )  # fmt: skip
                 if job_id is not None:
                     return [job_id]
                 # The key's holder committed after this statement's snapshot was taken, so
                 # neither the insert nor the look-up saw it: a new statement will.
             raise RuntimeError(
-                f"unique key {new.unique_key!r}: could neither insert nor find the live job "
-                "holding it (is the connection's transaction REPEATABLE READ or SERIALIZABLE?)"
+                f"key {new.unique_key or new.idempotency_key!r}: could neither insert nor find "
+                "the job holding it (is the connection's transaction REPEATABLE READ or "
+                "SERIALIZABLE?)"
             )
         ids = await executor.fetchval(
             self._q["insert_jobs"],
@@ -199,6 +202,27 @@ class PostgresStore:
             new.max_attempts, new.trace_context, new.notify,
         )  # fmt: skip
         return list(ids)
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        rows = await self._producer.fetch(
+            self._q["reserve_job_ids"],
+            len(new.payloads), new.name, new.unique_key, new.idempotency_key,
+        )  # fmt: skip
+        return [row[0] for row in rows], bool(rows) and rows[0][1]
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        query, args = self._q["insert_reserved_jobs"], _reserved_columns(batch)
+        if not any(new.unique_key or new.idempotency_key for new in batch):
+            # Fresh ids and no key: nothing can conflict.
+            return {row[0] for row in await self._producer.fetch(query, *args)}
+        try:  # a key may have been taken meanwhile: all or nothing
+            async with self.pool.acquire() as connection, connection.transaction():
+                rows = await connection.fetch(query, *args)
+                if len(rows) < len(args[0]):
+                    raise UniqueKeyTakenError("a key of the batch is taken")  # rolls back
+        except UniqueKeyTakenError:
+            return set()
+        return {row[0] for row in rows}
 
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
@@ -315,19 +339,7 @@ class PostgresStore:
 
     async def job_events(self, job_id: int) -> list[JobEvent]:
         rows = await self._read("fetch", self._q["job_events"], job_id)
-        return [
-            JobEvent(
-                job_id=row["job_id"],
-                kind=EventKind(row["kind"]),
-                at=row["at"],
-                status=JobStatus(row["status"]),
-                attempt=row["attempt"],
-                worker_id=row["worker_id"],
-                error=row["error"],
-                run_at=row["run_at"],
-            )
-            for row in rows
-        ]
+        return [JobEvent.from_row(row) for row in rows]
 
     async def want_outcome(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["want_outcome"], job_id)
@@ -365,6 +377,20 @@ class PostgresStore:
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
         channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
         return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+
+_RESERVED_FIELDS = (
+    *("name", "queue", "priority", "delay", "run_at", "max_attempts", "trace_context"),
+    *("unique_key", "idempotency_key", "notify"),
+)
+
+
+def _reserved_columns(batch: Sequence[NewJobs]) -> list[Any]:
+    """The parameters of `insert_reserved_jobs`: a column per field, a row per job."""
+    rows = [(new, i, text) for new in batch for i, text in zip(new.ids, new.payloads, strict=True)]
+    columns = [[getattr(n, field) for n, _, _ in rows] for field in _RESERVED_FIELDS]
+    payloads = f"[{','.join(text for _, _, text in rows)}]"
+    return [[i for _, i, _ in rows], *columns[:2], payloads, *columns[2:]]
 
 
 def _wake(on_notify: Callable[[str], None], queue: str, _payload: str) -> None:

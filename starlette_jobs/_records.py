@@ -70,6 +70,19 @@ class JobEvent:
     run_at: datetime | None = None
     """When the job is due next (a retry, a release), if it is pending."""
 
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> JobEvent:
+        return cls(
+            job_id=row["job_id"],
+            kind=EventKind(row["kind"]),
+            at=row["at"],
+            status=JobStatus(row["status"]),
+            attempt=row["attempt"],
+            worker_id=row["worker_id"],
+            error=row["error"],
+            run_at=row["run_at"],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (timestamps as ISO 8601 strings)."""
         data = asdict(self)
@@ -196,6 +209,10 @@ class NewJobs:
     unique_key: str | None
     notify: bool
     """Whether to wake the queue's workers (false for a job that is not due yet)."""
+    idempotency_key: str | None = None
+    """Held by the job for as long as it is kept (a unique key: while it is live)."""
+    ids: tuple[int, ...] = ()
+    """The ids `Store.reserve_ids` gave, for `Store.insert_reserved`; empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

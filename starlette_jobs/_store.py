@@ -61,8 +61,21 @@ class Store(Protocol):
 
     async def insert_jobs(self, new: NewJobs, connection: Any | None = None) -> list[int]:
         """Writes the jobs; returns their ids in order. With a unique key a live job already
-        holds, writes nothing and returns that job's id. `connection`: a transaction of the
+        holds, or an idempotency key a job of the same name holds (in any status, until it is
+        pruned), writes nothing and returns that job's id. `connection`: a transaction of the
         caller's to join (PostgreSQL only)."""
+        ...
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        """Ids for the jobs of `new`, written later by `insert_reserved` (or never: a gap);
+        with a key that a job already holds (as `insert_jobs` decides), that job's id and
+        True, and nothing reserved."""
+        ...
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        """Writes the jobs of `batch` under the ids each `NewJobs.ids` holds, in one go;
+        returns the ids written: all of them, or none if a unique or idempotency key of the
+        batch is taken by then."""
         ...
 
     # -- workers -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ def new_jobs(
     delay: float | None = None,
     max_attempts: int = 3,
     unique_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> NewJobs:
     """`count` jobs with the same `payload` (JSON text), as another process may have written
     them; due now unless `delay` is given."""
@@ -43,6 +44,7 @@ def new_jobs(
         trace_context=None,
         unique_key=unique_key,
         notify=delay is None,
+        idempotency_key=idempotency_key,
     )
 
 

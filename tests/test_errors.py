@@ -20,6 +20,7 @@ from starlette_jobs._errors import (
     JobResultError,
     MemoryStoreUnsupportedError,
     NotStartedError,
+    OnSuccessError,
     SchemaVersionError,
     StarletteJobsError,
     UniqueKeyTakenError,
@@ -34,7 +35,7 @@ ERRORS = [
 
 
 def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
-    assert len(ERRORS) == 15
+    assert len(ERRORS) == 16
     for error in ERRORS:
         assert issubclass(error, StarletteJobsError), error
         assert getattr(starlette_jobs, error.__name__) is error
@@ -51,6 +52,7 @@ def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
         (UnknownJobError, LookupError),
         (JobNotFoundError, LookupError),
         (NotStartedError, RuntimeError),
+        (OnSuccessError, RuntimeError),
         (SchemaVersionError, RuntimeError),
         (EmbeddedPostgresUnavailable, RuntimeError),
         (DatabaseUnavailableError, ConnectionError),

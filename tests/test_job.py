@@ -10,7 +10,15 @@ from typing import Any
 import pydantic
 import pytest
 
-from starlette_jobs import Job, JobArgumentsError, JobDefinitionError, NotStartedError, Retry, job
+from starlette_jobs import (
+    Job,
+    JobArgumentsError,
+    JobDefinitionError,
+    JobId,
+    NotStartedError,
+    Retry,
+    job,
+)
 from starlette_jobs._job import registered_job
 
 
@@ -284,3 +292,15 @@ def test_a_batch_holding_nan_or_infinity_anywhere_takes_the_item_by_item_path() 
     assert _batch(untyped_many, [{"data": 1}, {"data": {"deep": [math.inf]}}]) is None
     assert _batch(untyped_many, [{"data": math.nan}]) is None
     assert _batch(untyped_many, [{"data": [1, "two"]}]) == ['{"data":[1,"two"]}']
+
+
+def test_job_id_as_an_annotation_refuses_what_no_job_can_have() -> None:
+    """FastAPI's path parameter `job_id: JobId` answers 422 for these (docs/fastapi.md)."""
+    adapter = pydantic.TypeAdapter(JobId)
+    assert adapter.validate_python("42") == 42
+    assert adapter.validate_python(2**63 - 1) == 2**63 - 1
+    for not_an_id in ["abc", "0", -1, 2**63, "9" * 30, None]:
+        with pytest.raises(pydantic.ValidationError):
+            adapter.validate_python(not_an_id)
+    schema = adapter.json_schema()
+    assert (schema["type"], schema["minimum"], schema["maximum"]) == ("integer", 1, 2**63 - 1)

@@ -21,6 +21,7 @@ TESTED_ELSEWHERE = {
 CROSS_CUTTING = {
     "test_docs.py": "every code block of docs/ runs",
     "test_example_app.py": "example_app/, used the way users would",
+    "test_example_fastapi.py": "example_fastapi/ and docs/fastapi.md's app, served by uvicorn",
     "test_faultproxy.py": "tests/faultproxy.py, the network faults the tests inject",
     "test_layout.py": "this mirror",
     "test_public_api.py": "starlette_jobs/__init__.py: the exported names",

@@ -31,6 +31,8 @@ def test_exported_names_are_pinned() -> None:
         "JobsConfig",
         "MemoryStoreUnsupportedError",
         "NotStartedError",
+        "OnSuccessError",
+        "OnSuccessMiddleware",
         "Retry",
         "RunningJob",
         "SchemaVersionError",
@@ -40,6 +42,7 @@ def test_exported_names_are_pinned() -> None:
         "__version__",
         "correlation_id",
         "current_job",
+        "idempotency_key",
         "job",
     ]
     assert sorted(starlette_jobs.__all__) == starlette_jobs.__all__

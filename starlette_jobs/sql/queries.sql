@@ -45,27 +45,85 @@ VALUES ($1, $2, $3::jsonb, $4, coalesce($6, now() + make_interval(secs => coales
 RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified;
 
 -- name: insert_unique_job
--- One job with a unique key; returns its id. With a unique key that a live job already holds, returns that
--- job's id instead and writes nothing.
+-- One job with a unique key, an idempotency key, or both; returns its id. With a unique key
+-- that a live job already holds, or an idempotency key that a job of this name holds (in any
+-- status), returns that job's id instead and writes nothing.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL, $9 unique key or NULL,
--- $10 whether to NOTIFY the queue's channel (false for delayed jobs)
+-- $10 whether to NOTIFY the queue's channel (false for delayed jobs), $11 idempotency key or NULL
 WITH inserted AS (
     INSERT INTO starlette_jobs
-        (name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key)
+        (name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key,
+         idempotency_key)
     VALUES ($1, $2, $3::jsonb, $4,
             coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $7, $8::jsonb, $9)
-    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('pending', 'running')
-    DO NOTHING
+            $7, $8::jsonb, $9, $11)
+    -- Whichever key is taken (no conflict target: any unique index).
+    ON CONFLICT DO NOTHING
     RETURNING id
 )
 SELECT id, CASE WHEN $10::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified
   FROM inserted
 UNION ALL
-SELECT id, NULL FROM starlette_jobs
- WHERE $9::text IS NOT NULL AND unique_key = $9 AND status IN ('pending', 'running')
-   AND NOT EXISTS (SELECT FROM inserted);
+(SELECT id, NULL FROM starlette_jobs
+  WHERE NOT EXISTS (SELECT FROM inserted)
+    AND (($11::text IS NOT NULL AND name = $1 AND idempotency_key = $11)
+         OR ($9::text IS NOT NULL AND unique_key = $9 AND status IN ('pending', 'running')))
+  ORDER BY idempotency_key IS NOT DISTINCT FROM $11 DESC
+  LIMIT 1);
+
+-- name: reserve_job_ids
+-- Ids for jobs to be written later (`insert_reserved_jobs`: the on-success enqueue of a
+-- request), taken from the id column's identity; an id never written leaves a harmless gap.
+-- With a key that a job already holds (as `insert_unique_job` decides), that job's id alone
+-- and `held`, and no id taken.
+-- $1 how many ids, $2 job name, $3 unique key or NULL, $4 idempotency key or NULL
+WITH holder AS (
+    SELECT id FROM starlette_jobs
+     WHERE ($4::text IS NOT NULL AND name = $2 AND idempotency_key = $4)
+        OR ($3::text IS NOT NULL AND unique_key = $3 AND status IN ('pending', 'running'))
+     ORDER BY idempotency_key IS NOT DISTINCT FROM $4 DESC
+     LIMIT 1
+)
+SELECT id, true AS held FROM holder
+UNION ALL
+SELECT nextval(pg_get_serial_sequence('starlette_jobs', 'id')), false
+  FROM generate_series(1, $1::int4)
+ WHERE NOT EXISTS (SELECT FROM holder);
+
+-- name: insert_reserved_jobs
+-- Jobs whose ids `reserve_job_ids` gave, of any names, in one statement; one whose unique or
+-- idempotency key was taken meanwhile is not written (the caller then rolls back the rest).
+-- Returns the ids written, and wakes the queues of those due now.
+-- $1 ids, $2 names, $3 queues, $4 payloads (one JSON array, an element per job), $5 priorities,
+-- $6 delays in seconds (NULL elements: none), $7 run_at (NULL elements: none),
+-- $8 max_attempts, $9 trace contexts (JSON text or NULL), $10 unique keys (or NULL),
+-- $11 idempotency keys (or NULL), $12 whether to NOTIFY, per job
+WITH given AS (
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $5::int4[], $6::float8[],
+                         $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[],
+                         $12::boolean[])
+           WITH ORDINALITY AS given(id, name, queue, priority, delay, run_at, max_attempts,
+                                    trace_context, unique_key, idempotency_key, notify,
+                                    position)
+), inserted AS (
+    INSERT INTO starlette_jobs
+        (id, name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key,
+         idempotency_key)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, name, queue, $4::jsonb -> (position - 1)::int, priority,
+           coalesce(run_at, now() + make_interval(secs => coalesce(delay, 0))), max_attempts,
+           trace_context::jsonb, unique_key, idempotency_key
+      FROM given
+     ORDER BY position
+    ON CONFLICT DO NOTHING
+    RETURNING id, queue
+), woken AS (
+    SELECT DISTINCT inserted.queue FROM inserted JOIN given USING (id) WHERE given.notify
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '') FROM woken
+)
+SELECT id FROM inserted, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: insert_jobs
 -- Many jobs of one name in one statement, one NOTIFY for all; returns their ids in order.

@@ -38,6 +38,8 @@ CREATE TABLE starlette_jobs (
     cancel_requested_at timestamptz,
     -- Someone waits for the outcome (`jobs.wait`): the statement that finishes it NOTIFYs.
     outcome_wanted      boolean NOT NULL DEFAULT false,
+    -- Held for as long as the job is kept (`configure(idempotency_key=...)`).
+    idempotency_key     text,
     CONSTRAINT starlette_jobs_running_has_lease_check
         CHECK ((status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 ) WITH (
@@ -62,6 +64,10 @@ CREATE INDEX starlette_jobs_finished_idx
 CREATE UNIQUE INDEX starlette_jobs_unique_key_idx
     ON starlette_jobs (unique_key)
     WHERE unique_key IS NOT NULL AND status IN ('pending', 'running');
+
+CREATE UNIQUE INDEX starlette_jobs_idempotency_key_idx
+    ON starlette_jobs (name, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 
 -- A job's history: one row per change of its state, written by the statement that makes the
 -- change (see docs/events.md). No foreign key; pruning deletes a job's events with the job.

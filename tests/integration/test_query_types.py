@@ -24,7 +24,12 @@ EXPECTED: dict[str, list[str]] = {
     "record_migration": ["int4", "text"],
     "insert_job_now": ["text", "text", "jsonb", "int4", "int4", "jsonb"],
     "insert_job": [*INSERT, "bool"],
-    "insert_unique_job": [*INSERT, "text", "bool"],
+    "insert_unique_job": [*INSERT, "text", "bool", "text"],
+    "reserve_job_ids": ["int4", "text", "text", "text"],
+    "insert_reserved_jobs": [
+        *["int8[]", "text[]", "text[]", "jsonb", "int4[]", "float8[]", "timestamptz[]", "int4[]"],
+        *["text[]", "text[]", "text[]", "bool[]"],
+    ],
     "insert_jobs": [*INSERT, "bool"],
     "claim_batch": ["text", "int8", "text", "float8", "bool"],
     "record_outcomes": [

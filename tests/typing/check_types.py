@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import assert_type
 
-from starlette_jobs import ConfiguredJob, Job, JobId, JobRecord, Jobs, job
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+
+from starlette_jobs import ConfiguredJob, Job, JobId, JobRecord, Jobs, idempotency_key, job
 
 
 @job
@@ -21,9 +24,10 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-async def checks(jobs: Jobs) -> None:
+async def checks(jobs: Jobs, request: Request, session: AsyncSession) -> None:
     assert isinstance(resize, Job)
     assert_type(await resize.enqueue(1, width=2), JobId)
+    assert_type(await resize.enqueue(1, width=2), int)  # JobId is an int with bounds
     assert isinstance(resize.configure(delay=1.0), ConfiguredJob)
     assert_type(await resize.configure(delay=1.0).enqueue(image_id=3), JobId)
     assert_type(await jobs.get(1), JobRecord | None)
@@ -32,6 +36,12 @@ async def checks(jobs: Jobs) -> None:
     # `result` is what the function returns: an async job's, once awaited.
     assert_type(await jobs.result(resize, 1, timeout=5), str)
     assert_type(await jobs.result(count_words, 1), int)
+
+    # A SQLAlchemy session joins as a transaction; the header is a key or None.
+    key = idempotency_key(request, scope="user-1")
+    assert_type(key, str | None)
+    assert_type(await resize.configure(connection=session, idempotency_key=key).enqueue(1), JobId)
+    await resize.configure(connection="postgresql://").enqueue(1)  # type: ignore[arg-type]
 
     await resize.enqueue("one")  # type: ignore[arg-type]
     await resize.enqueue(1, height=3)  # type: ignore[call-arg]

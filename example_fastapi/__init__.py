@@ -1,0 +1,1 @@
+"""A small FastAPI app that uses starlette-jobs the way docs/fastapi.md shows."""

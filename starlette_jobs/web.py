@@ -1,0 +1,275 @@
+"""Starlette and FastAPI helpers: a 422 for bad job arguments, the app's `Jobs` for a handler,
+and the asynchronous request-reply pattern (202 + `Location`, a status route, an event stream).
+
+- `job_arguments_error_handler`: turns `JobArgumentsError` into a 422 in FastAPI's error shape;
+  `app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)` in either framework.
+- `get_jobs(request)`: the `Jobs` that `jobs.lifespan` started; a FastAPI dependency as it is.
+- `accepted(request, job_id)`: 202 with `Location` (the job's status URL) and `Retry-After`.
+- `job_status_router()`: mount it (`Mount("/jobs", app=...)`, FastAPI's `app.mount`): `GET
+  /{job_id}` shows the job's public fields (`public_fields`, or a function of yours), `GET
+  /{job_id}/events` streams them as server-sent events until the job ends.
+
+None of it imports FastAPI: a FastAPI app is a Starlette app, and these work on both. The event
+stream needs `sse-starlette` (the `sse` extra); see docs/fastapi.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic_core
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import NoMatchFound, Route, Router
+
+from ._errors import DatabaseUnavailableError, JobArgumentsError, NotStartedError
+from ._job import JobId
+from ._jobs import Jobs
+from ._records import JobRecord, JobStatus
+
+__all__ = [
+    "accepted",
+    "get_jobs",
+    "job_arguments_error_handler",
+    "job_status_router",
+    "public_fields",
+]
+
+logger = logging.getLogger("starlette_jobs")
+
+PublicFields = Callable[[JobRecord], Mapping[str, Any]]
+"""What the status route shows of a job: a function of its record to a JSON-ready mapping."""
+
+STATUS_ROUTE = "job_status"
+"""The name of the status route, for `request.url_for(STATUS_ROUTE, job_id=...)`."""
+EVENTS_ROUTE = "job_events"
+
+
+def get_jobs(request: Request) -> Jobs:
+    """The `Jobs` that `jobs.lifespan` started for this app: from the lifespan state, else from
+    `app.state.jobs`.
+
+    In FastAPI it is a dependency as it is: `jobs: Annotated[Jobs, Depends(get_jobs)]`.
+
+    Raises:
+        NotStartedError: the app's lifespan started no `Jobs` (pass `lifespan=jobs.lifespan`).
+    """
+    jobs = getattr(request.state, "jobs", None)
+    if not isinstance(jobs, Jobs):
+        jobs = getattr(getattr(request.scope.get("app"), "state", None), "jobs", None)
+    if not isinstance(jobs, Jobs):
+        raise NotStartedError(
+            "this app's lifespan started no Jobs: pass `lifespan=jobs.lifespan` to the app "
+            "(or nest `jobs.lifespan(app)` in your own lifespan)"
+        )
+    return jobs
+
+
+async def job_arguments_error_handler(request: Request, exc: Exception) -> Response:
+    """Answers a `JobArgumentsError` with 422 and the errors in FastAPI's own shape:
+    `{"detail": [{"type", "loc", "msg", "input"}, ...]}`, each `loc` starting with `"body"` as
+    FastAPI's errors about a JSON body's fields do, followed by the argument's name.
+
+    Install it in one line, in Starlette or FastAPI:
+    `app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)`, or
+    `exception_handlers={JobArgumentsError: job_arguments_error_handler}` when building the app.
+    """
+    if not isinstance(exc, JobArgumentsError):
+        raise exc
+    detail = [_fastapi_error(error) for error in exc.errors]
+    try:
+        body = _json({"detail": detail})
+    except ValueError:  # an input JSON cannot show (a lone surrogate and NaN together, say)
+        body = _json({"detail": [{**error, "input": None} for error in detail]})
+    return Response(body, status_code=422, media_type="application/json")
+
+
+def _fastapi_error(error: Mapping[str, Any]) -> dict[str, Any]:
+    detail = {
+        "type": error.get("type", "value_error"),
+        "loc": ["body", *error.get("loc", ())],
+        "msg": error.get("msg", ""),
+        "input": error.get("input"),
+    }
+    if "ctx" in error:
+        detail["ctx"] = error["ctx"]
+    return detail
+
+
+def accepted(
+    request: Request,
+    job_id: JobId,
+    *,
+    retry_after: int = 1,
+    location: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The answer to a request whose work a job does: `202 Accepted`, with the job's status URL
+    in `Location` and how long to wait before looking in `Retry-After`.
+
+    Args:
+        request: the request being answered, to build the status URL from.
+        job_id: what `enqueue` returned.
+        retry_after: seconds before the client should look at the status URL.
+        location: the status URL; by default the `job_status_router()` mounted in this app.
+        headers: more headers for the response.
+
+    Returns:
+        A JSON response `{"job_id": ..., "status_url": ...}`.
+
+    Raises:
+        LookupError: no `location` given and no `job_status_router()` mounted in this app.
+        ValueError: `retry_after` is not a whole number of seconds >= 0.
+
+    Example:
+        >>> job_id = await build_report.enqueue(month="2026-01")
+        >>> return accepted(request, job_id)
+    """
+    _check_retry_after(retry_after)
+    if location is None:
+        try:
+            location = str(request.url_for(STATUS_ROUTE, job_id=str(job_id)))
+        except NoMatchFound:
+            raise LookupError(
+                "accepted() needs the job's status URL: mount job_status_router() in this app "
+                "(app.mount('/jobs', job_status_router())), or pass location="
+            ) from None
+    return JSONResponse(
+        {"job_id": job_id, "status_url": location},
+        status_code=202,
+        headers={**(headers or {}), "Location": location, "Retry-After": str(retry_after)},
+    )
+
+
+def public_fields(record: JobRecord) -> dict[str, Any]:
+    """What the status route shows of a job by default: its id, status, timestamps, attempts,
+    progress and, once it succeeded, its result. Never its arguments, name or errors (they may
+    hold what only the server should see): pass a function of your own to show more or less.
+    """
+    fields: dict[str, Any] = {
+        "id": record.id,
+        "status": record.status.value,
+        "attempts": record.attempts,
+        "progress": record.progress,
+        "created_at": record.created_at.isoformat(),
+        "run_at": record.run_at.isoformat(),
+        "started_at": None if record.started_at is None else record.started_at.isoformat(),
+        "finished_at": None if record.finished_at is None else record.finished_at.isoformat(),
+    }
+    if record.status is JobStatus.SUCCEEDED:
+        fields["result"] = record.result
+    return fields
+
+
+def job_status_router(
+    *,
+    public: PublicFields = public_fields,
+    events: bool = True,
+    retry_after: int = 1,
+    progress_interval: float = 1.0,
+) -> Router:
+    """Routes that show jobs to the clients that enqueued them, to mount where you like:
+    `Mount("/jobs", app=job_status_router())` in Starlette, `app.mount("/jobs",
+    job_status_router())` in FastAPI.
+
+    - `GET /{job_id}`: the job's public fields as JSON (404 for an id that is no job's, 503
+      while the database cannot be reached), with `Retry-After` while it has not finished
+      (the time until it is due, if that is later).
+    - `GET /{job_id}/events`: server-sent events, one with the public fields each time they
+      change (`event: status` or `event: progress`), and a last one (`event: end`) once the job
+      has finished; then the stream closes.
+
+    Args:
+        public: what to show of a job (default `public_fields`).
+        events: whether to serve the event stream (it needs the `sse` extra).
+        retry_after: the `Retry-After` of an unfinished job, in seconds.
+        progress_interval: seconds between two looks at a running job's progress; its end is
+            announced by the database at once.
+
+    Raises:
+        ImportError: `events` and sse-starlette is not installed.
+    """
+    _check_retry_after(retry_after)
+    # A comparison that NaN fails, so that it is refused too.
+    if not (isinstance(progress_interval, int | float) and progress_interval > 0):
+        raise ValueError(f"progress_interval must be > 0 seconds, got {progress_interval!r}")
+
+    async def show(request: Request) -> Response:
+        try:
+            _, record = await _job_of(request)
+        except DatabaseUnavailableError as error:
+            return _unavailable(error, retry_after)
+        if record is None:
+            return _not_found(request)
+        headers = {"Cache-Control": "no-store"}
+        if not record.finished:
+            headers["Retry-After"] = str(_look_again_in(record, retry_after))
+        return Response(_json(public(record)), media_type="application/json", headers=headers)
+
+    routes = [Route("/{job_id}", show, name=STATUS_ROUTE)]
+    if events:
+        from ._sse import events_response  # the one import of sse-starlette
+
+        async def stream(request: Request) -> Response:
+            try:
+                jobs, record = await _job_of(request)
+            except DatabaseUnavailableError as error:
+                return _unavailable(error, retry_after)
+            if record is None:
+                return _not_found(request)
+            return events_response(jobs, record, public, progress_interval, _json)
+
+        routes.append(Route("/{job_id}/events", stream, name=EVENTS_ROUTE))
+    return Router(routes)
+
+
+def _check_retry_after(retry_after: int) -> None:
+    # HTTP's Retry-After is a whole number of seconds.
+    if type(retry_after) is not int or retry_after < 0:
+        raise ValueError(f"retry_after must be a whole number of seconds >= 0, got {retry_after!r}")
+
+
+def _look_again_in(record: JobRecord, retry_after: int) -> int:
+    """`retry_after`, or the seconds until a pending job is due if later (a delayed job, a
+    retry's back-off): no client need look before then."""
+    if record.status is not JobStatus.PENDING:
+        return retry_after
+    due_in = (record.run_at - datetime.now(UTC)).total_seconds()
+    return max(retry_after, math.ceil(due_in))
+
+
+async def _job_of(request: Request) -> tuple[Jobs, JobRecord | None]:
+    jobs = get_jobs(request)
+    # `get` takes the digits of an id as they came, and finds no job for what is no id.
+    return jobs, await jobs.get(request.path_params["job_id"])
+
+
+def _unavailable(error: DatabaseUnavailableError, retry_after: int) -> Response:
+    """503: the client may well try again soon, and should be told so rather than get a 500."""
+    logger.warning("job status route: %s", error)
+    return JSONResponse(
+        {"detail": "the job store is unavailable, try again later"},
+        status_code=503,
+        headers={"Retry-After": str(max(retry_after, 1))},
+    )
+
+
+def _not_found(request: Request) -> Response:
+    job_id = request.path_params["job_id"]
+    return JSONResponse({"detail": f"no job with id {job_id!r}"}, status_code=404)
+
+
+def _json(content: Any) -> bytes:
+    """JSON of what a handler shows: datetimes, decimals, models and the like as pydantic shows
+    them, NaN as null, anything else as its repr. A lone surrogate (which UTF-8 cannot encode)
+    is escaped. Raises ValueError if nothing works (nested too deeply, say)."""
+    try:
+        return pydantic_core.to_json(content, fallback=repr, inf_nan_mode="null")
+    except ValueError:
+        plain = pydantic_core.to_jsonable_python(content, fallback=repr)
+        return json.dumps(plain, ensure_ascii=True, allow_nan=False).encode()

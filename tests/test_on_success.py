@@ -1,0 +1,278 @@
+"""On-success enqueue (`_on_success.py`): a job enqueued with `on_success=True` during a request
+is written before the response goes out if its status is below 400, and never otherwise; a
+write that fails turns the response into an error. On PostgreSQL and on the memory store alike
+(whose reserved ids the contract suite holds to PostgreSQL's). A client that disconnects
+mid-request is in integration/test_requests.py, on a real server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import asyncpg
+import httpx2
+import pytest
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from starlette_jobs import (
+    DatabaseUnavailableError,
+    JobArgumentsError,
+    Jobs,
+    JobStatus,
+    OnSuccessError,
+    OnSuccessMiddleware,
+    job,
+)
+from starlette_jobs._memory import MemoryStore
+from starlette_jobs._records import NewJobs
+from starlette_jobs.testing import eager
+
+ran: list[int] = []
+
+
+@job
+async def receipt(order: int) -> None:
+    ran.append(order)
+
+
+async def order(request: Request) -> Response:
+    """Enqueues a receipt, then ends as the request asks: a status, or an exception."""
+    body = await request.json()
+    job_id = await receipt.configure(on_success=True).enqueue(order=body["order"])
+    outcome = body.get("outcome", 202)
+    if outcome == "raise":
+        raise RuntimeError("the handler failed after enqueueing")
+    if outcome == "http_exception":
+        raise HTTPException(404, "no such order")
+    return JSONResponse({"job_id": job_id}, status_code=outcome)
+
+
+async def orders(request: Request) -> Response:
+    items = [{"order": n} for n in (await request.json())["orders"]]
+    ids = await receipt.configure(on_success=True).enqueue_many(items)
+    return JSONResponse({"job_ids": ids}, status_code=202)
+
+
+class SeenAtStart:
+    """An ASGI middleware outside `OnSuccessMiddleware`: what the store held when the response
+    started on its way out."""
+
+    def __init__(self, app: ASGIApp, jobs: Jobs) -> None:
+        self.app, self.jobs = app, jobs
+        self.counts: list[int] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def look(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.counts.append(sum((await self.jobs.count_by_status()).values()))
+            await send(message)
+
+        await self.app(scope, receive, look)
+
+
+def app_for(jobs: Jobs) -> tuple[SeenAtStart, httpx2.AsyncClient]:
+    app = Starlette(
+        routes=[
+            Route("/orders", order, methods=["POST"]),
+            Route("/batch", orders, methods=["POST"]),
+        ],
+        middleware=[Middleware(OnSuccessMiddleware)],
+    )
+    seen = SeenAtStart(app, jobs)
+    transport = httpx2.ASGITransport(app=seen, raise_app_exceptions=False)
+    return seen, httpx2.AsyncClient(transport=transport, base_url="http://test")
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def jobs_dsn(request: pytest.FixtureRequest) -> str:
+    fixture = "database_dsn" if request.param == "postgres" else "jobs_memory"
+    dsn: str = request.getfixturevalue(fixture)
+    return dsn
+
+
+@pytest.fixture
+async def jobs(jobs_dsn: str) -> AsyncIterator[Jobs]:
+    async with Jobs(jobs_dsn, poll_interval=0.1) as started:
+        yield started
+
+
+async def stored(jobs: Jobs) -> list[tuple[int, dict[str, Any]]]:
+    return [(record.id, record.arguments) for record in await jobs.list()]
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204, 303])
+async def test_a_successful_response_writes_the_job_before_it_goes_out(
+    jobs: Jobs, status: int
+) -> None:
+    ran.clear()
+    seen, client = app_for(jobs)
+    async with client:
+        response = await client.post("/orders", json={"order": 7, "outcome": status})
+    assert response.status_code == status
+    [(job_id, arguments)] = await stored(jobs)
+    assert arguments == {"order": 7}
+    if status != 204:
+        assert response.json() == {"job_id": job_id}  # the id the handler had is the row's
+    assert seen.counts == [1]  # written before the response started on its way out
+    await jobs.drain()
+    assert ran == [7]
+    record = await jobs.get(job_id)
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("status", [400, 404, 422, 500, 503])
+async def test_an_error_response_writes_nothing(jobs: Jobs, status: int) -> None:
+    _, client = app_for(jobs)
+    async with client:
+        response = await client.post("/orders", json={"order": 7, "outcome": status})
+    assert response.status_code == status
+    assert await jobs.get(response.json()["job_id"]) is None
+    assert await stored(jobs) == []
+
+
+@pytest.mark.parametrize(("outcome", "status"), [("raise", 500), ("http_exception", 404)])
+async def test_a_handler_that_raises_writes_nothing(jobs: Jobs, outcome: str, status: int) -> None:
+    _, client = app_for(jobs)
+    async with client:
+        response = await client.post("/orders", json={"order": 7, "outcome": outcome})
+        assert response.status_code == status
+        assert await stored(jobs) == []
+        # The next request is not haunted by what this one held.
+        response = await client.post("/orders", json={"order": 8})
+    assert await stored(jobs) == [(response.json()["job_id"], {"order": 8})]
+
+
+async def test_a_batch_is_written_whole(jobs: Jobs) -> None:
+    _, client = app_for(jobs)
+    async with client:
+        response = await client.post("/batch", json={"orders": [1, 2, 3]})
+    ids = response.json()["job_ids"]
+    expected = [(job_id, {"order": n}) for job_id, n in zip(ids, [1, 2, 3], strict=True)]
+    assert sorted(await stored(jobs)) == expected
+
+
+async def test_bad_arguments_are_refused_during_the_handler() -> None:
+    async def bad(request: Request) -> Response:
+        try:
+            await receipt.configure(on_success=True).enqueue(order="seven")  # type: ignore[arg-type]
+        except JobArgumentsError as error:
+            return JSONResponse({"errors": len(error.errors)}, status_code=422)
+        return Response(status_code=202)
+
+    async with Jobs("memory://", queues={}) as jobs:
+        app = Starlette(routes=[Route("/", bad)], middleware=[Middleware(OnSuccessMiddleware)])
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+            response = await client.get("/")
+        assert (response.status_code, response.json()) == (422, {"errors": 1})
+        assert await stored(jobs) == []
+
+
+async def test_outside_a_request_the_option_is_refused_clearly() -> None:
+    async with Jobs("memory://", queues={}) as jobs:
+        with pytest.raises(OnSuccessError, match="add OnSuccessMiddleware"):
+            await receipt.configure(on_success=True).enqueue(order=1)
+        assert await stored(jobs) == []
+
+
+async def test_after_the_response_started_the_option_is_refused_clearly() -> None:
+    refused: list[str] = []
+
+    async def late(request: Request) -> Response:
+        async def after() -> None:
+            try:
+                await receipt.configure(on_success=True).enqueue(order=1)
+            except OnSuccessError as error:
+                refused.append(str(error))
+
+        return Response(status_code=202, background=BackgroundTask(after))
+
+    async with Jobs("memory://", queues={}) as jobs:
+        app = Starlette(routes=[Route("/", late)], middleware=[Middleware(OnSuccessMiddleware)])
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+            assert (await client.get("/")).status_code == 202
+        assert len(refused) == 1
+        assert "has started already (status 202)" in refused[0]
+        assert await stored(jobs) == []
+
+
+async def test_a_job_the_database_refuses_turns_the_success_into_a_500(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    # An operator's own rule, which the write breaks: a real error from PostgreSQL.
+    await connection.execute(
+        "ALTER TABLE starlette_jobs ADD CONSTRAINT no_13 CHECK (payload->>'order' <> '13')"
+    )
+    async with Jobs(database_dsn, queues={}) as jobs:
+        _, client = app_for(jobs)
+        async with client:
+            refused = await client.post("/orders", json={"order": 13})
+            accepted = await client.post("/orders", json={"order": 14})
+        assert refused.status_code == 500
+        assert "could not be written" in refused.json()["detail"]
+        assert accepted.status_code == 202
+        assert await stored(jobs) == [(accepted.json()["job_id"], {"order": 14})]
+
+
+class _UnreachableMemoryStore(MemoryStore):
+    """The memory store, its database gone at the moment the request's jobs are written."""
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        raise DatabaseUnavailableError("could not write: PostgreSQL is unreachable")
+
+
+async def test_a_database_gone_at_the_write_turns_the_success_into_a_503(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("starlette_jobs._memory.MemoryStore", _UnreachableMemoryStore)
+    async with Jobs("memory://", queues={}) as jobs:
+        assert isinstance(jobs._ready_store, _UnreachableMemoryStore)
+        _, client = app_for(jobs)
+        async with client:
+            response = await client.post("/orders", json={"order": 1})
+        assert (response.status_code, response.headers["retry-after"]) == (503, "1")
+        assert await stored(jobs) == []
+
+
+async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs) -> None:
+    async def racing(request: Request) -> Response:
+        held = receipt.configure(on_success=True, idempotency_key="k")
+        job_id = await held.enqueue(order=1)
+        await receipt.configure(on_success=True).enqueue(order=3)  # a job without a key
+        # Another request, with the same key, got its job written in the meantime.
+        other = await receipt.configure(idempotency_key="k").enqueue(order=2)
+        return JSONResponse({"job_id": job_id, "other": other}, status_code=202)
+
+    app = Starlette(routes=[Route("/", racing)], middleware=[Middleware(OnSuccessMiddleware)])
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get("/")
+    assert response.status_code == 409
+    [(_, arguments)] = await stored(jobs)
+    assert arguments == {"order": 2}  # the other request's; none of this one's
+
+
+async def test_in_eager_mode_a_held_job_runs_once_written_and_a_dropped_one_never(
+    jobs: Jobs,
+) -> None:
+    ran.clear()
+    _, client = app_for(jobs)
+    with eager(jobs):
+        async with client:
+            accepted = await client.post("/orders", json={"order": 1})
+            assert ran == [1]  # ran before the response came back
+            refused = await client.post("/orders", json={"order": 2, "outcome": 400})
+    assert (accepted.status_code, refused.status_code) == (202, 400)
+    assert ran == [1]
+    record = await jobs.get(accepted.json()["job_id"])
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED

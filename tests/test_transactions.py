@@ -1,0 +1,170 @@
+"""Enqueueing in the caller's transaction (`_transactions.py`): a job enqueued with
+`connection=` an asyncpg connection, or a real SQLAlchemy `AsyncSession` or `AsyncConnection` on
+asyncpg, commits or rolls back with it; anything else is refused before a row is written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+
+from starlette_jobs import JobDefinitionError, Jobs, JobStatus, MemoryStoreUnsupportedError, job
+from tests.conftest import StartJobs
+
+ran: list[str] = []
+
+
+@job
+async def welcome(email: str) -> None:
+    ran.append(email)
+
+
+@pytest.fixture
+async def engine(database_dsn: str) -> AsyncIterator[AsyncEngine]:
+    """A SQLAlchemy engine on the test database, through asyncpg, with a table of the app's."""
+    url = database_dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+    created = create_async_engine(url)
+    async with created.begin() as connection:
+        await connection.execute(text("CREATE TABLE users (email text PRIMARY KEY)"))
+    yield created
+    await created.dispose()
+
+
+async def rows(connection: asyncpg.Connection[Any]) -> list[tuple[str, Any]]:
+    """The users and the jobs' arguments, as another connection sees them."""
+    users = await connection.fetch("SELECT email FROM users ORDER BY email")
+    jobs = await connection.fetch("SELECT payload::text FROM starlette_jobs ORDER BY id")
+    return [("user", row[0]) for row in users] + [("job", row[0]) for row in jobs]
+
+
+async def sign_up(session: AsyncSession, email: str) -> int:
+    """What a handler does: its own write, then the job, in the session's transaction."""
+    await session.execute(text("INSERT INTO users (email) VALUES (:email)"), {"email": email})
+    return await welcome.configure(connection=session).enqueue(email=email)
+
+
+async def sign_up_and_fail(engine: AsyncEngine, email: str) -> None:
+    async with AsyncSession(engine) as session, session.begin():
+        await sign_up(session, email)
+        raise RuntimeError("boom")
+
+
+async def test_a_job_enqueued_in_a_session_commits_with_it_and_runs(
+    start_jobs: StartJobs, engine: AsyncEngine, connection: asyncpg.Connection[Any]
+) -> None:
+    ran.clear()
+    async with start_jobs() as jobs:
+        async with AsyncSession(engine) as session, session.begin():
+            job_id = await sign_up(session, "ada@example.com")
+            # Not visible outside the transaction before it commits.
+            assert await rows(connection) == []
+        assert await rows(connection) == [
+            ("user", "ada@example.com"),
+            ("job", '{"email": "ada@example.com"}'),
+        ]
+        await jobs.drain()
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED
+    assert ran == ["ada@example.com"]
+
+
+async def test_a_job_enqueued_in_a_session_that_rolls_back_is_never_written(
+    start_jobs: StartJobs, engine: AsyncEngine, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}) as jobs:
+        async with AsyncSession(engine) as session:
+            job_id = await sign_up(session, "ada@example.com")
+            await session.rollback()
+        assert await rows(connection) == []
+        assert await jobs.get(job_id) is None
+        with pytest.raises(RuntimeError, match="boom"):
+            await sign_up_and_fail(engine, "bob@example.com")
+        assert await rows(connection) == []
+
+
+async def test_a_job_enqueued_before_the_sessions_first_statement_still_rolls_back(
+    start_jobs: StartJobs, engine: AsyncEngine, connection: asyncpg.Connection[Any]
+) -> None:
+    # SQLAlchemy's asyncpg adapter sends BEGIN lazily, before its own first statement: an
+    # insert that came first would have committed on its own.
+    async with start_jobs(queues={}):
+        async with AsyncSession(engine) as session:
+            await welcome.configure(connection=session).enqueue(email="ada@example.com")
+            await session.execute(text("INSERT INTO users VALUES ('ada@example.com')"))
+            await session.rollback()
+        assert await rows(connection) == []
+        async with AsyncSession(engine) as session:
+            await welcome.configure(connection=session).enqueue(email="bob@example.com")
+            await session.commit()
+        assert await rows(connection) == [("job", '{"email": "bob@example.com"}')]
+
+
+async def test_a_sqlalchemy_connection_joins_its_transaction_too(
+    start_jobs: StartJobs, engine: AsyncEngine, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}):
+        async with engine.connect() as sqlalchemy_connection:
+            await welcome.configure(connection=sqlalchemy_connection).enqueue(email="gone")
+            await sqlalchemy_connection.rollback()
+            await welcome.configure(connection=sqlalchemy_connection).enqueue(email="kept")
+            await sqlalchemy_connection.commit()
+        assert await rows(connection) == [("job", '{"email": "kept"}')]
+
+
+async def enqueue_and_fail(own: asyncpg.Connection[Any]) -> None:
+    async with own.transaction():
+        await welcome.configure(connection=own).enqueue(email="gone")
+        raise RuntimeError("boom")
+
+
+async def test_an_asyncpg_connection_commits_or_rolls_back_the_job(
+    start_jobs: StartJobs, database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    await connection.execute("CREATE TABLE users (email text PRIMARY KEY)")
+    own = await asyncpg.connect(database_dsn)
+    try:
+        async with start_jobs(queues={}):
+            with pytest.raises(RuntimeError, match="boom"):
+                await enqueue_and_fail(own)
+            async with own.transaction():
+                await welcome.configure(connection=own).enqueue(email="kept")
+    finally:
+        await own.close()
+    assert await rows(connection) == [("job", '{"email": "kept"}')]
+
+
+class _OtherDriverConnection:
+    """What a SQLAlchemy AsyncConnection on psycopg shows of itself (psycopg is not
+    installed here): only its dialect's driver is looked at before it is refused."""
+
+    sync_connection = None
+
+    class dialect:  # an attribute, as SQLAlchemy's is
+        driver = "psycopg"
+
+    async def get_raw_connection(self) -> Any:
+        raise AssertionError("a connection of another driver is never used")
+
+
+async def test_anything_else_is_refused_before_a_row_is_written(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    async with start_jobs(queues={}):
+        with pytest.raises(JobDefinitionError, match="uses the psycopg driver"):
+            await welcome.configure(connection=_OtherDriverConnection()).enqueue(email="a")
+        with pytest.raises(JobDefinitionError, match="got str"):
+            await welcome.configure(connection="postgresql://").enqueue(email="a")  # type: ignore[arg-type]
+    assert await connection.fetchval("SELECT count(*) FROM starlette_jobs") == 0
+
+
+async def test_the_memory_store_refuses_a_session_clearly(
+    jobs_memory: str, engine: AsyncEngine
+) -> None:
+    async with Jobs(jobs_memory, queues={}), AsyncSession(engine) as session:
+        with pytest.raises(MemoryStoreUnsupportedError, match="connection="):
+            await welcome.configure(connection=session).enqueue(email="a")

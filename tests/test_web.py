@@ -1,0 +1,389 @@
+"""`starlette_jobs.web`: the 422 handler (in FastAPI's own shape, checked against FastAPI's),
+`get_jobs`, `accepted`, and the status route of `job_status_router`. Its event stream is in
+test_sse.py; the FastAPI guide's app served by uvicorn, in test_example_fastapi.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import httpx2
+import pytest
+from fastapi import Body, FastAPI
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.testclient import TestClient
+
+from starlette_jobs import (
+    JobArgumentsError,
+    JobRecord,
+    Jobs,
+    JobStatus,
+    NotStartedError,
+    Retry,
+    job,
+)
+from starlette_jobs.testing import run_enqueued_now
+from starlette_jobs.web import (
+    accepted,
+    get_jobs,
+    job_arguments_error_handler,
+    job_status_router,
+    public_fields,
+)
+from tests.conftest import StartJobs
+from tests.faultproxy import FaultProxy
+
+
+@job(queue="web")
+async def make_report(month: str, pages: int, note: str = "") -> dict[str, Any]:
+    return {"month": month, "pages": pages}
+
+
+@job(queue="web", retry=Retry.none())
+async def broken_report(month: str) -> None:
+    raise RuntimeError(f"secret database password in a traceback ({month})")
+
+
+async def enqueue_report(request: Request) -> Response:
+    body = await request.json()
+    return accepted(request, await make_report.enqueue(**body))
+
+
+def starlette_app(dsn: str, **router_options: Any) -> Starlette:
+    return Starlette(
+        routes=[
+            Route("/reports", enqueue_report, methods=["POST"]),
+            Mount("/jobs", app=job_status_router(events=False, **router_options)),
+        ],
+        exception_handlers={JobArgumentsError: job_arguments_error_handler},
+        # No worker: the tests run what was enqueued when they choose (`run_enqueued_now`).
+        lifespan=Jobs(dsn, queues={}).lifespan,
+    )
+
+
+@pytest.fixture
+def client(database_dsn: str) -> Iterator[TestClient]:
+    with TestClient(starlette_app(database_dsn)) as client:
+        yield client
+
+
+def get_jobs_of(client: TestClient) -> Jobs:
+    jobs = client.app.state.jobs  # type: ignore[attr-defined]
+    assert isinstance(jobs, Jobs)
+    return jobs
+
+
+# -- the 422 handler -----------------------------------------------------------------------------
+
+
+class ReportModel(BaseModel):
+    month: str
+    pages: int
+
+
+def fastapi_app(dsn: str) -> FastAPI:
+    app = FastAPI(lifespan=Jobs(dsn, queues={}).lifespan)
+    app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
+
+    @app.post("/by-fastapi")
+    async def by_fastapi(body: ReportModel) -> None:
+        """FastAPI validates the body itself."""
+
+    @app.post("/by-job")
+    async def by_job(body: Annotated[dict[str, Any], Body()]) -> None:
+        await make_report.enqueue(**body)
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"month": "2026-01", "pages": "many"},
+        {"pages": 3},
+        {"month": 7, "pages": [1]},
+        {},
+    ],
+)
+def test_bad_arguments_get_the_422_fastapi_gives_for_a_body_that_does_not_validate(
+    database_dsn: str, body: dict[str, Any]
+) -> None:
+    with TestClient(fastapi_app(database_dsn)) as client:
+        ours = client.post("/by-job", json=body)
+        fastapis = client.post("/by-fastapi", json=body)
+        counts = client.portal.call(get_jobs_of(client).count_by_status)  # type: ignore[union-attr]
+    assert counts[JobStatus.PENDING] == 0
+    assert (ours.status_code, fastapis.status_code) == (422, 422)
+    assert ours.headers["content-type"] == fastapis.headers["content-type"]
+    assert ours.json() == fastapis.json()
+
+
+def strict_json(content: bytes) -> Any:
+    """JSON as a strict client reads it: UTF-8, and no NaN or Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(content.decode("utf-8"), parse_constant=refuse)
+
+
+def test_the_handler_answers_what_json_cannot_hold_with_valid_json(database_dsn: str) -> None:
+    @job(queue="web")
+    async def take(value: Any, count: int = 0, other: int = 0) -> None: ...
+
+    cases: dict[str, dict[str, Any]] = {
+        "unstorable": {"value": "a\udc80b"},  # refused by the library, not by pydantic
+        "surrogate": {"value": 1, "count": "\udc80"},
+        "nan": {"value": 1, "count": math.nan},
+        "object": {"value": 1, "count": object()},
+        "both": {"value": 1, "count": "\udc80", "other": math.inf},
+        "extra": {"value": 1, "nope": 2},
+    }
+
+    async def enqueue(request: Request) -> Response:
+        await take.enqueue(**cases[request.path_params["case"]])
+        return Response(status_code=204)
+
+    app = Starlette(
+        routes=[Route("/{case}", enqueue, methods=["POST"])],
+        lifespan=Jobs(database_dsn, queues={}).lifespan,
+    )
+    app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
+    with TestClient(app) as client:
+        answers = {case: client.post(f"/{case}") for case in cases}
+    details = {}
+    for case, answer in answers.items():
+        assert answer.status_code == 422, case
+        details[case] = strict_json(answer.content)["detail"]
+        for error in details[case]:
+            assert list(error)[:4] == ["type", "loc", "msg", "input"], case
+            assert error["loc"][0] == "body", case
+    assert details["unstorable"][0]["loc"] == ["body", "value"]
+    assert details["surrogate"][0]["input"] == "\udc80"  # escaped in the JSON text
+    assert details["nan"][0]["input"] is None
+    assert "object object" in details["object"][0]["input"]
+    assert [error["input"] for error in details["both"]] == [None, None]  # shown without
+    assert [error["loc"] for error in details["both"]] == [["body", "count"], ["body", "other"]]
+    assert details["extra"][0]["loc"] == ["body", "nope"]
+
+
+async def test_the_handler_leaves_other_exceptions_alone() -> None:
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": []})
+    with pytest.raises(KeyError):
+        await job_arguments_error_handler(request, KeyError("x"))
+
+
+# -- get_jobs ------------------------------------------------------------------------------------
+
+
+def test_get_jobs_finds_the_lifespans_jobs_in_its_state_or_on_the_app(database_dsn: str) -> None:
+    jobs = Jobs(database_dsn, queues={})
+
+    async def which(request: Request) -> JSONResponse:
+        return JSONResponse({"same": get_jobs(request) is jobs})
+
+    @asynccontextmanager
+    async def own_lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with jobs.lifespan(app):
+            yield  # the lifespan state is not passed on: app.state.jobs is left
+
+    for lifespan in (jobs.lifespan, own_lifespan):
+        app = Starlette(routes=[Route("/", which)], lifespan=lifespan)
+        with TestClient(app) as client:
+            assert client.get("/").json() == {"same": True}
+
+
+def test_get_jobs_says_what_to_do_when_no_lifespan_started_one() -> None:
+    async def which(request: Request) -> Response:
+        get_jobs(request)
+        return Response()
+
+    app = Starlette(routes=[Route("/", which)])
+    with (
+        TestClient(app) as client,
+        pytest.raises(NotStartedError, match=r"lifespan=jobs\.lifespan"),
+    ):
+        client.get("/")
+
+
+# -- accepted ------------------------------------------------------------------------------------
+
+
+def test_accepted_answers_202_with_the_status_url_and_when_to_look(client: TestClient) -> None:
+    response = client.post("/reports", json={"month": "2026-01", "pages": 2})
+    assert response.status_code == 202
+    job_id = response.json()["job_id"]
+    assert response.headers["location"] == f"http://testserver/jobs/{job_id}"
+    assert response.headers["retry-after"] == "1"
+    assert response.json() == {"job_id": job_id, "status_url": response.headers["location"]}
+    assert client.get(response.headers["location"]).json()["status"] == "pending"
+
+
+def test_accepted_takes_a_location_and_says_when_it_has_none(database_dsn: str) -> None:
+    async def elsewhere(request: Request) -> Response:
+        return accepted(request, 7, location="/reports/7", retry_after=30, headers={"X-A": "b"})
+
+    async def nowhere(request: Request) -> Response:
+        return accepted(request, 7)
+
+    app = Starlette(routes=[Route("/elsewhere", elsewhere), Route("/nowhere", nowhere)])
+    with TestClient(app) as client:
+        response = client.get("/elsewhere")
+        assert (response.headers["location"], response.headers["retry-after"]) == (
+            "/reports/7",
+            "30",
+        )
+        assert response.headers["x-a"] == "b"
+        with pytest.raises(LookupError, match="mount job_status_router"):
+            client.get("/nowhere")
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
+    with pytest.raises(ValueError, match="retry_after"):
+        accepted(request, 7, location="/jobs/7", retry_after=0.5)  # type: ignore[arg-type]
+
+
+def test_accepted_follows_the_apps_root_path(database_dsn: str) -> None:
+    app = starlette_app(database_dsn)
+    with TestClient(app, root_path="/api") as client:
+        response = client.post("/reports", json={"month": "2026-01", "pages": 1})
+        job_id = response.json()["job_id"]
+        assert response.headers["location"] == f"http://testserver/api/jobs/{job_id}"
+
+
+# -- the status route ----------------------------------------------------------------------------
+
+
+def test_the_status_route_shows_the_public_fields_and_the_result_once_succeeded(
+    client: TestClient,
+) -> None:
+    job_id = client.post("/reports", json={"month": "2026-01", "pages": 2}).json()["job_id"]
+    pending = client.get(f"/jobs/{job_id}")
+    assert pending.headers["retry-after"] == "1"
+    assert pending.headers["cache-control"] == "no-store"
+    assert "result" not in pending.json()
+    run_enqueued_now(client)
+    finished = client.get(f"/jobs/{job_id}")
+    assert "retry-after" not in finished.headers
+    shown = finished.json()
+    assert set(shown) == {
+        "id",
+        "status",
+        "attempts",
+        "progress",
+        "created_at",
+        "run_at",
+        "started_at",
+        "finished_at",
+        "result",
+    }
+    assert (shown["id"], shown["status"], shown["attempts"]) == (job_id, "succeeded", 1)
+    assert shown["result"] == {"month": "2026-01", "pages": 2}
+    assert shown["finished_at"] is not None
+
+
+def test_the_status_route_never_shows_arguments_or_errors_by_default(client: TestClient) -> None:
+    job_id = client.portal.call(broken_report.enqueue, "secret month")  # type: ignore[union-attr]
+    run_enqueued_now(client)
+    shown = client.get(f"/jobs/{job_id}")
+    assert shown.json()["status"] == "failed"
+    assert "secret" not in shown.text
+    assert "result" not in shown.json()
+
+
+def test_retry_after_is_when_a_pending_job_comes_due(client: TestClient) -> None:
+    delayed = make_report.configure(delay=600)
+    job_id = client.portal.call(  # type: ignore[union-attr]
+        functools.partial(delayed.enqueue, month="2026-01", pages=1)
+    )
+    assert 590 <= int(client.get(f"/jobs/{job_id}").headers["retry-after"]) <= 600
+
+
+@pytest.mark.parametrize(
+    "not_a_job", ["123456", "0", "-1", "abc", str(2**63), "9" * 400, "1.5", "%F0%9F%98%80"]
+)
+def test_the_status_route_answers_404_for_what_is_no_job(
+    client: TestClient, not_a_job: str
+) -> None:
+    response = client.get(f"/jobs/{not_a_job}")
+    assert response.status_code == 404
+    assert "no job with id" in response.json()["detail"]
+
+
+def test_what_is_public_is_the_users_choice(database_dsn: str) -> None:
+    def mine(record: JobRecord) -> dict[str, Any]:
+        return {"state": record.status, "month": record.arguments["month"]}
+
+    with TestClient(starlette_app(database_dsn, public=mine, retry_after=5)) as client:
+        response = client.post("/reports", json={"month": "2026-05", "pages": 1})
+        shown = client.get(response.headers["location"])
+    assert shown.json() == {"state": "pending", "month": "2026-05"}
+    assert shown.headers["retry-after"] == "5"
+
+
+async def test_public_fields_show_timestamps_as_iso_8601(start_jobs: StartJobs) -> None:
+    async with start_jobs(queues={}) as jobs:  # no worker: it stays pending
+        record = await jobs.get(await make_report.enqueue(month="2026-01", pages=2))
+    assert record is not None
+    fields = public_fields(record)
+    assert fields["created_at"] == record.created_at.isoformat()
+    assert fields["run_at"] == record.run_at.isoformat()
+    assert (fields["status"], fields["started_at"], fields["finished_at"]) == (
+        "pending",
+        None,
+        None,
+    )
+    json.dumps(fields, allow_nan=False)  # JSON-ready as it is
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"retry_after": -1},
+        {"retry_after": 1.5},
+        {"progress_interval": 0},
+        {"progress_interval": math.nan},
+    ],
+)
+def test_the_router_refuses_settings_that_cannot_work(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(options))):
+        job_status_router(**options)
+
+
+def test_the_module_needs_neither_fastapi_nor_sse_starlette_to_import() -> None:
+    """A plain Starlette app uses `starlette_jobs.web` without FastAPI; without the `sse` extra,
+    only the event stream is missing."""
+    code = (
+        "import sys, starlette_jobs.web as web; web.job_status_router(events=False); "
+        "print(sorted(m for m in ('fastapi', 'sse_starlette') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+async def test_the_status_routes_answer_503_while_the_database_is_unreachable(
+    fault_proxy: FaultProxy,
+) -> None:
+    app = Starlette(routes=[Mount("/jobs", app=job_status_router())])
+    transport = httpx2.ASGITransport(app=app)
+    async with (
+        Jobs(fault_proxy.dsn, queues={}) as jobs,
+        httpx2.AsyncClient(transport=transport, base_url="http://test") as client,
+    ):
+        app.state.jobs = jobs  # what the lifespan would do
+        job_id = await make_report.enqueue(month="2026-01", pages=1)
+        assert (await client.get(f"/jobs/{job_id}")).status_code == 200
+        await fault_proxy.close()
+        for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/events"):
+            response = await client.get(path)
+            assert response.status_code == 503, path
+            assert response.headers["retry-after"] == "1"
+            assert "unavailable" in response.json()["detail"]
