@@ -66,7 +66,7 @@ class OutcomeWaiters:
         self._recheck_interval = recheck_interval
         self._listener: Listener | None = None
         self._listener_checked_at = 0.0
-        self._opening = asyncio.Lock()
+        self._refresh: asyncio.Task[bool] | None = None
         self._watches: dict[int, _Watch] = {}
         self._closed = False
 
@@ -144,25 +144,40 @@ class OutcomeWaiters:
 
     async def _listening(self) -> None:
         """Opens the shared listener if need be; reopens it once it no longer answers (looked
-        at every `recheck_interval` at most)."""
-        reopened = False
-        async with self._opening:
-            loop = asyncio.get_running_loop()
-            if self._listener is not None:
-                if loop.time() - self._listener_checked_at < self._recheck_interval:
-                    return
-                if await self._listener.alive(self._recheck_interval):
-                    self._listener_checked_at = loop.time()
-                    return
-                logger.warning("the listener for job outcomes stopped answering; reopening it")
-                self._listener.terminate()
-                self._listener = None
-                reopened = True
-            self._listener = await self._store.listen_for_outcomes(self._announced)
-            self._listener_checked_at = loop.time()
+        at every `recheck_interval` at most). The opening runs in a task of its own that a
+        waiter leaving does not cancel: a connect cut short by a cancellation leaves the
+        driver a future whose error nobody retrieves, and a half-open listener."""
+        if self._refresh is None:
+            self._refresh = asyncio.create_task(
+                self._refresh_listener(), name="starlette_jobs outcome listener"
+            )
+        refresh = self._refresh
+        try:
+            reopened = await asyncio.shield(refresh)
+        finally:
+            if refresh.done() and self._refresh is refresh:
+                self._refresh = None
         if reopened:  # announcements may have been lost meanwhile: every watch looks again
             for watch in self._watches.values():
                 watch.woken.set()
+
+    async def _refresh_listener(self) -> bool:
+        """`_listening`'s work, one at a time; returns whether the listener was reopened."""
+        loop = asyncio.get_running_loop()
+        reopened = False
+        if self._listener is not None:
+            if loop.time() - self._listener_checked_at < self._recheck_interval:
+                return False
+            if await self._listener.alive(self._recheck_interval):
+                self._listener_checked_at = loop.time()
+                return False
+            logger.warning("the listener for job outcomes stopped answering; reopening it")
+            self._listener.terminate()
+            self._listener = None
+            reopened = True
+        self._listener = await self._store.listen_for_outcomes(self._announced)
+        self._listener_checked_at = loop.time()
+        return reopened
 
     def _announced(self, job_id: int) -> None:
         watch = self._watches.get(job_id)
@@ -176,16 +191,21 @@ class OutcomeWaiters:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        async with self._opening:
-            if self._listener is not None:
-                listener, self._listener = self._listener, None
-                await listener.close()
+        if self._refresh is not None:  # an opening no waiter waits for any more
+            await asyncio.gather(self._refresh, return_exceptions=True)
+            self._refresh = None
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close()
 
     def terminate(self) -> None:
         self._closed = True
         for watch in self._watches.values():
             if watch.task is not None:
                 watch.task.cancel()
+        if self._refresh is not None:
+            self._refresh.cancel()
+            self._refresh = None
         if self._listener is not None:
             self._listener.terminate()
             self._listener = None
