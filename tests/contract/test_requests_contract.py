@@ -6,40 +6,15 @@ test_store_contract.py."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
-import pytest
-
 from starlette_jobs import JobStatus
-from starlette_jobs._memory import MemoryStore
-from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import NewJobs
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
 
 LEASE = 30.0
-
-
-@pytest.fixture(params=["postgres", "memory"])
-def postgres_dsn(request: pytest.FixtureRequest) -> str | None:
-    """A fresh migrated database for the PostgreSQL store; None for the memory store."""
-    if request.param == "memory":
-        return None
-    dsn: str = request.getfixturevalue("database_dsn")
-    return dsn
-
-
-@pytest.fixture
-async def store(postgres_dsn: str | None) -> AsyncIterator[Store]:
-    opened: Store
-    if postgres_dsn is None:
-        opened = MemoryStore()
-    else:
-        opened = await PostgresStore.open(postgres_dsn, min_size=1, max_size=2)
-    yield opened
-    await opened.close()
 
 
 async def reserve(store: Store, jobs: NewJobs) -> NewJobs:
