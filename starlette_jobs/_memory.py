@@ -279,12 +279,12 @@ class MemoryStore:
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
     ) -> QueueListener:
-        listener = QueueListener(self, queues, on_notify, on_cancel)
+        listener = QueueListener(self._listeners, queues, on_notify, on_cancel)
         self._listeners.add(listener)
         return listener
 
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> OutcomeListener:
-        listener = OutcomeListener(self, on_finished)
+        listener = OutcomeListener(self._outcome_listeners, on_finished)
         self._outcome_listeners.add(listener)
         return listener
 

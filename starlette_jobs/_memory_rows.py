@@ -7,13 +7,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID, uuid4
 
 from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
-
-if TYPE_CHECKING:
-    from ._memory import MemoryStore
 
 
 @dataclass(eq=False)
@@ -185,12 +182,13 @@ class QueueListener:
 
     def __init__(
         self,
-        store: MemoryStore,
+        registry: set[QueueListener],
         queues: Sequence[str],
         wake: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None,
     ) -> None:
-        self._store, self._queues, self._wake = store, set(queues), wake
+        # `registry`: the store's set of listeners, which this one leaves when it closes.
+        self._registry, self._queues, self._wake = registry, set(queues), wake
         self._on_cancel = on_cancel
 
     def notify(self, queue: str) -> None:
@@ -205,24 +203,24 @@ class QueueListener:
         return True
 
     async def close(self) -> None:
-        self._store._listeners.discard(self)
+        self._registry.discard(self)
 
     def terminate(self) -> None:
-        self._store._listeners.discard(self)
+        self._registry.discard(self)
 
 
 class OutcomeListener:
     """`MemoryStore.listen_for_outcomes`."""
 
-    def __init__(self, store: MemoryStore, on_finished: Callable[[int], None]) -> None:
-        self._store = store
+    def __init__(self, registry: set[OutcomeListener], on_finished: Callable[[int], None]) -> None:
+        self._registry = registry  # the store's set of them, left on closing
         self.on_finished = on_finished
 
     async def alive(self, timeout: float) -> bool:
         return True
 
     async def close(self) -> None:
-        self._store._outcome_listeners.discard(self)
+        self._registry.discard(self)
 
     def terminate(self) -> None:
-        self._store._outcome_listeners.discard(self)
+        self._registry.discard(self)
