@@ -123,22 +123,22 @@ def _attempt_failed(
 
 
 def _failed(claim: Claim, status: JobStatus, delay: float | None, error: str) -> Outcome:
+    return _outcome(claim, status, error, None, retry_delay=delay)
+
+
+def _outcome(
+    claim: Claim,
+    status: JobStatus,
+    error: str | None,
+    result: str | None,
+    *,
+    retry_delay: float | None = None,
+) -> Outcome:
     return Outcome(
         id=claim.id,
         lease_token=claim.lease_token,
         status=status,
-        retry_delay=delay,
-        error=error,
-        result=None,
-    )
-
-
-def _outcome(claim: Claim, status: JobStatus, error: str | None, result: str | None) -> Outcome:
-    return Outcome(
-        id=claim.id,
-        lease_token=claim.lease_token,
-        status=status,
-        retry_delay=None,
+        retry_delay=retry_delay,
         error=error,
         result=result,
     )
