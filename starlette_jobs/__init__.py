@@ -10,6 +10,7 @@ from ._correlation import correlation_id as correlation_id
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
+from ._errors import IdempotencyKeyReusedError as IdempotencyKeyReusedError
 from ._errors import JobArgumentsError as JobArgumentsError
 from ._errors import JobCancelledError as JobCancelledError
 from ._errors import JobDefinitionError as JobDefinitionError
@@ -44,6 +45,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "EmbeddedPostgresUnavailable",
     "EventKind",
+    "IdempotencyKeyReusedError",
     "Job",
     "JobArgumentsError",
     "JobCancelledError",

@@ -13,7 +13,8 @@ class StarletteJobsError(Exception):
 
 
 class JobArgumentsError(StarletteJobsError, ValueError):
-    """The arguments given to a job do not match its signature, or cannot be stored as JSON.
+    """The arguments given to a job do not match its signature, or cannot be stored as JSON,
+    or come with an idempotency key a job with other arguments holds (`IdempotencyKeyReusedError`).
 
     Raised by `enqueue` before anything is written. `errors` holds pydantic's list of error
     dicts (`loc`, `msg`, `type`, ...), so a request handler can answer 422 with it as it is.
@@ -22,12 +23,43 @@ class JobArgumentsError(StarletteJobsError, ValueError):
     def __init__(self, job_name: str, errors: list[dict[str, Any]]) -> None:
         self.job_name = job_name
         self.errors = errors
+        super().__init__(self._message())
+
+    def _message(self) -> str:
         details = "; ".join(
             f"{'.'.join(str(part) for part in error.get('loc', ())) or '(arguments)'}: "
             f"{error.get('msg', '')}"
-            for error in errors
+            for error in self.errors
         )
-        super().__init__(f"invalid arguments for job {job_name!r}: {details}")
+        return f"invalid arguments for job {self.job_name!r}: {details}"
+
+
+class IdempotencyKeyReusedError(JobArgumentsError):
+    """An idempotency key that a job of this name holds was given again with other arguments
+    (a client that reused its `Idempotency-Key` for a different request). Nothing is written.
+
+    `job_id` is the job that holds the key, `idempotency_key` the key. It is a
+    `JobArgumentsError`, so that `job_arguments_error_handler` answers it 422, as Stripe and the
+    IETF draft on the `Idempotency-Key` header do: `errors` holds one error, of type
+    `idempotency_key_reused`, that names neither the job nor the key.
+    """
+
+    def __init__(self, job_name: str, job_id: int, idempotency_key: str) -> None:
+        self.job_id = job_id
+        self.idempotency_key = idempotency_key
+        # What a client is shown (`job_arguments_error_handler`): not the job, nor the key.
+        msg = (
+            "this idempotency key was used before with different arguments: a retry must send "
+            "the same ones, and a new request needs a new key"
+        )
+        super().__init__(job_name, [{"loc": (), "msg": msg, "type": "idempotency_key_reused"}])
+
+    def _message(self) -> str:
+        return (
+            f"idempotency key {self.idempotency_key!r} of job {self.job_name!r} is held by job "
+            f"{self.job_id}, enqueued with different arguments; a retry must repeat the "
+            "arguments of the first try, and a new request needs a new key"
+        )
 
 
 class JobDefinitionError(StarletteJobsError, ValueError):

@@ -7,7 +7,9 @@ endpoint, the caller's `scope` (the authenticated user, say) and the header valu
 
 An idempotency key holds for as long as its job is kept (until `retention` prunes it), whatever
 the job's status: a retry that comes after the job finished still gets it back. A unique key,
-by contrast, holds only while its job is pending or running.
+by contrast, holds only while its job is pending or running. A key sent again with a different
+body is no retry: the store refuses it (`IdempotencyKeyReusedError`, which
+`job_arguments_error_handler` answers 422).
 """
 
 from __future__ import annotations

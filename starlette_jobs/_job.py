@@ -153,7 +153,8 @@ class Job(Generic[P, R]):
             jobs: the `Jobs` instance to write through (default: the one started last).
             idempotency_key: like `unique_key`, for jobs of this name, but held for as long as
                 the job is kept (until `retention` prunes it), whatever its status; see
-                `idempotency_key()` for the `Idempotency-Key` header.
+                `idempotency_key()` for the `Idempotency-Key` header. Given again with other
+                arguments, `enqueue` raises `IdempotencyKeyReusedError` and writes nothing.
             on_success: hold the job until the response of the current request starts, and
                 write it then only if its status is below 400 (needs `OnSuccessMiddleware`).
                 The id is real already; see docs/requests.md.

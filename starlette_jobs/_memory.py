@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from ._errors import MemoryStoreUnsupportedError, UniqueKeyTakenError
+from ._errors import IdempotencyKeyReusedError, MemoryStoreUnsupportedError, UniqueKeyTakenError
 from ._memory_rows import OutcomeListener, QueueListener, Row
 from ._records import (
     FINISHED,
@@ -92,13 +92,13 @@ class MemoryStore:
                 "the in-memory store cannot join a PostgreSQL transaction (connection=): "
                 "test that code on PostgreSQL (starlette_jobs.testing's `jobs_database`)"
             )
-        holder = self._holder(new)
+        holder = self._holder(new, check_arguments=True)
         if holder is not None:
             return [holder.id]
         return self._insert(new, [next(self._ids) for _ in new.payloads])
 
     async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
-        holder = self._holder(new)
+        holder = self._holder(new, check_arguments=True)
         if holder is not None:
             return [holder.id], True
         return [next(self._ids) for _ in new.payloads], False
@@ -119,10 +119,19 @@ class MemoryStore:
             self._notify(new.queue)
         return ids
 
-    def _holder(self, new: NewJobs) -> Row | None:
-        if new.unique_key is None and new.idempotency_key is None:
+    def _holder(self, new: NewJobs, *, check_arguments: bool = False) -> Row | None:
+        """The job holding a key of `new`, its idempotency key's holder first (as on
+        PostgreSQL). With `check_arguments`, raises `IdempotencyKeyReusedError` if that holder
+        has another payload."""
+        if new.idempotency_key is not None:
+            holder = next((r for r in self._rows.values() if r.holds_idempotency_key(new)), None)
+            if holder is not None:
+                if check_arguments and not holder.has_payload(new.payloads[0]):
+                    raise IdempotencyKeyReusedError(new.name, holder.id, new.idempotency_key)
+                return holder
+        if new.unique_key is None:
             return None
-        return next((r for r in self._rows.values() if r.holds(new)), None)
+        return next((r for r in self._rows.values() if r.holds_unique_key(new)), None)
 
     def _live_holder(self, unique_key: str) -> Row | None:
         return next(

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -60,17 +61,26 @@ class Row:
             created_at=now,
         )
 
-    def holds(self, new: NewJobs) -> bool:
-        """Whether this job holds a key of `new`: its idempotency key (under the same job
-        name, whatever the status), or its unique key while it is live."""
+    def holds_idempotency_key(self, new: NewJobs) -> bool:
+        """Whether this job holds the idempotency key of `new` (under the same job name,
+        whatever the status)."""
+        return new.idempotency_key is not None and (self.name, self.idempotency_key) == (
+            new.name,
+            new.idempotency_key,
+        )
+
+    def holds_unique_key(self, new: NewJobs) -> bool:
+        """Whether this job holds the unique key of `new`: it is live and has it."""
         return (
-            new.idempotency_key is not None
-            and (self.name, self.idempotency_key) == (new.name, new.idempotency_key)
-        ) or (
             new.unique_key is not None
             and self.unique_key == new.unique_key
             and self.status in (JobStatus.PENDING, JobStatus.RUNNING)
         )
+
+    def has_payload(self, payload: str) -> bool:
+        """Whether `payload` (JSON text) is this job's, as jsonb's `=` decides: objects
+        whatever their key order, numbers by value (1 and 1.0 alike), true never 1."""
+        return bool(_as_jsonb(self.payload) == _as_jsonb(payload))
 
     def record(self) -> JobRecord:
         return JobRecord.from_row(
@@ -224,3 +234,19 @@ class OutcomeListener:
 
     def terminate(self) -> None:
         self._registry.discard(self)
+
+
+def _as_jsonb(text: str) -> Any:
+    """JSON text as a value that compares as jsonb does: numbers exact (`Decimal`), and true
+    and false apart from 1 and 0 (which Python's `==` confuses)."""
+
+    def mark_booleans(value: Any) -> Any:
+        if isinstance(value, bool):
+            return (bool, value)
+        if isinstance(value, dict):
+            return {key: mark_booleans(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [mark_booleans(item) for item in value]
+        return value
+
+    return mark_booleans(json.loads(text, parse_float=Decimal))

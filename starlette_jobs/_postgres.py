@@ -22,7 +22,7 @@ from ._connections import (
     no_answer,
 )
 from ._connectivity import STATEMENT_TIMEOUT
-from ._errors import UniqueKeyTakenError
+from ._errors import IdempotencyKeyReusedError, UniqueKeyTakenError
 from ._lanes import Executor, Lane
 from ._migrations import apply_migrations, check_schema_version, queries
 from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
@@ -181,13 +181,16 @@ class PostgresStore:
             return [job_id]
         if len(new.payloads) == 1:
             for _ in range(_UNIQUE_KEY_TRIES):
-                job_id = await executor.fetchval(
+                rows = await executor.fetch(
                     self._q["insert_unique_job"],
                     new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
                     new.max_attempts, new.trace_context, new.unique_key, new.notify,
                     new.idempotency_key,
                 )  # fmt: skip
-                if job_id is not None:
+                if rows:
+                    job_id, _, arguments_differ = rows[0]
+                    if arguments_differ and new.idempotency_key is not None:
+                        raise IdempotencyKeyReusedError(new.name, job_id, new.idempotency_key)
                     return [job_id]
                 # The key's holder committed after this statement's snapshot was taken, so
                 # neither the insert nor the look-up saw it: a new statement will.
@@ -204,10 +207,13 @@ class PostgresStore:
         return list(ids)
 
     async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        keyed_payload = new.payloads[0] if new.idempotency_key is not None else None
         rows = await self._producer.fetch(
             self._q["reserve_job_ids"],
-            len(new.payloads), new.name, new.unique_key, new.idempotency_key,
+            len(new.payloads), new.name, new.unique_key, new.idempotency_key, keyed_payload,
         )  # fmt: skip
+        if rows and rows[0]["arguments_differ"] and new.idempotency_key is not None:
+            raise IdempotencyKeyReusedError(new.name, rows[0][0], new.idempotency_key)
         return [row[0] for row in rows], bool(rows) and rows[0][1]
 
     async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:

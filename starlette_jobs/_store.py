@@ -62,14 +62,18 @@ class Store(Protocol):
     async def insert_jobs(self, new: NewJobs, connection: Any | None = None) -> list[int]:
         """Writes the jobs; returns their ids in order. With a unique key a live job already
         holds, or an idempotency key a job of the same name holds (in any status, until it is
-        pruned), writes nothing and returns that job's id. `connection`: a transaction of the
-        caller's to join (PostgreSQL only)."""
+        pruned; that holder first), writes nothing and returns that job's id. `connection`: a
+        transaction of the caller's to join (PostgreSQL only).
+
+        Raises `IdempotencyKeyReusedError`, writing nothing, if the idempotency key's holder has
+        another payload (compared as JSON values: key order aside); a unique key's does not
+        matter."""
         ...
 
     async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
         """Ids for the jobs of `new`, written later by `insert_reserved` (or never: a gap);
         with a key that a job already holds (as `insert_jobs` decides), that job's id and
-        True, and nothing reserved."""
+        True, and nothing reserved; `IdempotencyKeyReusedError` as `insert_jobs` raises it."""
         ...
 
     async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:

@@ -3,6 +3,7 @@ and the asynchronous request-reply pattern (202 + `Location`, a status route, an
 
 - `job_arguments_error_handler`: turns `JobArgumentsError` into a 422 in FastAPI's error shape;
   `app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)` in either framework.
+  It answers `IdempotencyKeyReusedError`, a `JobArgumentsError`, too.
 - `get_jobs(request)`: the `Jobs` that `jobs.lifespan` started; a FastAPI dependency as it is.
 - `accepted(request, job_id)`: 202 with `Location` (the job's status URL) and `Retry-After`.
 - `job_status_router()`: mount it (`Mount("/jobs", app=...)`, FastAPI's `app.mount`): `GET
@@ -74,6 +75,9 @@ async def job_arguments_error_handler(request: Request, exc: Exception) -> Respo
     """Answers a `JobArgumentsError` with 422 and the errors in FastAPI's own shape:
     `{"detail": [{"type", "loc", "msg", "input"}, ...]}`, each `loc` starting with `"body"` as
     FastAPI's errors about a JSON body's fields do, followed by the argument's name.
+
+    An `IdempotencyKeyReusedError` (an `Idempotency-Key` sent again with another body) is a
+    `JobArgumentsError` too: one error of type `idempotency_key_reused` at `["body"]`.
 
     Install it in one line, in Starlette or FastAPI:
     `app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)`, or

@@ -1,5 +1,6 @@
 """The library's exceptions (`_errors`): one base class, the standard class each also is (so
-callers can catch them as such), and what `JobArgumentsError` carries for a 422 answer."""
+callers can catch them as such), and what `JobArgumentsError` (and `IdempotencyKeyReusedError`)
+carries for a 422 answer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from starlette_jobs._errors import (
     ConfigurationError,
     DatabaseUnavailableError,
     EmbeddedPostgresUnavailable,
+    IdempotencyKeyReusedError,
     JobArgumentsError,
     JobDefinitionError,
     JobNotFoundError,
@@ -35,7 +37,7 @@ ERRORS = [
 
 
 def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
-    assert len(ERRORS) == 16
+    assert len(ERRORS) == 17
     for error in ERRORS:
         assert issubclass(error, StarletteJobsError), error
         assert getattr(starlette_jobs, error.__name__) is error
@@ -46,6 +48,7 @@ def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
     ("error", "standard"),
     [
         (JobArgumentsError, ValueError),
+        (IdempotencyKeyReusedError, JobArgumentsError),
         (JobDefinitionError, ValueError),
         (JobResultError, ValueError),
         (ConfigurationError, ValueError),
@@ -92,3 +95,19 @@ def test_job_arguments_error_takes_error_dicts_without_loc_or_msg() -> None:
         str(JobArgumentsError("j", [{"type": "odd"}]))
         == "invalid arguments for job 'j': (arguments): "
     )
+
+
+def test_a_reused_idempotency_key_names_the_job_that_holds_it_for_the_log_only() -> None:
+    error = IdempotencyKeyReusedError("app.charge", 41, "k1")
+    assert str(error) == (
+        "idempotency key 'k1' of job 'app.charge' is held by job 41, enqueued with different "
+        "arguments; a retry must repeat the arguments of the first try, and a new request needs "
+        "a new key"
+    )
+    assert (error.job_name, error.job_id, error.idempotency_key) == ("app.charge", 41, "k1")
+    # What a client is shown names neither the job nor the key.
+    [shown] = error.errors
+    assert shown["type"] == "idempotency_key_reused"
+    assert shown["loc"] == ()
+    assert "41" not in shown["msg"]
+    assert "k1" not in shown["msg"]

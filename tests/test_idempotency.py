@@ -1,7 +1,7 @@
 """The `Idempotency-Key` header as a job's idempotency key (`_idempotency.py`): a retried POST
-gets the same job id and the same 202, even after the job finished; two endpoints, or two
-users, with the same key get a job each. On a real PostgreSQL (the memory store's keys are held
-to the same rules by tests/contract/test_requests_contract.py)."""
+gets the same job id and the same 202, even after the job finished, and a 422 if its body
+differs; two endpoints, or two users, with the same key get a job each. On a real PostgreSQL
+(the memory store's keys are held to the same rules by tests/contract/test_requests_contract.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from starlette_jobs import Jobs, JobStatus, OnSuccessMiddleware, idempotency_key, job
+from starlette_jobs import (
+    JobArgumentsError,
+    Jobs,
+    JobStatus,
+    OnSuccessMiddleware,
+    idempotency_key,
+    job,
+)
+from starlette_jobs.web import job_arguments_error_handler
 from tests.conftest import StartJobs
 
 charged: list[int] = []
@@ -26,6 +34,10 @@ charged: list[int] = []
 @job
 async def charge(order: int) -> None:
     charged.append(order)
+
+
+@job
+async def tip(order: int, cents: int) -> None: ...
 
 
 def enqueue_charge(on_success: bool = False) -> Any:
@@ -38,6 +50,19 @@ def enqueue_charge(on_success: bool = False) -> Any:
     return endpoint
 
 
+def enqueue_tip(on_success: bool = False) -> Any:
+    """An endpoint whose job takes the request's body."""
+
+    async def endpoint(request: Request) -> Response:
+        configured = tip.configure(idempotency_key=idempotency_key(request), on_success=on_success)
+        job_id = await configured.enqueue(
+            order=request.path_params["order"], **await request.json()
+        )
+        return JSONResponse({"job_id": job_id}, status_code=202)
+
+    return endpoint
+
+
 pay, refund, pay_on_success = enqueue_charge(), enqueue_charge(), enqueue_charge(True)
 
 app = Starlette(
@@ -45,8 +70,11 @@ app = Starlette(
         Route("/orders/{order:int}/pay", pay, methods=["POST"]),
         Route("/orders/{order:int}/refund", refund, methods=["POST"]),
         Route("/orders/{order:int}/pay-later", pay_on_success, methods=["POST"]),
+        Route("/orders/{order:int}/tip", enqueue_tip(), methods=["POST"]),
+        Route("/orders/{order:int}/tip-later", enqueue_tip(True), methods=["POST"]),
     ],
     middleware=[Middleware(OnSuccessMiddleware)],
+    exception_handlers={JobArgumentsError: job_arguments_error_handler},
 )
 
 
@@ -83,6 +111,37 @@ async def test_a_retried_post_gets_the_same_job_and_the_same_202_even_after_it_r
     await jobs.drain()
     assert charged == [7]
     assert await jobs.count_by_status() == {**dict.fromkeys(JobStatus, 0), JobStatus.SUCCEEDED: 1}
+
+
+@pytest.mark.parametrize("path", ["/orders/7/tip", "/orders/7/tip-later"])
+async def test_a_retry_with_the_same_key_and_another_body_is_a_422(
+    jobs: Jobs, client: httpx2.AsyncClient, path: str
+) -> None:
+    first = await client.post(path, headers=key("t1"), json={"cents": 100})
+    assert first.status_code == 202
+    reused = await client.post(path, headers=key("t1"), json={"cents": 250})
+    assert reused.status_code == 422
+    assert reused.json() == {
+        "detail": [
+            {
+                "type": "idempotency_key_reused",
+                "loc": ["body"],
+                "msg": "this idempotency key was used before with different arguments: a retry "
+                "must send the same ones, and a new request needs a new key",
+                "input": None,
+            }
+        ]
+    }
+    # The same arguments once validated are the same request: the first job, not a 422.
+    retried = await client.post(path, headers=key("t1"), json={"cents": "100"})
+    assert (retried.status_code, retried.json()) == (202, first.json())
+    # Another key is another request, whatever its body.
+    other = await client.post(path, headers=key("t2"), json={"cents": 250})
+    assert other.status_code == 202
+    assert [(r.id, r.arguments) for r in await jobs.list()] == [
+        (other.json()["job_id"], {"order": 7, "cents": 250}),
+        (first.json()["job_id"], {"order": 7, "cents": 100}),
+    ]
 
 
 async def test_retries_that_arrive_at_once_share_one_job(

@@ -16,6 +16,7 @@ def test_exported_names_are_pinned() -> None:
         "DatabaseUnavailableError",
         "EmbeddedPostgresUnavailable",
         "EventKind",
+        "IdempotencyKeyReusedError",
         "Job",
         "JobArgumentsError",
         "JobCancelledError",

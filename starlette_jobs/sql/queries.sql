@@ -47,7 +47,9 @@ RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') 
 -- name: insert_unique_job
 -- One job with a unique key, an idempotency key, or both; returns its id. With a unique key
 -- that a live job already holds, or an idempotency key that a job of this name holds (in any
--- status), returns that job's id instead and writes nothing.
+-- status; that holder first), returns that job's id instead and writes nothing, and
+-- `arguments_differ`: whether it holds the idempotency key with another payload than $3 (as
+-- jsonb compares them: key order and spacing aside). A unique key's holder never differs.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL, $9 unique key or NULL,
 -- $10 whether to NOTIFY the queue's channel (false for delayed jobs), $11 idempotency key or NULL
@@ -62,32 +64,37 @@ WITH inserted AS (
     ON CONFLICT DO NOTHING
     RETURNING id
 )
-SELECT id, CASE WHEN $10::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified
+SELECT id, CASE WHEN $10::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified,
+       false AS arguments_differ
   FROM inserted
 UNION ALL
-(SELECT id, NULL FROM starlette_jobs
+(SELECT id, NULL, coalesce(name = $1 AND idempotency_key = $11 AND payload <> $3::jsonb, false)
+   FROM starlette_jobs
   WHERE NOT EXISTS (SELECT FROM inserted)
     AND (($11::text IS NOT NULL AND name = $1 AND idempotency_key = $11)
          OR ($9::text IS NOT NULL AND unique_key = $9 AND status IN ('pending', 'running')))
-  ORDER BY idempotency_key IS NOT DISTINCT FROM $11 DESC
+  ORDER BY coalesce(name = $1 AND idempotency_key = $11, false) DESC
   LIMIT 1);
 
 -- name: reserve_job_ids
 -- Ids for jobs to be written later (`insert_reserved_jobs`: the on-success enqueue of a
 -- request), taken from the id column's identity; an id never written leaves a harmless gap.
--- With a key that a job already holds (as `insert_unique_job` decides), that job's id alone
--- and `held`, and no id taken.
--- $1 how many ids, $2 job name, $3 unique key or NULL, $4 idempotency key or NULL
+-- With a key that a job already holds (as `insert_unique_job` decides), that job's id alone,
+-- `held`, and `arguments_differ` (as `insert_unique_job` has it), and no id taken.
+-- $1 how many ids, $2 job name, $3 unique key or NULL, $4 idempotency key or NULL,
+-- $5 the payload (JSON text) of the job with the idempotency key, or NULL
 WITH holder AS (
-    SELECT id FROM starlette_jobs
+    SELECT id, coalesce(name = $2 AND idempotency_key = $4 AND payload <> $5::jsonb, false)
+               AS arguments_differ
+      FROM starlette_jobs
      WHERE ($4::text IS NOT NULL AND name = $2 AND idempotency_key = $4)
         OR ($3::text IS NOT NULL AND unique_key = $3 AND status IN ('pending', 'running'))
-     ORDER BY idempotency_key IS NOT DISTINCT FROM $4 DESC
+     ORDER BY coalesce(name = $2 AND idempotency_key = $4, false) DESC
      LIMIT 1
 )
-SELECT id, true AS held FROM holder
+SELECT id, true AS held, arguments_differ FROM holder
 UNION ALL
-SELECT nextval(pg_get_serial_sequence('starlette_jobs', 'id')), false
+SELECT nextval(pg_get_serial_sequence('starlette_jobs', 'id')), false, false
   FROM generate_series(1, $1::int4)
  WHERE NOT EXISTS (SELECT FROM holder);
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from starlette_jobs import JobStatus
+import pytest
+
+from starlette_jobs import IdempotencyKeyReusedError, JobStatus
 from starlette_jobs._records import NewJobs
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
@@ -56,6 +58,96 @@ async def test_a_job_with_both_keys_returns_the_holder_of_either(store: Store) -
     [keyed] = await store.insert_jobs(new(idempotency_key="i"))
     assert keyed != live
     assert await store.insert_jobs(new(unique_key="other", idempotency_key="i")) == [keyed]
+
+
+async def test_an_idempotency_key_given_again_with_the_same_arguments_returns_its_job(
+    store: Store,
+) -> None:
+    [first] = await store.insert_jobs(new(payload='{"order": 7, "note": "x"}', idempotency_key="k"))
+    # The same arguments as JSON values: key order and spacing are no difference.
+    again = new(payload='{"note":"x","order":7}', idempotency_key="k")
+    assert await store.insert_jobs(again) == [first]
+    assert await store.reserve_ids(again) == ([first], True)
+    assert [r.id for r in await store.list_jobs(None, None, 10)] == [first]
+
+
+async def test_an_idempotency_key_given_again_with_other_arguments_is_refused(
+    store: Store,
+) -> None:
+    [first] = await store.insert_jobs(new(payload='{"order": 7}', idempotency_key="k"))
+    other = new(payload='{"order": 8}', idempotency_key="k")
+    with pytest.raises(IdempotencyKeyReusedError) as raised:
+        await store.reserve_ids(other)
+    assert (raised.value.job_id, raised.value.job_name) == (first, "tests.jobs")
+    assert raised.value.idempotency_key == "k"
+    [after], _ = await store.reserve_ids(new())
+    assert after == first + 1  # the refused reservation took no id
+    with pytest.raises(IdempotencyKeyReusedError, match=rf"held by job {first}, .*different"):
+        await store.insert_jobs(other)
+    # Nothing written; and the key still gives its job for its own arguments.
+    assert await store.insert_jobs(new(payload='{"order": 7}', idempotency_key="k")) == [first]
+    assert [r.id for r in await store.list_jobs(None, None, 10)] == [first]
+
+
+async def test_other_arguments_are_refused_after_the_job_finished_too(store: Store) -> None:
+    [first] = await store.insert_jobs(new(payload='{"order": 7}', idempotency_key="k"))
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED)])
+    with pytest.raises(IdempotencyKeyReusedError):
+        await store.insert_jobs(new(payload='{"order": 8}', idempotency_key="k"))
+    assert await store.insert_jobs(new(payload='{"order": 7}', idempotency_key="k")) == [first]
+
+
+@pytest.mark.parametrize(
+    ("stored", "given", "same"),
+    [
+        ('{"n": 1}', '{"n": 1.0}', True),  # numbers by value, as jsonb compares them
+        ('{"n": [1, {"a": null, "b": "x"}]}', '{"n": [1, {"b": "x", "a": null}]}', True),
+        ('{"n": 1}', '{"n": true}', False),
+        ('{"n": 0.1}', '{"n": 0.10000000000000001}', False),
+        ('{"n": [1, 2]}', '{"n": [2, 1]}', False),
+        ('{"n": 1}', '{"n": 1, "m": null}', False),  # an argument given is not one left out
+        ('{"n": "é"}', '{"n": "\\u00e9"}', True),
+    ],
+)
+async def test_arguments_are_the_same_when_their_json_values_are(
+    store: Store, stored: str, given: str, same: bool
+) -> None:
+    [first] = await store.insert_jobs(new(payload=stored, idempotency_key="k"))
+    if same:
+        assert await store.insert_jobs(new(payload=given, idempotency_key="k")) == [first]
+    else:
+        with pytest.raises(IdempotencyKeyReusedError):
+            await store.insert_jobs(new(payload=given, idempotency_key="k"))
+
+
+async def test_other_arguments_with_the_key_of_another_job_name_are_another_job(
+    store: Store,
+) -> None:
+    [receipt] = await store.insert_jobs(
+        new(name="tests.receipt", payload='{"order": 7}', idempotency_key="k")
+    )
+    [invoice] = await store.insert_jobs(
+        new(name="tests.invoice", payload='{"order": 8}', idempotency_key="k")
+    )
+    assert receipt != invoice
+    with pytest.raises(IdempotencyKeyReusedError, match=f"held by job {receipt},"):
+        await store.insert_jobs(
+            new(name="tests.receipt", payload='{"order": 8}', idempotency_key="k")
+        )
+
+
+async def test_a_unique_key_returns_its_live_job_whatever_the_arguments(store: Store) -> None:
+    [live] = await store.insert_jobs(new(payload='{"order": 7}', unique_key="u"))
+    assert await store.insert_jobs(new(payload='{"order": 8}', unique_key="u")) == [live]
+    assert await store.reserve_ids(new(payload='{"order": 8}', unique_key="u")) == ([live], True)
+    # With both keys, each held by another job: the idempotency key's holder, arguments checked.
+    [keyed] = await store.insert_jobs(new(payload='{"order": 9}', idempotency_key="i"))
+    both = new(payload='{"order": 9}', unique_key="u", idempotency_key="i")
+    assert await store.insert_jobs(both) == [keyed]
+    assert await store.reserve_ids(both) == ([keyed], True)
+    with pytest.raises(IdempotencyKeyReusedError, match=f"held by job {keyed},"):
+        await store.insert_jobs(replace(both, payloads=['{"order": 7}']))
 
 
 # -- ids reserved, jobs written later ------------------------------------------------------------

@@ -25,7 +25,7 @@ EXPECTED: dict[str, list[str]] = {
     "insert_job_now": ["text", "text", "jsonb", "int4", "int4", "jsonb"],
     "insert_job": [*INSERT, "bool"],
     "insert_unique_job": [*INSERT, "text", "bool", "text"],
-    "reserve_job_ids": ["int4", "text", "text", "text"],
+    "reserve_job_ids": ["int4", "text", "text", "text", "jsonb"],
     "insert_reserved_jobs": [
         *["int8[]", "text[]", "text[]", "jsonb", "int4[]", "float8[]", "timestamptz[]", "int4[]"],
         *["text[]", "text[]", "text[]", "bool[]"],
