@@ -35,7 +35,7 @@ class JobsConfig:
     require_database: bool = False
     events: bool = True
     protect_event_loop: bool | None = None
-    loop_lag_target: float = 0.005
+    loop_lag_target: float = 0.001
 
     def __post_init__(self) -> None:
         if self.dsn is not None and not isinstance(self.dsn, str):

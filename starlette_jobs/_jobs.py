@@ -79,7 +79,7 @@ class Jobs(JobQueries, JobWaiting):
         protect_event_loop: start fewer jobs while the event loop lags more than
             `loop_lag_target` seconds, so the app's requests stay quick (docs/workers.md). None
             (default): on under `jobs.lifespan` (a web app), off under `async with jobs:`.
-        loop_lag_target: that lag, in seconds (default 0.005; > 0, at most 60).
+        loop_lag_target: that lag, in seconds (default 0.001; > 0, at most 60).
 
     Raises:
         JobDefinitionError: a setting is out of its range, not finite (NaN, infinity), or of
@@ -108,7 +108,7 @@ class Jobs(JobQueries, JobWaiting):
         require_database: bool = False,
         events: bool = True,
         protect_event_loop: bool | None = None,
-        loop_lag_target: float = 0.005,
+        loop_lag_target: float = 0.001,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,

@@ -6,9 +6,11 @@ request the same loop serves, and a worker that starts ten such jobs at once del
 by ten of them. The loop's lag, how late it runs a timer, is what a request waits for too: a
 timer is due every `TICK` seconds while jobs run (`IDLE_TICK` while none does), and how late it
 fires is one sample. While the smoothed lag is above the target, each queue's limit halves
-(never below one running job, so the drain always goes on); while it is below and a queue runs
-as many jobs as its limit allows, the limit grows again, up to the queue's concurrency. Jobs
-already running are never interrupted: a lower limit only holds back the next claims.
+(never below one running job, so the drain always goes on); while it is below and the limit is
+what holds the queue back (its claims come back as full as the limit let them be), the limit
+grows again: up to just under the limit at which the loop fell behind, and past it only after
+`PROBE_AFTER` samples on time, up to the queue's concurrency. Jobs already running are never
+interrupted: a lower limit only holds back the next claims.
 """
 
 from __future__ import annotations
@@ -51,9 +53,17 @@ class LoopLag:
         return self.seconds
 
 
+PROBE_AFTER = 100
+"""Samples under the target before a queue tries again a limit at which the loop lagged (two
+seconds while jobs run): jobs that hold the loop stay at the limit that keeps it on time, and
+try one more only now and then, so that a request rarely meets two of them in a row."""
+
+
 class QueueLimits:
     """How many jobs each queue may run now: from one up to its concurrency, halved while the
-    lag is above `target`, grown while below it and the limit is what holds the queue back.
+    lag is above `target`, grown while below it and the limit is what holds the queue back, up
+    to just under the limit at which the loop last lagged, and past it after `PROBE_AFTER`
+    samples on time.
 
     A queue starts at one running job: a web app that starts with a backlog does not begin by
     starting a batch of jobs at once before the first sample says what they cost.
@@ -63,20 +73,37 @@ class QueueLimits:
         self.target = target
         self._most = dict(concurrency)
         self.limits = dict.fromkeys(concurrency, 1)
-        # Queues that had jobs to claim and no room since the last sample: quick jobs end
-        # before a sample sees them run, yet their limit is what holds them back.
+        # The lowest limit at which the loop fell behind since the queue last tried its way up,
+        # and how many samples have been on time since: growing straight back to that limit
+        # would have the loop fall behind again every few ticks.
+        self._too_many: dict[str, int | None] = dict.fromkeys(concurrency)
+        self._on_time: dict[str, int] = dict.fromkeys(concurrency, 0)
+        self._late = False  # whether the last sample was above the target
+        # Queues whose claims the limit cut short since the last sample: quick jobs end before
+        # a sample sees them run, yet their limit is what holds them back.
         self.held_back: set[str] = set()
 
     def observe(self, lag: float, running: Callable[[str], int]) -> list[str]:
         """Updates every queue's limit from the smoothed `lag`; returns the queues whose limit
         rose (they may claim again)."""
         raised = []
+        was_late, late = self._late, lag > self.target
+        self._late = late
         for queue, limit in self.limits.items():
-            if lag > self.target:
+            if late:
+                if not was_late:  # the limit it had when the loop fell behind, not the halves
+                    self._too_many[queue] = min(limit, self._too_many[queue] or limit)
                 self.limits[queue] = max(1, limit // 2)
-            elif limit < self._most[queue] and (running(queue) >= limit or queue in self.held_back):
+                self._on_time[queue] = 0
+                continue
+            self._on_time[queue] += 1
+            if self._on_time[queue] >= PROBE_AFTER:
+                self._too_many[queue] = None
+            too_many = self._too_many[queue]
+            ceiling = self._most[queue] if too_many is None else too_many - 1
+            if limit < ceiling and (running(queue) >= limit or queue in self.held_back):
                 # A quarter more (at least one): from 1 to 100 in about 20 ticks.
-                self.limits[queue] = min(self._most[queue], limit + max(1, limit // 4))
+                self.limits[queue] = min(ceiling, limit + max(1, limit // 4))
                 raised.append(queue)
         self.held_back.clear()
         return raised
@@ -111,13 +138,15 @@ class LoopLagGuard:
         self._timer: asyncio.TimerHandle | None = None
         self._holding_back = False
 
-    def room(self, queue: str, *, more_waiting: bool = False) -> int:
-        """How many more jobs of `queue` may start now (0 or less: none). `more_waiting`: the
-        queue has jobs to claim, so a limit that leaves no room is holding it back."""
-        room = self.limits.limits[queue] - self._running(queue)
-        if more_waiting and room <= 0:
-            self.limits.held_back.add(queue)
-        return room
+    def room(self, queue: str) -> int:
+        """How many more jobs of `queue` may start now (0 or less: none)."""
+        return self.limits.limits[queue] - self._running(queue)
+
+    def held_back(self, queue: str) -> None:
+        """`queue` had more jobs to claim than its limit let it: a claim cut short by the limit
+        came back full. The limit is what holds the queue back, not the jobs' cost, even when
+        (quick jobs) none of them runs when the next sample comes."""
+        self.limits.held_back.add(queue)
 
     def start(self) -> None:
         if not self._enabled:
@@ -151,8 +180,9 @@ class LoopLagGuard:
 
     def _tick(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
         now = loop.time()
+        # Quick jobs have ended before the tick, but a queue they hold back is busy too.
+        busy = bool(self.limits.held_back) or any(map(self._running, self.limits.limits))
         self.observe(now - due)
-        busy = any(self._running(queue) for queue in self.limits.limits)
         # From now, not from `due`: a loop that was blocked gets one late sample, not a burst.
         due = now + (TICK if busy else IDLE_TICK)
         self._timer = loop.call_at(due, self._tick, loop, due)

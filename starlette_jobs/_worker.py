@@ -198,8 +198,14 @@ class Worker:
                     self._controls[claim.lease_token] = AttemptControl(report)
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
-                if state.may_have_more and self._guard.room(state.name, more_waiting=True) > 0:
-                    continue
+                if state.may_have_more:
+                    if wanted < settings.batch_size:
+                        # The room, not the batch size, cut this claim: while the jobs are
+                        # quick, a claim of one job per round trip is what holds the queue
+                        # back, whether or not they are running when the loop's lag is sampled.
+                        self._guard.held_back(state.name)
+                    if self._guard.room(state.name) > 0:
+                        continue
             if not state.wake.is_set():
                 # asyncio.timeout rather than wait_for: no task of its own per wait.
                 with contextlib.suppress(TimeoutError):

@@ -22,7 +22,7 @@ def test_the_defaults() -> None:
     assert (config.migrate, config.require_database, config.events) == (True, False, True)
     assert config.embedded_data_dir == Path(".starlette_jobs") / "pgdata"
     assert config.max_payload_bytes == 1024 * 1024
-    assert (config.protect_event_loop, config.loop_lag_target) == (None, 0.005)
+    assert (config.protect_event_loop, config.loop_lag_target) == (None, 0.001)
 
 
 def test_each_config_has_its_own_default_queues() -> None:

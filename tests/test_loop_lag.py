@@ -15,6 +15,7 @@ import pytest
 from starlette_jobs._loop_lag import (
     FALL,
     IDLE_TICK,
+    PROBE_AFTER,
     RISE,
     TICK,
     LoopLag,
@@ -98,22 +99,42 @@ def test_a_limit_halves_on_every_late_sample_down_to_one_job() -> None:
     assert seen == [50, 25, 12, 6, 3, 1, 1, 1]
 
 
-def test_a_limit_grows_when_a_queue_had_jobs_waiting_and_no_room_since_the_last_sample() -> None:
+def test_a_limit_at_which_the_loop_fell_behind_is_tried_again_only_after_a_while() -> None:
+    limits = QueueLimits({"default": 10}, TARGET)
+    grown(limits, 3)
+    assert limits.limits["default"] == 4
+    for _ in range(3):  # the loop falls behind at 4; the lag stays high for a few samples
+        limits.observe(HIGH, always(4))
+    assert limits.limits["default"] == 1
+    grown(limits, 10)
+    assert limits.limits["default"] == 3  # just under the limit that made it late
+    grown(limits, PROBE_AFTER - 11)
+    assert limits.limits["default"] == 3
+    grown(limits, 2)
+    assert limits.limits["default"] > 4  # on time long enough: it tries its way up again
+
+
+def test_a_loop_late_even_at_one_job_keeps_the_queue_at_one() -> None:
+    limits = QueueLimits({"default": 10}, TARGET)
+    for _ in range(PROBE_AFTER):
+        limits.observe(HIGH, always(1))
+        for _ in range(5):  # a few samples on time between two late ones
+            limits.observe(LOW, always(1))
+        assert limits.limits["default"] == 1
+
+
+def test_a_limit_grows_when_it_cut_a_claim_short_since_the_last_sample() -> None:
     recorder = Recorder()
     guard = guard_of(recorder)
-    # Quick jobs: none runs when the samples come, but each claim found the limit full.
-    assert guard.room("default", more_waiting=True) == 1  # room: nothing held back
+    # Quick jobs: none runs when the samples come, but the limit cut each claim short.
     guard.observe(LOW)
-    assert guard.limits.limits["default"] == 1
-    recorder.running["default"] = 1
-    assert guard.room("default", more_waiting=True) == 0
-    recorder.running["default"] = 0
+    assert guard.limits.limits["default"] == 1  # nothing held back: it stays
+    guard.held_back("default")
     guard.observe(LOW)
     assert guard.limits.limits["default"] == 2
     guard.observe(LOW)  # nothing held back since: it stays
     assert guard.limits.limits["default"] == 2
-    recorder.running["default"] = 2
-    guard.room("default", more_waiting=True)
+    guard.held_back("default")
     guard.observe(HIGH)  # a late loop wins
     assert guard.limits.limits["default"] == 1
 

@@ -138,6 +138,35 @@ async def test_a_claim_asks_for_no_more_than_the_free_slots_and_the_batch_size(
     assert gate.started == 10
 
 
+@job(queue=QUEUE)
+async def quick(n: int) -> None:
+    await asyncio.sleep(0)
+
+
+class RoundTripStore(RecordingStore):
+    """Claims take a round trip, as over a network: jobs running meanwhile end during it."""
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        await asyncio.sleep(0.002)
+        return await super().claim_batch(queue, limit, worker_id, lease_seconds)
+
+
+async def test_a_worker_protecting_its_loop_claims_quick_jobs_in_growing_batches() -> None:
+    # Quick jobs end during the next claim's round trip: one job per claim would be all the
+    # limit let through if it grew only while it saw jobs running.
+    store = RoundTripStore()
+    await store.insert_jobs(new_jobs(2000, name=quick.name, queue=QUEUE, payload='{"n": 1}'))
+    async with running(store, queues={QUEUE: 10}, loop_lag_target=0.005) as worker:
+        await worker.drain(60, include_scheduled=True)
+    assert await store.count_unfinished([QUEUE], None) == 0
+    assert store.limits[0] == 1  # a protected queue starts at one job
+    # Each claim asks for what the limit leaves; a limit stuck at one or two running jobs
+    # (one claimed, one ending during the round trip) is what this guards against.
+    assert max(store.limits) > 2
+
+
 async def test_drain_leaves_scheduled_jobs_unless_asked_to_wait_for_them(gate: Gate) -> None:
     store = MemoryStore()
     gate.open.set()
