@@ -1,6 +1,7 @@
 """Web tier benchmark: does a cheap route stay quick while the in-process worker drains jobs?
 
     python benchmarks/web_tier.py [--dsn URL] [--rate 200] [--seconds 10] [--hold-ms 2,0.1]
+                                  [--await-ms 0]
 
 Set-up:
     - Database: `--dsn`, else `DATABASE_URL`, else the embedded PostgreSQL in a temporary data
@@ -12,7 +13,8 @@ Set-up:
     - Worker process (one scenario): `python -m starlette_jobs worker web_tier:worker_jobs`,
       concurrency 10, as an operator would start it (no event loop protection there).
     - Jobs: `hold(ms)`, an `async def` that holds the event loop for `ms` milliseconds with
-      `time.sleep`, as a computation or a blocking call in an `async def` would.
+      `time.sleep`, as a computation or a blocking call in an `async def` would; with
+      `--await-ms`, it then awaits that long, as an HTTP call or a query would.
     - Load: open-loop. `--rate` requests a second for `--seconds`, each sent at its scheduled time
       whatever the earlier ones are doing, through one `httpx2.AsyncClient` (a pool of keep-alive
       connections). A request's latency runs from its scheduled time to the end of its response,
@@ -70,8 +72,10 @@ WARM_UP_SECONDS = 3.0
 
 
 @job(name="benchmarks.web_tier.hold", queue=QUEUE, retry=Retry.none())
-async def hold(ms: float) -> None:
+async def hold(ms: float, await_ms: float = 0.0) -> None:
     time.sleep(ms / 1000)  # holds the event loop  # noqa: ASYNC251
+    if await_ms:
+        await asyncio.sleep(await_ms / 1000)  # leaves it free
 
 
 def web_jobs() -> Jobs:
@@ -230,7 +234,7 @@ async def drain_under_load(
     backlog = int(args.seconds * min(6000, 1.5 * 1000 / ms)) + 1000
     for first in range(0, backlog, 20_000):
         count = min(20_000, backlog - first)
-        await producer.enqueue_many(hold, [{"ms": ms}] * count)
+        await producer.enqueue_many(hold, [{"ms": ms, "await_ms": args.await_ms}] * count)
     # Statistics for the planner, as autovacuum would soon take them: without them, each claim
     # scans the whole backlog.
     await conn.execute("ANALYZE starlette_jobs")
@@ -255,7 +259,9 @@ async def run(args: argparse.Namespace, server_dsn: str) -> None:
             conn = await asyncpg.connect(dsn)
             try:
                 for ms in args.hold_ms:
-                    label = f"{ms:g} ms"
+                    label = f"{ms:g} ms" + (
+                        f", then awaits {args.await_ms:g} ms" * bool(args.await_ms)
+                    )
                     for mode in ("in-process", "protected", "separate"):
                         await conn.execute("TRUNCATE starlette_jobs")
                         async with serving(dsn, mode, args.loop_lag_target, args.rate) as client:
@@ -318,6 +324,9 @@ def main() -> None:
         type=lambda text: [float(ms) for ms in text.split(",")],
         default=[2.0, 0.1],
         help="how long each job holds the loop, in ms (comma-separated)",
+    )
+    parser.add_argument(
+        "--await-ms", type=float, default=0.0, help="how long each job then awaits, in ms"
     )
     parser.add_argument(
         "--loop-lag-target", help="the protected server's loop_lag_target, in seconds"

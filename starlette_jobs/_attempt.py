@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Awaitable
+from typing import Any
 
 from ._context import AttemptControl, RunningJob, running
 from ._errors import JobArgumentsError, UnknownJobError
 from ._job import Job, registered_job
+from ._loop_time import timed
 from ._records import Claim, JobStatus, Outcome
 from ._retry import delay_after_failure
 from ._storable import storable, storable_json
@@ -50,10 +53,10 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         try:
             with running(me):
                 if deadline is None:
-                    result = await job._run(kwargs)
+                    result = await _run(job, kwargs, control)
                 else:
                     async with deadline:
-                        result = await job._run(kwargs)
+                        result = await _run(job, kwargs, control)
         except TimeoutError as error:
             if control.cancel_requested:
                 return _cancelled(claim, error)
@@ -83,6 +86,13 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         logger.info("job %s (%s) cancelled on request", claim.id, claim.name)
         return _outcome(claim, JobStatus.CANCELLED, None, _result_json(claim, result))
     return _outcome(claim, JobStatus.SUCCEEDED, None, _result_json(claim, result))
+
+
+def _run(job: Job[..., Any], kwargs: dict[str, Any], control: AttemptControl) -> Awaitable[Any]:
+    """The job's run, timed if the worker counts how long its jobs hold the loop."""
+    if control.loop_time is None:
+        return job._run(kwargs)
+    return timed(job._run(kwargs), control.loop_time, in_thread=not job.is_async)
 
 
 def _is_request(error: asyncio.CancelledError) -> bool:

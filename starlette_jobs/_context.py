@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
+from ._loop_time import JobLoopTime
 from ._storable import storable_json
 
 
@@ -19,12 +20,18 @@ class AttemptControl:
     `report(text)` takes the progress the job reports, as JSON text (None: dropped).
     """
 
-    __slots__ = ("cancel_requested", "report", "stopped_by_worker")
+    __slots__ = ("cancel_requested", "loop_time", "report", "stopped_by_worker")
 
-    def __init__(self, report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        report: Callable[[str], None] | None = None,
+        loop_time: JobLoopTime | None = None,
+    ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
         self.report = report
+        self.loop_time = loop_time
+        """Where the worker counts how long its jobs hold the event loop (None: it does not)."""
         self.stopped_by_worker = False
         """The worker cancelled the attempt for itself (shutdown, a lost lease): no outcome."""
 

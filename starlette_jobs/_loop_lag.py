@@ -119,6 +119,8 @@ class LoopLagGuard:
         target: seconds of smoothed lag above which the limits shrink; None: never.
         running: how many jobs of a queue run now.
         raised: called with a queue whose limit rose, to wake its claim loop.
+        held_by_jobs: seconds the jobs held the loop since it was last called (`_loop_time`): a
+            sample counts for no more. None: every sample counts whole.
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class LoopLagGuard:
         target: float | None,
         running: Callable[[str], int],
         raised: Callable[[str], None],
+        held_by_jobs: Callable[[], float] | None = None,
     ) -> None:
         self.lag = LoopLag()
         self.limits = QueueLimits(concurrency, math.inf if target is None else target)
@@ -135,6 +138,7 @@ class LoopLagGuard:
         self._enabled = target is not None
         self._running = running
         self._raised = raised
+        self._held_by_jobs = held_by_jobs
         self._timer: asyncio.TimerHandle | None = None
         self._holding_back = False
 
@@ -182,7 +186,9 @@ class LoopLagGuard:
         now = loop.time()
         # Quick jobs have ended before the tick, but a queue they hold back is busy too.
         busy = bool(self.limits.held_back) or any(map(self._running, self.limits.limits))
-        self.observe(now - due)
+        late = now - due
+        # The loop ran late for as long as the jobs held it, at most: the rest is the app's.
+        self.observe(late if self._held_by_jobs is None else min(late, self._held_by_jobs()))
         # From now, not from `due`: a loop that was blocked gets one late sample, not a burst.
         due = now + (TICK if busy else IDLE_TICK)
         self._timer = loop.call_at(due, self._tick, loop, due)

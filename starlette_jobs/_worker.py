@@ -28,6 +28,7 @@ from ._errors import UnknownJobError
 from ._job import registered_job
 from ._leases import Held, LeaseKeeper
 from ._loop_lag import LoopLagGuard
+from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._records import Claim
@@ -86,9 +87,12 @@ class Worker:
         self._tracing = tracing
         self._queues = {name: _QueueState(name) for name in settings.queues}
         self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
+        # How long the jobs hold the loop, counted only for the guard that needs it.
+        self._loop_time = None if settings.loop_lag_target is None else JobLoopTime()
         self._guard = LoopLagGuard(
-            settings.queues, settings.loop_lag_target, self._running.count, self._may_claim
-        )
+            settings.queues, settings.loop_lag_target, self._running.count, self._may_claim,
+            held_by_jobs=None if self._loop_time is None else self._loop_time.take,
+        )  # fmt: skip
         self._outcomes = OutcomeWriter(store)
         self._progress = ProgressWriter(store)
         self._leases = LeaseKeeper(
@@ -195,7 +199,7 @@ class Worker:
                     return
                 for claim in claims:
                     report = functools.partial(self._progress.report, claim.id, claim.lease_token)
-                    self._controls[claim.lease_token] = AttemptControl(report)
+                    self._controls[claim.lease_token] = AttemptControl(report, self._loop_time)
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:

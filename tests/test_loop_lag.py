@@ -264,6 +264,24 @@ async def test_each_tick_samples_how_late_the_timer_ran_and_sets_the_next_from_t
     guard.stop()
 
 
+async def test_a_late_tick_counts_for_no_more_than_the_jobs_held_the_loop() -> None:
+    fake = FakeLoop()
+    recorder = Recorder()
+    held = [0.0005, 0.040]
+    guard = LoopLagGuard(
+        {"default": 10}, TARGET, recorder.running.__getitem__, recorder.woken.append,
+        held_by_jobs=lambda: held.pop(0),
+    )  # fmt: skip
+    recorder.running["default"] = 1
+    due = fake.now + TICK
+    guard._timer = fake.call_at(due, guard._tick, cast(asyncio.AbstractEventLoop, fake), due)
+    fake.run_next_at(due + 0.040)  # 40 ms late, while the jobs held the loop 0.5 ms of it
+    assert guard.lag.seconds == pytest.approx(0.0005 * RISE)
+    fake.run_next_at(fake.timers[0][0] + 0.030)  # 30 ms late, the jobs' doing
+    assert guard.lag.seconds > TARGET
+    guard.stop()
+
+
 async def test_a_blocked_loop_is_seen_by_the_timer_and_a_stopped_guard_samples_no_more() -> None:
     recorder = Recorder()
     guard = guard_of(recorder)

@@ -83,3 +83,47 @@ async def test_a_web_apps_worker_protects_its_loop_unless_told_not_to(
 ) -> None:
     assert (await drained(in_a_web_app())).peak <= 2
     assert (await drained(in_a_web_app(protect_event_loop=False))).peak == CONCURRENCY
+
+
+@dataclass
+class Waiters:
+    running: int = 0
+    peak: int = 0
+
+
+waiters = Waiters()
+
+
+@job(queue=QUEUE, retry=Retry.none())
+async def await_a_reply(n: int) -> None:
+    waiters.running += 1
+    waiters.peak = max(waiters.peak, waiters.running)
+    await asyncio.sleep(0.05)  # an HTTP call, say: the loop is free meanwhile
+    waiters.running -= 1
+
+
+async def test_a_loop_late_for_the_apps_own_reasons_does_not_hold_back_jobs_that_await(
+    start_jobs: StartJobs,
+) -> None:
+    global waiters
+    waiters = Waiters()
+    app_stops = asyncio.Event()
+
+    async def busy_app() -> None:
+        # Requests that hold the loop 5 ms each, a hundred a second: the loop runs late.
+        while not app_stops.is_set():
+            time.sleep(0.005)  # noqa: ASYNC251
+            await asyncio.sleep(0.005)
+
+    app = asyncio.create_task(busy_app())
+    try:
+        queues = {QUEUE: CONCURRENCY}
+        async with start_jobs(queues=queues, protect_event_loop=True) as jobs:
+            await await_a_reply.enqueue_many([{"n": n} for n in range(200)])
+            await jobs.drain(timeout=60)
+    finally:
+        app_stops.set()
+        await app
+    # The jobs held the loop for microseconds of each late sample: the lateness is not theirs,
+    # and starting fewer of them would help no request.
+    assert waiters.peak == CONCURRENCY

@@ -1,0 +1,100 @@
+"""How long jobs hold the event loop: what the loop-lag guard (`_loop_lag`) holds against them.
+
+The loop runs late for many reasons: the app's own requests, a garbage collection, another
+process on the core. Only the part the jobs caused is theirs to pay for: a job that awaits an
+HTTP call holds the loop for microseconds, and starting fewer of them while a burst of requests
+makes the loop late would slow the jobs and help no request. So each step of an `async def`
+job (from one `await` that suspends it to the next) is timed, and a lag sample counts against
+the jobs for at most as long as they held the loop since the previous sample.
+
+A plain `def` job runs in a thread, and holds the loop in another way: while it computes, it
+holds the GIL, and the loop's thread waits for it. Its time cannot be measured from here, so a
+sample taken while such a job runs, or after one ended, counts whole.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Coroutine, Generator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class JobLoopTime:
+    """The time jobs held the event loop since `take` was last called."""
+
+    __slots__ = ("_seconds", "threads")
+
+    def __init__(self) -> None:
+        self._seconds = 0.0
+        self.threads = 0
+        """Sync jobs running now, each in a thread."""
+
+    def add(self, seconds: float) -> None:
+        self._seconds += seconds
+
+    def thread_ended(self) -> None:
+        self.threads -= 1
+        self._seconds = math.inf  # it held the GIL for an unknown part of the interval
+
+    def take(self) -> float:
+        """Seconds the jobs held the loop since the last call (infinite if a sync job ran)."""
+        held = math.inf if self.threads else self._seconds
+        self._seconds = 0.0
+        return held
+
+
+def timed(
+    coroutine: Coroutine[Any, Any, T], loop_time: JobLoopTime, *, in_thread: bool
+) -> Awaitable[T]:
+    """Awaits `coroutine`, a job's run, counting how long it holds the loop in `loop_time`:
+    each of its steps, or (`in_thread`: it runs a sync job in a thread) all the while."""
+    if in_thread:
+        return _counted_as_thread(coroutine, loop_time)
+    return _Timed(coroutine, loop_time)
+
+
+async def _counted_as_thread(coroutine: Coroutine[Any, Any, T], loop_time: JobLoopTime) -> T:
+    loop_time.threads += 1
+    try:
+        return await coroutine
+    finally:
+        loop_time.thread_ended()
+
+
+class _Timed(Generic[T]):
+    """An awaitable that runs a coroutine step by step as `await` would (what it is sent,
+    thrown or closed with is passed on), timing each step."""
+
+    __slots__ = ("_coroutine", "_loop_time")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T], loop_time: JobLoopTime) -> None:
+        self._coroutine = coroutine
+        self._loop_time = loop_time
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coroutine, add, clock = self._coroutine, self._loop_time.add, time.perf_counter
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = clock()
+            try:
+                suspended_on = coroutine.send(value) if error is None else coroutine.throw(error)
+            except StopIteration as returned:
+                add(clock() - started)
+                result: T = returned.value
+                return result
+            except BaseException:
+                add(clock() - started)
+                raise
+            add(clock() - started)
+            value, error = None, None
+            try:
+                value = yield suspended_on
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as thrown:  # e.g. the task's CancelledError: the job's to handle
+                error = thrown
