@@ -53,8 +53,8 @@ class LoopLag:
         return self.seconds
 
 
-PROBE_AFTER = 100
-"""Samples under the target before a queue tries again a limit at which the loop lagged (two
+PROBE_AFTER = 500
+"""Samples under the target before a queue tries again a limit at which the loop lagged (ten
 seconds while jobs run): jobs that hold the loop stay at the limit that keeps it on time, and
 try one more only now and then, so that a request rarely meets two of them in a row."""
 
@@ -120,7 +120,7 @@ class LoopLagGuard:
         running: how many jobs of a queue run now.
         raised: called with a queue whose limit rose, to wake its claim loop.
         held_by_jobs: seconds the jobs held the loop since it was last called (`_loop_time`): a
-            sample counts for no more. None: every sample counts whole.
+            sample counts in proportion. None: every sample counts whole.
     """
 
     def __init__(
@@ -139,6 +139,7 @@ class LoopLagGuard:
         self._running = running
         self._raised = raised
         self._held_by_jobs = held_by_jobs
+        self._sampled_at = 0.0  # the loop's time of the last sample
         self._timer: asyncio.TimerHandle | None = None
         self._holding_back = False
 
@@ -156,7 +157,8 @@ class LoopLagGuard:
         if not self._enabled:
             return
         loop = asyncio.get_running_loop()
-        due = loop.time() + TICK
+        self._sampled_at = loop.time()
+        due = self._sampled_at + TICK
         self._timer = loop.call_at(due, self._tick, loop, due)
 
     def stop(self) -> None:
@@ -187,8 +189,13 @@ class LoopLagGuard:
         # Quick jobs have ended before the tick, but a queue they hold back is busy too.
         busy = bool(self.limits.held_back) or any(map(self._running, self.limits.limits))
         late = now - due
-        # The loop ran late for as long as the jobs held it, at most: the rest is the app's.
-        self.observe(late if self._held_by_jobs is None else min(late, self._held_by_jobs()))
+        if self._held_by_jobs is not None:
+            # The timer came due while a job held the loop about as often as the jobs held it
+            # since the last sample: that share of the lateness is theirs, the rest the app's.
+            since = max(now - self._sampled_at, 1e-9)
+            late *= min(1.0, self._held_by_jobs() / since)
+        self._sampled_at = now
+        self.observe(late)
         # From now, not from `due`: a loop that was blocked gets one late sample, not a burst.
         due = now + (TICK if busy else IDLE_TICK)
         self._timer = loop.call_at(due, self._tick, loop, due)

@@ -264,10 +264,10 @@ async def test_each_tick_samples_how_late_the_timer_ran_and_sets_the_next_from_t
     guard.stop()
 
 
-async def test_a_late_tick_counts_for_no_more_than_the_jobs_held_the_loop() -> None:
+async def test_a_late_tick_counts_in_proportion_to_how_long_the_jobs_held_the_loop() -> None:
     fake = FakeLoop()
     recorder = Recorder()
-    held = [0.0005, 0.040]
+    held = [0.0006, 0.050]
     guard = LoopLagGuard(
         {"default": 10}, TARGET, recorder.running.__getitem__, recorder.woken.append,
         held_by_jobs=lambda: held.pop(0),
@@ -275,9 +275,14 @@ async def test_a_late_tick_counts_for_no_more_than_the_jobs_held_the_loop() -> N
     recorder.running["default"] = 1
     due = fake.now + TICK
     guard._timer = fake.call_at(due, guard._tick, cast(asyncio.AbstractEventLoop, fake), due)
-    fake.run_next_at(due + 0.040)  # 40 ms late, while the jobs held the loop 0.5 ms of it
-    assert guard.lag.seconds == pytest.approx(0.0005 * RISE)
-    fake.run_next_at(fake.timers[0][0] + 0.030)  # 30 ms late, the jobs' doing
+    guard._sampled_at = fake.now
+    # 40 ms late, 60 ms after the last sample, while the jobs held the loop for 0.6 ms of them:
+    # the lateness is the app's but for a hundredth.
+    fake.run_next_at(due + 0.040)
+    assert guard.lag.seconds == pytest.approx(0.040 * 0.01 * RISE)
+    assert guard.lag.seconds < TARGET
+    # 30 ms late, the jobs holding the loop all the while: it counts whole.
+    fake.run_next_at(fake.timers[0][0] + 0.030)
     assert guard.lag.seconds > TARGET
     guard.stop()
 
