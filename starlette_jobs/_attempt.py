@@ -92,7 +92,9 @@ def _run(job: Job[..., Any], kwargs: dict[str, Any], control: AttemptControl) ->
     """The job's run, timed if the worker counts how long its jobs hold the loop."""
     if control.loop_time is None:
         return job._run(kwargs)
-    return timed(job._run(kwargs), control.loop_time, in_thread=not job.is_async)
+    if job.is_async:
+        return timed(job._run(kwargs), control.loop_time)
+    return job._run(kwargs, control.loop_time.counting_thread)
 
 
 def _is_request(error: asyncio.CancelledError) -> bool:

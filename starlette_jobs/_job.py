@@ -191,13 +191,18 @@ class Job(Generic[P, R]):
         """The stored JSON validated back into the function's own types, as keyword arguments."""
         return self._arguments.parse(payload)
 
-    async def _run(self, kwargs: dict[str, Any]) -> Any:
-        """Await the function with already-validated arguments (sync functions run in a thread)."""
+    async def _run(
+        self,
+        kwargs: dict[str, Any],
+        in_thread: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    ) -> Any:
+        """Await the function with already-validated arguments (sync functions run in a
+        thread, as `in_thread` wraps them if given)."""
         # No typing.cast here: it would build a generic alias on every attempt.
         func: Any = self.func
         if self.is_async:
             return await func(**kwargs)
-        return await asyncio.to_thread(func, **kwargs)
+        return await asyncio.to_thread(func if in_thread is None else in_thread(func), **kwargs)
 
 
 async def enqueue_one(

@@ -91,7 +91,10 @@ class QueueLimits:
         self._late = late
         for queue, limit in self.limits.items():
             if late:
-                if not was_late:  # the limit it had when the loop fell behind, not the halves
+                # The limit a queue had when the loop fell behind (not its halves after), if
+                # it ran that many: a queue with room to spare did not make the loop late.
+                at_limit = running(queue) >= limit or queue in self.held_back
+                if not was_late and at_limit:
                     self._too_many[queue] = min(limit, self._too_many[queue] or limit)
                 self.limits[queue] = max(1, limit // 2)
                 self._on_time[queue] = 0

@@ -9,35 +9,35 @@ the jobs for at most as long as they held the loop since the previous sample.
 
 A plain `def` job runs in a thread, and holds the loop in another way: while it computes, it
 holds the GIL, and the loop's thread waits for it. Its time cannot be measured from here, so a
-sample taken while such a job runs, or after one ended, counts whole.
+sample taken while such a thread runs, or after one ended, counts whole.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import time
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
 class JobLoopTime:
-    """The time jobs held the event loop since `take` was last called."""
+    """The time jobs held the event loop since `take` was last called. Used on the loop's
+    thread only, but for `counting_thread`'s threads, which tell it through the loop."""
 
     __slots__ = ("_seconds", "threads")
 
     def __init__(self) -> None:
         self._seconds = 0.0
         self.threads = 0
-        """Sync jobs running now, each in a thread."""
+        """Sync jobs whose thread runs now (a job cancelled or timed out may leave its thread
+        running: it counts until the thread ends)."""
 
     def add(self, seconds: float) -> None:
         self._seconds += seconds
-
-    def thread_ended(self) -> None:
-        self.threads -= 1
-        self._seconds = math.inf  # it held the GIL for an unknown part of the interval
 
     def take(self) -> float:
         """Seconds the jobs held the loop since the last call (infinite if a sync job ran)."""
@@ -45,23 +45,38 @@ class JobLoopTime:
         self._seconds = 0.0
         return held
 
+    def counting_thread(self, func: Callable[..., T]) -> Callable[..., T]:
+        """`func`, to run in a thread, counted from the moment the thread starts it to the
+        moment it returns, whatever became of the job that awaited it."""
+        loop = asyncio.get_running_loop()
 
-def timed(
-    coroutine: Coroutine[Any, Any, T], loop_time: JobLoopTime, *, in_thread: bool
-) -> Awaitable[T]:
-    """Awaits `coroutine`, a job's run, counting how long it holds the loop in `loop_time`:
-    each of its steps, or (`in_thread`: it runs a sync job in a thread) all the while."""
-    if in_thread:
-        return _counted_as_thread(coroutine, loop_time)
+        def counted(*args: Any, **kwargs: Any) -> T:
+            _tell(loop, self._thread_started)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _tell(loop, self._thread_ended)
+
+        return counted
+
+    def _thread_started(self) -> None:
+        self.threads += 1
+
+    def _thread_ended(self) -> None:
+        self.threads -= 1
+        self._seconds = math.inf  # it held the GIL for an unknown part of the interval
+
+
+def _tell(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody is counting any more
+        loop.call_soon_threadsafe(callback)
+
+
+def timed(coroutine: Coroutine[Any, Any, T], loop_time: JobLoopTime) -> Awaitable[T]:
+    """Awaits `coroutine`, an `async def` job's run, adding the time each of its steps takes
+    to `loop_time`. Work it hands to other tasks (`asyncio.gather`, a `TaskGroup`,
+    `asyncio.wait_for` before Python 3.12) or to callbacks is not counted."""
     return _Timed(coroutine, loop_time)
-
-
-async def _counted_as_thread(coroutine: Coroutine[Any, Any, T], loop_time: JobLoopTime) -> T:
-    loop_time.threads += 1
-    try:
-        return await coroutine
-    finally:
-        loop_time.thread_ended()
 
 
 class _Timed(Generic[T]):
@@ -97,4 +112,7 @@ class _Timed(Generic[T]):
                 coroutine.close()
                 raise
             except BaseException as thrown:  # e.g. the task's CancelledError: the job's to handle
-                error = thrown
+                # Passed on as it came: without the frame of this `yield`, which the job's
+                # traceback (and the error stored for it) would show as where it was raised.
+                traceback = thrown.__traceback__
+                error = thrown.with_traceback(None if traceback is None else traceback.tb_next)

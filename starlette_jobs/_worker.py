@@ -203,12 +203,13 @@ class Worker:
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:
-                    if wanted < settings.batch_size:
+                    room = self._guard.room(state.name)
+                    if wanted < settings.batch_size or room <= 0:
                         # The room, not the batch size, cut this claim: while the jobs are
                         # quick, a claim of one job per round trip is what holds the queue
                         # back, whether or not they are running when the loop's lag is sampled.
                         self._guard.held_back(state.name)
-                    if self._guard.room(state.name) > 0:
+                    if room > 0:
                         continue
             if not state.wake.is_set():
                 # asyncio.timeout rather than wait_for: no task of its own per wait.

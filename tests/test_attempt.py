@@ -12,6 +12,7 @@ import pytest
 from starlette_jobs import JobStatus, Retry, current_job, job
 from starlette_jobs._attempt import CANCEL_REQUESTED, run_attempt
 from starlette_jobs._context import AttemptControl
+from starlette_jobs._loop_time import JobLoopTime
 from starlette_jobs._records import Claim, Outcome
 from starlette_jobs._tracing import Tracing
 
@@ -236,3 +237,25 @@ async def test_progress_that_cannot_be_stored_fails_the_attempt_with_a_clear_err
         "which PostgreSQL cannot store"
     )
     assert reported == ["0.25"]
+
+
+@job()
+def sync_job_that_knows_itself() -> int:
+    return current_job().id
+
+
+@job()
+async def async_job_that_knows_itself() -> int:
+    await asyncio.sleep(0)
+    return current_job().id
+
+
+@pytest.mark.parametrize("which", [sync_job_that_knows_itself, async_job_that_knows_itself])
+async def test_a_job_timed_for_the_loop_guard_runs_as_it_would_untimed(which: Any) -> None:
+    loop_time = JobLoopTime()
+    claim = claim_of("{}", name=which.name)
+    outcome = await run_attempt(claim, Tracing(), AttemptControl(loop_time=loop_time))
+    assert (outcome.status, outcome.result) == (JobStatus.SUCCEEDED, str(claim.id))
+    await asyncio.sleep(0)  # a thread's word that it ended reaches the loop
+    assert loop_time.threads == 0
+    assert loop_time.take() > 0

@@ -123,6 +123,15 @@ def test_a_loop_late_even_at_one_job_keeps_the_queue_at_one() -> None:
         assert limits.limits["default"] == 1
 
 
+def test_a_queue_with_room_to_spare_when_the_loop_fell_behind_is_not_capped_for_it() -> None:
+    limits = QueueLimits({"heavy": 10, "idle": 10}, TARGET)
+    running = {"heavy": 4, "idle": 0}
+    grown(limits, 3)
+    limits.observe(HIGH, running.__getitem__)  # the heavy queue's jobs made it late
+    grown(limits, 20)
+    assert limits.limits == {"heavy": 3, "idle": 10}
+
+
 def test_a_limit_grows_when_it_cut_a_claim_short_since_the_last_sample() -> None:
     recorder = Recorder()
     guard = guard_of(recorder)
