@@ -5,7 +5,9 @@ A job that holds the event loop (a computation in an `async def`, a blocking cal
 request the same loop serves, and a worker that starts ten such jobs at once delays a request
 by ten of them. The loop's lag, how late it runs a timer, is what a request waits for too: a
 timer is due every `TICK` seconds while jobs run (`IDLE_TICK` while none does), and how late it
-fires is one sample. While the smoothed lag is above the target, each queue's limit halves
+fires is one sample, of which only the jobs' share counts (`_loop_time`: the loop also runs late
+for the app's own requests, and holding back jobs would not help them). While the smoothed lag
+is above the target, each queue's limit halves
 (never below one running job, so the drain always goes on); while it is below and the limit is
 what holds the queue back (its claims come back as full as the limit let them be), the limit
 grows again: up to just under the limit at which the loop fell behind, and past it only after
@@ -90,10 +92,12 @@ class QueueLimits:
         was_late, late = self._late, lag > self.target
         self._late = late
         for queue, limit in self.limits.items():
+            # The limit is what holds the queue back: as many jobs run as it allows, or a
+            # claim came back as full as it let it be.
+            at_limit = running(queue) >= limit or queue in self.held_back
             if late:
-                # The limit a queue had when the loop fell behind (not its halves after), if
+                # The limit the queue had when the loop fell behind (not its halves after), if
                 # it ran that many: a queue with room to spare did not make the loop late.
-                at_limit = running(queue) >= limit or queue in self.held_back
                 if not was_late and at_limit:
                     self._too_many[queue] = min(limit, self._too_many[queue] or limit)
                 self.limits[queue] = max(1, limit // 2)
@@ -104,7 +108,7 @@ class QueueLimits:
                 self._too_many[queue] = None
             too_many = self._too_many[queue]
             ceiling = self._most[queue] if too_many is None else too_many - 1
-            if limit < ceiling and (running(queue) >= limit or queue in self.held_back):
+            if limit < ceiling and at_limit:
                 # A quarter more (at least one): from 1 to 100 in about 20 ticks.
                 self.limits[queue] = min(ceiling, limit + max(1, limit // 4))
                 raised.append(queue)

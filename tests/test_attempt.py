@@ -241,13 +241,17 @@ async def test_progress_that_cannot_be_stored_fails_the_attempt_with_a_clear_err
 
 @job()
 def sync_job_that_knows_itself() -> int:
-    return current_job().id
+    me = current_job()
+    assert me is not None
+    return me.id
 
 
 @job()
 async def async_job_that_knows_itself() -> int:
     await asyncio.sleep(0)
-    return current_job().id
+    me = current_job()
+    assert me is not None
+    return me.id
 
 
 @pytest.mark.parametrize("which", [sync_job_that_knows_itself, async_job_that_knows_itself])
