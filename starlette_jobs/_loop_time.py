@@ -5,7 +5,8 @@ process on the core. Only the part the jobs caused is theirs to pay for: a job t
 HTTP call holds the loop for microseconds, and starting fewer of them while a burst of requests
 makes the loop late would slow the jobs and help no request. So each step of an `async def`
 job (from one `await` that suspends it to the next) is timed, and a lag sample counts against
-the jobs for at most as long as they held the loop since the previous sample.
+the jobs in proportion to the share of the time since the previous sample that they held the
+loop: the timer came due in a job about that often.
 
 A plain `def` job runs in a thread, and holds the loop in another way: while it computes, it
 holds the GIL, and the loop's thread waits for it. Its time cannot be measured from here, so a
