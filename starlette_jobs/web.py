@@ -9,8 +9,11 @@ and the asynchronous request-reply pattern (202 + `Location`, a status route, an
 - `job_status_router()`: mount it (`Mount("/jobs", app=...)`, FastAPI's `app.mount`): `GET
   /{job_id}` shows the job's public fields (`public_fields`, or a function of yours), `GET
   /{job_id}/events` streams them as server-sent events until the job ends.
+- `add_job_status_routes(app)`: the same two routes as path operations of a FastAPI app or
+  `APIRouter`, so that they show in its OpenAPI schema.
 
-None of it imports FastAPI: a FastAPI app is a Starlette app, and these work on both. The event
+None of it imports FastAPI: a FastAPI app is a Starlette app, and these work on both
+(`add_job_status_routes` calls the app's `add_api_route`, whatever its class). The event
 stream needs `sse-starlette` (the `sse` extra); see docs/fastapi.md.
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +38,7 @@ from ._records import JobRecord, JobStatus
 
 __all__ = [
     "accepted",
+    "add_job_status_routes",
     "get_jobs",
     "job_arguments_error_handler",
     "job_status_router",
@@ -120,7 +124,8 @@ def accepted(
         request: the request being answered, to build the status URL from.
         job_id: what `enqueue` returned.
         retry_after: seconds before the client should look at the status URL.
-        location: the status URL; by default the `job_status_router()` mounted in this app.
+        location: the status URL; by default the `job_status_router()` mounted in this app
+            (or its routes, added by `add_job_status_routes`).
         headers: more headers for the response.
 
     Returns:
@@ -141,7 +146,8 @@ def accepted(
         except NoMatchFound:
             raise LookupError(
                 "accepted() needs the job's status URL: mount job_status_router() in this app "
-                "(app.mount('/jobs', job_status_router())), or pass location="
+                "(app.mount('/jobs', job_status_router())), add its routes to a FastAPI app "
+                "(add_job_status_routes(app)), or pass location="
             ) from None
     return JSONResponse(
         {"job_id": job_id, "status_url": location},
@@ -179,7 +185,8 @@ def job_status_router(
 ) -> Router:
     """Routes that show jobs to the clients that enqueued them, to mount where you like:
     `Mount("/jobs", app=job_status_router())` in Starlette, `app.mount("/jobs",
-    job_status_router())` in FastAPI.
+    job_status_router())` in FastAPI (or `add_job_status_routes`, to have them in FastAPI's
+    OpenAPI schema).
 
     - `GET /{job_id}`: the job's public fields as JSON (404 for an id that is no job's, 503
       while the database cannot be reached), with `Retry-After` while it has not finished
@@ -198,11 +205,150 @@ def job_status_router(
     Raises:
         ImportError: `events` and sse-starlette is not installed.
     """
-    _check_retry_after(retry_after)
-    # A comparison that NaN fails, so that it is refused too.
-    if not (isinstance(progress_interval, int | float) and progress_interval > 0):
-        raise ValueError(f"progress_interval must be > 0 seconds, got {progress_interval!r}")
+    _check_settings(retry_after, progress_interval)
+    routes = [Route("/{job_id}", _status_endpoint(public, retry_after), name=STATUS_ROUTE)]
+    if events:
+        stream = _events_endpoint(public, retry_after, progress_interval)
+        routes.append(Route("/{job_id}/events", stream, name=EVENTS_ROUTE))
+    return Router(routes)
 
+
+def add_job_status_routes(
+    app: object,
+    prefix: str = "/jobs",
+    *,
+    public: PublicFields = public_fields,
+    events: bool = True,
+    retry_after: int = 1,
+    progress_interval: float = 1.0,
+    tags: Sequence[str] = ("jobs",),
+) -> None:
+    """Adds the routes of `job_status_router()` to a FastAPI app or `APIRouter` as path
+    operations, so that they show in its OpenAPI schema: `GET {prefix}/{job_id}` and, with
+    `events`, `GET {prefix}/{job_id}/events`. They answer as the mounted router's do, under
+    the same route names (`accepted()` finds them), except that FastAPI answers 422 for a
+    `job_id` that is no possible id (where the router answers 404).
+
+    Args:
+        app: a `FastAPI` app or an `APIRouter` (anything with FastAPI's `add_api_route`).
+        prefix: the path the routes start with: `""`, or one starting with `/` and not ending
+            with one.
+        public: what to show of a job (default `public_fields`).
+        events: whether to serve the event stream (it needs the `sse` extra).
+        retry_after: the `Retry-After` of an unfinished job, in seconds.
+        progress_interval: seconds between two looks at a running job's progress.
+        tags: the OpenAPI tags of the two operations.
+
+    Raises:
+        TypeError: `app` has no `add_api_route` (a plain Starlette app: mount
+            `job_status_router()` instead).
+        ValueError: a `prefix`, `retry_after` or `progress_interval` that cannot work.
+        ImportError: `events` and sse-starlette is not installed.
+
+    Example:
+        >>> app = FastAPI(lifespan=jobs.lifespan)
+        >>> add_job_status_routes(app, "/jobs")
+    """
+    # Duck-typed, so that this module never imports FastAPI.
+    add_api_route = getattr(app, "add_api_route", None)
+    if not callable(add_api_route):
+        raise TypeError(
+            "add_job_status_routes() takes a FastAPI app or APIRouter (it calls add_api_route), "
+            f"got {type(app).__name__}; in a Starlette app, mount job_status_router() instead"
+        )
+    if prefix and (not prefix.startswith("/") or prefix.endswith("/")):
+        raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
+    _check_settings(retry_after, progress_interval)
+    show = _status_endpoint(public, retry_after)
+
+    # FastAPI reads these signatures: `job_id: JobId` is validated (422 for what is no id) and
+    # documented as an integer with bounds. The shared endpoint reads the same path parameter
+    # as the mounted router's, so that both answer alike.
+    async def job_status(request: Request, job_id: JobId) -> Response:
+        """The job's public fields, with `Retry-After` while it has not finished."""
+        return await show(request)
+
+    add_api_route(
+        f"{prefix}/{{job_id}}",
+        job_status,
+        methods=["GET"],
+        name=STATUS_ROUTE,
+        response_model=None,
+        summary="Show a job",
+        tags=list(tags),
+        responses=_documented_responses(
+            "The job's public fields.",
+            headers={
+                "Retry-After": {
+                    **_RETRY_AFTER_HEADER,
+                    "description": "While the job has not finished: seconds before looking again.",
+                },
+                "Cache-Control": {"description": "`no-store`", "schema": {"type": "string"}},
+            },
+        ),
+    )
+    if events:
+        stream = _events_endpoint(public, retry_after, progress_interval)
+
+        async def job_events(request: Request, job_id: JobId) -> Response:
+            """Server-sent events: `status` with the job's public fields, then `status` or
+            `progress` each time they change, and `end` once the job has finished; then the
+            stream closes."""
+            return await stream(request)
+
+        add_api_route(
+            f"{prefix}/{{job_id}}/events",
+            job_events,
+            methods=["GET"],
+            name=EVENTS_ROUTE,
+            response_model=None,
+            response_class=_EventStreamInSchema,
+            summary="Stream a job's status and progress",
+            tags=list(tags),
+            responses=_documented_responses("The job's updates, until it ends."),
+        )
+
+
+class _EventStreamInSchema(Response):
+    """What FastAPI's OpenAPI schema shows as the events route's 200 (`text/event-stream`).
+    FastAPI never builds one: the endpoint answers with a response of its own every time."""
+
+    media_type = "text/event-stream"
+
+
+_DETAIL_JSON = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "properties": {"detail": {"type": "string"}},
+            "required": ["detail"],
+        }
+    }
+}
+_RETRY_AFTER_HEADER = {
+    "description": "Seconds to wait before looking again.",
+    "schema": {"type": "integer"},
+}
+
+
+def _documented_responses(
+    success: str, headers: Mapping[str, Any] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    return {
+        200: {"description": success, **({"headers": dict(headers)} if headers else {})},
+        404: {"description": "No job has this id.", "content": _DETAIL_JSON},
+        503: {
+            "description": "The job store cannot be reached; try again later.",
+            "content": _DETAIL_JSON,
+            "headers": {"Retry-After": _RETRY_AFTER_HEADER},
+        },
+    }
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _status_endpoint(public: PublicFields, retry_after: int) -> Endpoint:
     async def show(request: Request) -> Response:
         try:
             _, record = await _job_of(request)
@@ -215,21 +361,29 @@ def job_status_router(
             headers["Retry-After"] = str(_look_again_in(record, retry_after))
         return Response(_json(public(record)), media_type="application/json", headers=headers)
 
-    routes = [Route("/{job_id}", show, name=STATUS_ROUTE)]
-    if events:
-        from ._sse import events_response  # the one import of sse-starlette
+    return show
 
-        async def stream(request: Request) -> Response:
-            try:
-                jobs, record = await _job_of(request)
-            except DatabaseUnavailableError as error:
-                return _unavailable(error, retry_after)
-            if record is None:
-                return _not_found(request)
-            return events_response(jobs, record, public, progress_interval, _json)
 
-        routes.append(Route("/{job_id}/events", stream, name=EVENTS_ROUTE))
-    return Router(routes)
+def _events_endpoint(public: PublicFields, retry_after: int, progress_interval: float) -> Endpoint:
+    from ._sse import events_response  # the one import of sse-starlette
+
+    async def stream(request: Request) -> Response:
+        try:
+            jobs, record = await _job_of(request)
+        except DatabaseUnavailableError as error:
+            return _unavailable(error, retry_after)
+        if record is None:
+            return _not_found(request)
+        return events_response(jobs, record, public, progress_interval, _json)
+
+    return stream
+
+
+def _check_settings(retry_after: int, progress_interval: float) -> None:
+    _check_retry_after(retry_after)
+    # A comparison that NaN fails, so that it is refused too.
+    if not (isinstance(progress_interval, int | float) and progress_interval > 0):
+        raise ValueError(f"progress_interval must be > 0 seconds, got {progress_interval!r}")
 
 
 def _check_retry_after(retry_after: int) -> None:

@@ -1,6 +1,8 @@
 """`starlette_jobs.web`: the 422 handler (in FastAPI's own shape, checked against FastAPI's),
-`get_jobs`, `accepted`, and the status route of `job_status_router`. Its event stream is in
-test_sse.py; the FastAPI guide's app served by uvicorn, in test_example_fastapi.py."""
+`get_jobs`, `accepted`, the status route of `job_status_router`, and the same routes added to a
+FastAPI app by `add_job_status_routes` (in its OpenAPI schema, answering as the router does).
+The router's event stream is in test_sse.py; the FastAPI guide's app served by uvicorn, in
+test_example_fastapi.py."""
 
 from __future__ import annotations
 
@@ -9,13 +11,13 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import httpx2
 import pytest
-from fastapi import Body, FastAPI
+from fastapi import APIRouter, Body, FastAPI
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,6 +37,7 @@ from starlette_jobs import (
 from starlette_jobs.testing import run_enqueued_now
 from starlette_jobs.web import (
     accepted,
+    add_job_status_routes,
     get_jobs,
     job_arguments_error_handler,
     job_status_router,
@@ -353,9 +356,16 @@ async def test_public_fields_show_timestamps_as_iso_8601(start_jobs: StartJobs) 
         {"progress_interval": math.nan},
     ],
 )
-def test_the_router_refuses_settings_that_cannot_work(options: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "make_routes",
+    [job_status_router, functools.partial(add_job_status_routes, FastAPI())],
+    ids=["job_status_router", "add_job_status_routes"],
+)
+def test_the_routes_refuse_settings_that_cannot_work(
+    options: dict[str, Any], make_routes: Callable[..., object]
+) -> None:
     with pytest.raises(ValueError, match=next(iter(options))):
-        job_status_router(**options)
+        make_routes(**options)
 
 
 def test_the_module_needs_neither_fastapi_nor_sse_starlette_to_import() -> None:
@@ -369,10 +379,14 @@ def test_the_module_needs_neither_fastapi_nor_sse_starlette_to_import() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("framework", ["starlette", "fastapi"])
 async def test_the_status_routes_answer_503_while_the_database_is_unreachable(
-    fault_proxy: FaultProxy,
+    fault_proxy: FaultProxy, framework: str
 ) -> None:
-    app = Starlette(routes=[Mount("/jobs", app=job_status_router())])
+    app: Starlette = Starlette(routes=[Mount("/jobs", app=job_status_router())])
+    if framework == "fastapi":
+        app = FastAPI()
+        add_job_status_routes(app)
     transport = httpx2.ASGITransport(app=app)
     async with (
         Jobs(fault_proxy.dsn, queues={}) as jobs,
@@ -387,3 +401,124 @@ async def test_the_status_routes_answer_503_while_the_database_is_unreachable(
             assert response.status_code == 503, path
             assert response.headers["retry-after"] == "1"
             assert "unavailable" in response.json()["detail"]
+
+
+# -- add_job_status_routes: the same routes as FastAPI path operations ---------------------------
+
+
+def fastapi_app_with_status_routes(dsn: str, **options: Any) -> FastAPI:
+    """The status routes added as path operations at /jobs, and the router's mounted at
+    /mounted to compare with; no worker unless `options` give queues."""
+    queues = options.pop("queues", {})
+    app = FastAPI(lifespan=Jobs(dsn, queues=queues, poll_interval=0.2).lifespan)
+    app.add_api_route("/reports", enqueue_report, methods=["POST"])
+    add_job_status_routes(app, "/jobs", **options)  # before the mount: accepted() finds it
+    app.mount("/mounted", job_status_router(**options))
+    return app
+
+
+@pytest.fixture
+def fastapi_client(database_dsn: str) -> Iterator[TestClient]:
+    with TestClient(fastapi_app_with_status_routes(database_dsn)) as client:
+        yield client
+
+
+def test_the_added_routes_are_in_the_openapi_schema_with_an_integer_job_id(
+    fastapi_client: TestClient,
+) -> None:
+    paths = fastapi_client.get("/openapi.json").json()["paths"]
+    assert {"/jobs/{job_id}", "/jobs/{job_id}/events"} <= set(paths)
+    assert not any(path.startswith("/mounted") for path in paths)  # what the new way is for
+    for path in ("/jobs/{job_id}", "/jobs/{job_id}/events"):
+        operation = paths[path]["get"]
+        assert operation["tags"] == ["jobs"]
+        [parameter] = operation["parameters"]
+        assert (parameter["name"], parameter["in"], parameter["required"]) == (
+            "job_id",
+            "path",
+            True,
+        )
+        assert parameter["schema"]["type"] == "integer"
+        assert (parameter["schema"]["minimum"], parameter["schema"]["maximum"]) == (1, 2**63 - 1)
+        assert set(operation["responses"]) == {"200", "404", "422", "503"}
+        for failure in ("404", "503"):
+            assert list(operation["responses"][failure]["content"]) == ["application/json"]
+    status = paths["/jobs/{job_id}"]["get"]["responses"]["200"]
+    assert list(status["content"]) == ["application/json"]
+    assert "Retry-After" in status["headers"]
+    events = paths["/jobs/{job_id}/events"]["get"]["responses"]["200"]
+    assert list(events["content"]) == ["text/event-stream"]
+
+
+def test_the_added_status_route_answers_as_the_mounted_router_does(
+    fastapi_client: TestClient,
+) -> None:
+    response = fastapi_client.post("/reports", json={"month": "2026-01", "pages": 2})
+    job_id = response.json()["job_id"]
+    assert response.headers["location"] == f"http://testserver/jobs/{job_id}"  # accepted()
+    for moment in ("pending", "succeeded"):
+        if moment == "succeeded":
+            run_enqueued_now(fastapi_client)
+        added = fastapi_client.get(f"/jobs/{job_id}")
+        mounted = fastapi_client.get(f"/mounted/{job_id}")
+        assert (added.status_code, added.json()["status"]) == (200, moment)
+        assert added.content == mounted.content
+        assert added.headers == mounted.headers
+    assert "retry-after" not in added.headers  # it has finished
+
+
+def test_the_added_routes_answer_404_for_no_job_and_fastapis_422_for_no_id(
+    fastapi_client: TestClient,
+) -> None:
+    for path in ("/jobs/123456", "/jobs/123456/events"):
+        missing = fastapi_client.get(path)
+        assert missing.status_code == 404, path
+        assert missing.json() == fastapi_client.get(f"/mounted{path[5:]}").json()
+    for not_an_id in ["abc", "0", "-1", str(2**63), "1.5"]:
+        for path in (f"/jobs/{not_an_id}", f"/jobs/{not_an_id}/events"):
+            refused = fastapi_client.get(path)
+            assert refused.status_code == 422, path
+            assert refused.json()["detail"][0]["loc"] == ["path", "job_id"]
+
+
+def test_accepted_finds_the_status_route_added_to_an_api_router(database_dsn: str) -> None:
+    router = APIRouter(prefix="/api")
+    router.add_api_route("/reports", enqueue_report, methods=["POST"])
+    add_job_status_routes(router, "/tasks", events=False, retry_after=3)
+    app = FastAPI(lifespan=Jobs(database_dsn, queues={}).lifespan)
+    app.include_router(router)
+    with TestClient(app) as client:
+        response = client.post("/api/reports", json={"month": "2026-01", "pages": 1})
+        job_id = response.json()["job_id"]
+        assert response.headers["location"] == f"http://testserver/api/tasks/{job_id}"
+        shown = client.get(response.headers["location"])
+        assert (shown.json()["status"], shown.headers["retry-after"]) == ("pending", "3")
+        assert client.get(f"/api/tasks/{job_id}/events").status_code == 404  # events=False
+        assert set(client.get("/openapi.json").json()["paths"]) == {
+            "/api/reports",
+            "/api/tasks/{job_id}",
+        }
+
+
+def test_the_added_events_route_streams_until_the_end(database_dsn: str) -> None:
+    app = fastapi_app_with_status_routes(database_dsn, queues={"web": 1})
+    with TestClient(app) as client:
+        job_id = client.post("/reports", json={"month": "2026-02", "pages": 3}).json()["job_id"]
+        stream = client.get(f"/jobs/{job_id}/events")  # read to its end: the job ends
+    assert stream.status_code == 200
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    assert stream.headers["cache-control"] == "no-store"
+    kinds = [line for line in stream.text.splitlines() if line.startswith("event:")]
+    assert kinds[-1] == "event: end"
+    assert '"pages":3' in stream.text.rsplit("event: end", 1)[1]
+
+
+def test_the_routes_are_added_only_to_what_has_add_api_route() -> None:
+    with pytest.raises(TypeError, match=r"add_api_route.*Starlette.*job_status_router"):
+        add_job_status_routes(Starlette())
+    for prefix in ("jobs", "/jobs/"):
+        with pytest.raises(ValueError, match="prefix"):
+            add_job_status_routes(FastAPI(), prefix)
+    app = FastAPI()
+    add_job_status_routes(app, "")
+    assert {"/{job_id}", "/{job_id}/events"} <= set(app.openapi()["paths"])
