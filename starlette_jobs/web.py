@@ -221,7 +221,7 @@ def add_job_status_routes(
     events: bool = True,
     retry_after: int = 1,
     progress_interval: float = 1.0,
-    tags: Sequence[str] = ("jobs",),
+    tags: Sequence[str] | str = ("jobs",),
 ) -> None:
     """Adds the routes of `job_status_router()` to a FastAPI app or `APIRouter` as path
     operations, so that they show in its OpenAPI schema: `GET {prefix}/{job_id}` and, with
@@ -259,6 +259,7 @@ def add_job_status_routes(
     if prefix and (not prefix.startswith("/") or prefix.endswith("/")):
         raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
     _check_settings(retry_after, progress_interval)
+    tag_list = [tags] if isinstance(tags, str) else list(tags)  # "jobs", not j, o, b, s
     show = _status_endpoint(public, retry_after)
 
     # FastAPI reads these signatures: `job_id: JobId` is validated (422 for what is no id) and
@@ -275,7 +276,7 @@ def add_job_status_routes(
         name=STATUS_ROUTE,
         response_model=None,
         summary="Show a job",
-        tags=list(tags),
+        tags=tag_list,
         responses=_documented_responses(
             "The job's public fields.",
             headers={
@@ -304,7 +305,7 @@ def add_job_status_routes(
             response_model=None,
             response_class=_EventStreamInSchema,
             summary="Stream a job's status and progress",
-            tags=list(tags),
+            tags=tag_list,
             responses=_documented_responses("The job's updates, until it ends."),
         )
 
@@ -345,10 +346,10 @@ def _documented_responses(
     }
 
 
-Endpoint = Callable[[Request], Awaitable[Response]]
+_Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def _status_endpoint(public: PublicFields, retry_after: int) -> Endpoint:
+def _status_endpoint(public: PublicFields, retry_after: int) -> _Endpoint:
     async def show(request: Request) -> Response:
         try:
             _, record = await _job_of(request)
@@ -364,7 +365,7 @@ def _status_endpoint(public: PublicFields, retry_after: int) -> Endpoint:
     return show
 
 
-def _events_endpoint(public: PublicFields, retry_after: int, progress_interval: float) -> Endpoint:
+def _events_endpoint(public: PublicFields, retry_after: int, progress_interval: float) -> _Endpoint:
     from ._sse import events_response  # the one import of sse-starlette
 
     async def stream(request: Request) -> Response:

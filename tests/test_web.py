@@ -484,7 +484,7 @@ def test_the_added_routes_answer_404_for_no_job_and_fastapis_422_for_no_id(
 def test_accepted_finds_the_status_route_added_to_an_api_router(database_dsn: str) -> None:
     router = APIRouter(prefix="/api")
     router.add_api_route("/reports", enqueue_report, methods=["POST"])
-    add_job_status_routes(router, "/tasks", events=False, retry_after=3)
+    add_job_status_routes(router, "/tasks", events=False, retry_after=3, tags="tasks")
     app = FastAPI(lifespan=Jobs(database_dsn, queues={}).lifespan)
     app.include_router(router)
     with TestClient(app) as client:
@@ -494,10 +494,9 @@ def test_accepted_finds_the_status_route_added_to_an_api_router(database_dsn: st
         shown = client.get(response.headers["location"])
         assert (shown.json()["status"], shown.headers["retry-after"]) == ("pending", "3")
         assert client.get(f"/api/tasks/{job_id}/events").status_code == 404  # events=False
-        assert set(client.get("/openapi.json").json()["paths"]) == {
-            "/api/reports",
-            "/api/tasks/{job_id}",
-        }
+        paths = client.get("/openapi.json").json()["paths"]
+        assert set(paths) == {"/api/reports", "/api/tasks/{job_id}"}
+        assert paths["/api/tasks/{job_id}"]["get"]["tags"] == ["tasks"]  # one tag, not five
 
 
 def test_the_added_events_route_streams_until_the_end(database_dsn: str) -> None:
