@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _reference  # noqa: E402
+from _server import on_a_server  # noqa: E402
 from _worker import noop, sdk_tracer_provider  # noqa: E402
 
 from starlette_jobs import Jobs  # noqa: E402
@@ -401,14 +402,7 @@ def main() -> None:
 
 
 async def with_server(args: argparse.Namespace) -> None:
-    if args.dsn:
-        await run(args, args.dsn)
-        return
-    with tempfile.TemporaryDirectory() as data_dir:
-        embedded = Jobs(queues={}, embedded_data_dir=data_dir)
-        async with embedded:
-            assert embedded.dsn is not None
-            await run(args, embedded.dsn)
+    await on_a_server(args.dsn, lambda dsn: run(args, dsn))
 
 
 if __name__ == "__main__":

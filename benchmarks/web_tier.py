@@ -42,7 +42,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx2
+from _server import on_a_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -304,14 +304,7 @@ LOAD_BEFORE = os.getloadavg()
 
 
 async def with_server(args: argparse.Namespace) -> None:
-    if args.dsn:
-        await run(args, args.dsn)
-        return
-    with tempfile.TemporaryDirectory() as data_dir:
-        embedded = Jobs(queues={}, embedded_data_dir=data_dir)
-        async with embedded:
-            assert embedded.dsn is not None
-            await run(args, embedded.dsn)
+    await on_a_server(args.dsn, lambda dsn: run(args, dsn))
 
 
 def main() -> None:

@@ -58,6 +58,14 @@ def database_dsn(jobs_database: str) -> str:
     return jobs_database
 
 
+@pytest.fixture(params=["postgres", "memory"])
+def jobs_dsn(request: pytest.FixtureRequest) -> str:
+    """A fresh migrated database, or a fresh in-memory store: a test taking it runs on both."""
+    fixture = "database_dsn" if request.param == "postgres" else "jobs_memory"
+    dsn: str = request.getfixturevalue(fixture)
+    return dsn
+
+
 @pytest.fixture
 async def connection(database_dsn: str) -> AsyncIterator[asyncpg.Connection[Any]]:
     """A plain connection to the test database, to look at rows the way an operator would."""

@@ -90,13 +90,6 @@ def app_for(jobs: Jobs) -> tuple[SeenAtStart, httpx2.AsyncClient]:
     return seen, httpx2.AsyncClient(transport=transport, base_url="http://test")
 
 
-@pytest.fixture(params=["postgres", "memory"])
-def jobs_dsn(request: pytest.FixtureRequest) -> str:
-    fixture = "database_dsn" if request.param == "postgres" else "jobs_memory"
-    dsn: str = request.getfixturevalue(fixture)
-    return dsn
-
-
 @pytest.fixture
 async def jobs(jobs_dsn: str) -> AsyncIterator[Jobs]:
     async with Jobs(jobs_dsn, poll_interval=0.1) as started:

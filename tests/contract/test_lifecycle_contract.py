@@ -33,14 +33,6 @@ def _fresh_gates() -> None:
     started.clear()
 
 
-@pytest.fixture(params=["postgres", "memory"])
-def jobs_dsn(request: pytest.FixtureRequest) -> str:
-    """A fresh migrated database, or a fresh in-memory store."""
-    fixture = "database_dsn" if request.param == "postgres" else "jobs_memory"
-    dsn: str = request.getfixturevalue(fixture)
-    return dsn
-
-
 @pytest.fixture
 async def jobs(jobs_dsn: str) -> AsyncIterator[Jobs]:
     async with Jobs(jobs_dsn, poll_interval=0.05) as started:
