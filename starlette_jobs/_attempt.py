@@ -35,6 +35,14 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
     however it ends, never retried: with what the job returned as its result (it caught the
     cancellation, or a sync job saw the flag), else with the error that ended it.
     """
+    control.started = True
+    if control.stopped_by_worker:
+        # Shutdown or a lost lease came before the attempt's first step: the job never ran.
+        raise asyncio.CancelledError()
+    if control.cancel_requested:
+        # `jobs.cancel` came before the job's first step (even before its claim was known
+        # here): it ends cancelled without running.
+        return _cancelled(claim, None)
     try:
         job = registered_job(claim.name)
         kwargs = job._parse_arguments(claim.payload)
@@ -62,6 +70,7 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
                 return _cancelled(claim, error)
             if deadline is None or not deadline.expired():
                 return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError
+            control.timed_out = True  # a sync job's thread runs on: it sees the flag
             timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
             return _attempt_failed(claim, job, timed_out, scope)
         except asyncio.CancelledError as error:

@@ -20,7 +20,14 @@ class AttemptControl:
     `report(text)` takes the progress the job reports, as JSON text (None: dropped).
     """
 
-    __slots__ = ("cancel_requested", "loop_time", "report", "stopped_by_worker")
+    __slots__ = (
+        "cancel_requested",
+        "loop_time",
+        "report",
+        "started",
+        "stopped_by_worker",
+        "timed_out",
+    )
 
     def __init__(
         self,
@@ -34,6 +41,12 @@ class AttemptControl:
         """Where the worker counts how long its jobs hold the event loop (None: it does not)."""
         self.stopped_by_worker = False
         """The worker cancelled the attempt for itself (shutdown, a lost lease): no outcome."""
+        self.timed_out = False
+        """The job ran past its `timeout`: the attempt failed, whatever its thread does next."""
+        self.started = False
+        """The attempt's task took its first step. Until then, cancelling the task would
+        close its coroutine unstarted, skipping the attempt's own clean-up: a stop that comes
+        earlier is only marked here, and the attempt looks at the marks as it starts."""
 
     def request_cancel(self) -> bool:
         """Marks the attempt as asked to stop; False if it was already."""
@@ -41,6 +54,12 @@ class AttemptControl:
             return False
         self.cancel_requested = True
         return True
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether the attempt should stop, for any reason: a cancel request, a timeout, the
+        worker's shutdown or a lost lease. What a sync job sees as `cancel_requested`."""
+        return self.cancel_requested or self.stopped_by_worker or self.timed_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +78,13 @@ class RunningJob:
 
     @property
     def cancel_requested(self) -> bool:
-        """Whether `jobs.cancel` asked this job to stop. An `async def` job is also cancelled
-        (it gets `asyncio.CancelledError`); a plain `def` job runs in a thread, which cannot be
-        interrupted: it should check this now and then, and return early.
+        """Whether this attempt should stop: `jobs.cancel` asked, or the worker gave the
+        attempt up (it ran past its `timeout`, the worker is shutting down past its grace
+        period, or it lost the job's lease and another worker may run it now). An `async def`
+        job is also cancelled (it gets `asyncio.CancelledError`); a plain `def` job runs in a
+        thread, which cannot be interrupted: it should check this now and then, and return
+        early. Only a `jobs.cancel` request makes the job end `cancelled`; after a timeout the
+        attempt has failed already, and what a given-up attempt returns is not recorded.
 
         Example:
             >>> @job
@@ -71,7 +94,7 @@ class RunningJob:
             ...         done += 1
             ...     return {"done": done}
         """
-        return self._control.cancel_requested
+        return self._control.stop_requested
 
     def report_progress(self, value: object) -> None:
         """Reports how far the job got: any JSON value (a fraction, counts, a stage name). The

@@ -115,6 +115,7 @@ class Worker:
         # What the worker shares with each running attempt: whether a cancel was requested,
         # whether the worker cancelled it for itself (shutdown, lost lease), its progress.
         self._controls: dict[UUID, AttemptControl] = {}
+        self._early_cancels = _EarlyCancels(self._statement_timeout)
         # Attempts still running in a task or thread after shutdown gave up on them.
         self.abandoned = 0
 
@@ -199,7 +200,10 @@ class Worker:
                     return
                 for claim in claims:
                     report = functools.partial(self._progress.report, claim.id, claim.lease_token)
-                    self._controls[claim.lease_token] = AttemptControl(report, self._loop_time)
+                    control = AttemptControl(report, self._loop_time)
+                    if self._early_cancels.pop(claim.lease_token):
+                        control.request_cancel()  # the attempt ends cancelled as it starts
+                    self._controls[claim.lease_token] = control
                     self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:
@@ -284,7 +288,7 @@ class Worker:
         control = self._controls.get(token)
         if control is not None:
             control.stopped_by_worker = True
-        task.cancel()
+        _cancel_started(task, control)
 
     def _cancel_requested(self, token: UUID) -> None:
         """`jobs.cancel` asked a running job to stop (told by NOTIFY, or by the heartbeat if
@@ -293,12 +297,17 @@ class Worker:
         (`current_job().cancel_requested`). Any other token is another worker's."""
         control = self._controls.get(token)
         attempt = self._running.get(token)
-        if control is None or attempt is None or not control.request_cancel():
+        if control is None or attempt is None:
+            # Not (yet) an attempt of this worker's: the notification may have overtaken the
+            # answer to the claim that holds the token (see `_EarlyCancels`).
+            self._early_cancels.add(token)
+            return
+        if not control.request_cancel():
             return
         task, claim = attempt
         if _is_async_job(claim.name):
             logger.info("job %s (%s): cancel requested, cancelling it", claim.id, claim.name)
-            task.cancel(CANCEL_REQUESTED)
+            _cancel_started(task, control, CANCEL_REQUESTED)
         else:
             logger.info(
                 "job %s (%s): cancel requested; it runs in a thread, which cannot be "
@@ -403,6 +412,43 @@ class Worker:
             )
             return
         logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))
+
+
+def _cancel_started(
+    task: asyncio.Task[None], control: AttemptControl | None, message: str | None = None
+) -> None:
+    """Cancels an attempt's task once it has started. A task cancelled before its first step
+    never runs its coroutine, so the attempt's clean-up (its bookkeeping, its outcome) would
+    never run either: until then the stop stays a mark on `control`, which the attempt reads
+    as it starts."""
+    if control is None or control.started:
+        task.cancel(message)
+
+
+class _EarlyCancels:
+    """Lease tokens whose cancel request came before this worker knew the token: a claim
+    commits before its answer reaches the worker, and `jobs.cancel`'s notification, on another
+    connection, can arrive first. Kept `horizon` seconds (the longest a claim's answer can
+    take: a statement timeout), so that every worker remembering every other worker's requests
+    stays small; the heartbeat catches a request that comes later still."""
+
+    def __init__(self, horizon: float) -> None:
+        self._horizon = horizon
+        self._received: dict[UUID, float] = {}
+
+    def add(self, token: UUID) -> None:
+        now = asyncio.get_running_loop().time()
+        # Oldest first (insertion order): drop those past the horizon.
+        while self._received:
+            oldest, at = next(iter(self._received.items()))
+            if now - at <= self._horizon:
+                break
+            del self._received[oldest]
+        self._received[token] = now
+
+    def pop(self, token: UUID) -> bool:
+        """Whether a cancel request for `token` came (and is still remembered); forgets it."""
+        return self._received.pop(token, None) is not None
 
 
 def _is_async_job(name: str) -> bool:

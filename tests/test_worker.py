@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,8 +17,9 @@ from uuid import UUID
 
 import pytest
 
-from starlette_jobs import JobStatus, current_job, job
+from starlette_jobs import JobStatus, Retry, current_job, job
 from starlette_jobs._memory import MemoryStore
+from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim
 from starlette_jobs._tracing import Tracing
 from starlette_jobs._worker import Worker, WorkerSettings, new_worker_id
@@ -334,3 +337,250 @@ async def test_a_request_for_another_workers_attempt_changes_nothing_here(gate: 
         gate.open.set()
         await worker.drain(10, include_scheduled=True)
     assert await statuses(store) == [JobStatus.SUCCEEDED]
+
+
+# -- stops that arrive as a job is claimed (both stores) --------------------------------------
+
+
+StopKind = str
+"""How an attempt is stopped: "cancel" (`jobs.cancel`), "lost" (its lease went to another
+worker), "shutdown" (the worker gave up on it)."""
+
+
+class StopsAtClaim:
+    """A store that stops the first attempt it hands out as the claim's answer comes back: with
+    `before_registered`, the cancel request's notification is received and handed to the worker
+    before the worker has seen the claim; otherwise the stop is handed to the worker just after
+    the claim's answer (the attempt registered), before the attempt's task first runs."""
+
+    kind: StopKind = "cancel"
+    before_registered = False
+    worker: Worker | None = None
+    stopped = False
+    delivered = False
+    shutdowns: list[asyncio.Task[None]]
+    _on_cancel: Callable[[UUID], None] | None = None
+    _received: asyncio.Queue[UUID]
+
+    async def listen(
+        self,
+        queues: Any,
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Any:
+        self._on_cancel, self._received = on_cancel, asyncio.Queue()
+        self.shutdowns = []
+        return await super().listen(queues, on_notify, self._received.put_nowait)  # type: ignore[misc]
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        claims: list[Claim] = await super().claim_batch(  # type: ignore[misc]
+            queue, limit, worker_id, lease_seconds
+        )
+        if self.stopped or not claims:
+            return claims
+        self.stopped = True
+        assert self.worker is not None and self._on_cancel is not None
+        [claim] = claims
+        token, loop = claim.lease_token, asyncio.get_running_loop()
+        if self.kind == "cancel":
+            await self.cancel_job(claim.id)  # type: ignore[attr-defined]
+            async with asyncio.timeout(10):
+                assert await self._received.get() == token  # the NOTIFY has arrived
+            if self.before_registered:
+                self._deliver(self._on_cancel, token)
+            else:
+                loop.call_soon(self._deliver, self._on_cancel, token)
+        elif self.kind == "lost":
+            # Rescued meanwhile and taken by another worker; the heartbeat finds it gone.
+            await self.release_jobs([(claim.id, token)])  # type: ignore[attr-defined]
+            assert await super().claim_batch(queue, 1, "another-worker", 30)  # type: ignore[misc]
+            loop.call_soon(self._deliver, self.worker._lost, claim.id, token)
+        else:
+            loop.call_soon(self._deliver, self._shut_down, token)
+        return claims
+
+    def _deliver(self, stop: Callable[..., None], *args: Any) -> None:
+        stop(*args)
+        self.delivered = True
+
+    def _shut_down(self, token: UUID) -> None:
+        """What `give_running_jobs_the_grace` and `Worker.stop` do with an attempt still running
+        past the grace period: cancel it, then give its job back once it ended cancelled."""
+        worker = self.worker
+        assert worker is not None
+        found = worker._running.get(token)
+        assert found is not None and not found[0].done()
+        task, claim = found
+        worker._cancel(token, task)
+
+        async def give_back() -> None:
+            await asyncio.wait([task])
+            if task.cancelled():
+                await worker._release([(claim.id, token)])
+
+        self.shutdowns.append(asyncio.create_task(give_back()))
+
+
+class MemoryStopsAtClaim(StopsAtClaim, MemoryStore):
+    pass
+
+
+class PostgresStopsAtClaim(StopsAtClaim, PostgresStore):
+    pass
+
+
+@pytest.fixture
+async def stopping_store(jobs_dsn: str) -> AsyncIterator[StopsAtClaim]:
+    opened: StopsAtClaim
+    if jobs_dsn.startswith("memory://"):
+        opened = MemoryStopsAtClaim()
+    else:
+        opened = await PostgresStopsAtClaim.open(jobs_dsn, min_size=1, max_size=4)
+    yield opened
+    await opened.close()  # type: ignore[attr-defined]
+
+
+ran: list[int] = []
+
+
+@job(queue=QUEUE)
+async def noted(n: int) -> int:
+    ran.append(n)
+    return n
+
+
+@pytest.mark.parametrize(
+    ("kind", "before_registered", "ends"),
+    [
+        ("cancel", False, JobStatus.CANCELLED),
+        ("cancel", True, JobStatus.CANCELLED),
+        ("lost", False, JobStatus.RUNNING),  # on the other worker
+        ("shutdown", False, JobStatus.SUCCEEDED),  # given back, then claimed and run again
+    ],
+)
+async def test_a_stop_that_comes_as_the_job_is_claimed_leaves_nothing_running(
+    stopping_store: StopsAtClaim, kind: str, before_registered: bool, ends: JobStatus
+) -> None:
+    ran.clear()
+    store: Any = stopping_store
+    store.kind, store.before_registered = kind, before_registered
+    [job_id] = await store.insert_jobs(new_jobs(1, name=noted.name, queue=QUEUE, payload='{"n": 7}'))
+    worker = Worker(store, settings(queues={QUEUE: 1}, lease_duration=30.0), Tracing())
+    store.worker = worker
+    await worker.start()
+    try:
+        # The stopped attempt ends without running, and its slot is free again. On the old
+        # code its task never started, so it stayed `running` here for ever.
+        await eventually(
+            lambda: _settled(worker, store, job_id, ends), f"the job {ends.value}", timeout=10
+        )
+        assert worker._held() == []  # no lease kept alive for the stopped attempt
+        await asyncio.gather(*store.shutdowns)
+    finally:
+        await worker.stop()
+    record = await store.get_job(job_id)
+    events = [event.kind.value for event in await store.job_events(job_id)]
+    if kind == "cancel":
+        assert ran == []
+        assert (record.status, record.attempts) == (JobStatus.CANCELLED, 1)
+        assert events == ["enqueued", "claimed", "cancel_requested", "cancelled"]
+    elif kind == "lost":
+        assert ran == []
+        assert record.status is JobStatus.RUNNING
+        assert events == ["enqueued", "claimed", "released", "claimed"]
+    else:  # run once, after it was given back with its attempt
+        assert ran == [7]
+        assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 1)
+        assert events == ["enqueued", "claimed", "released", "claimed", "succeeded"]
+
+
+async def _settled(worker: Worker, store: Any, job_id: int, status: JobStatus) -> bool:
+    record = await store.get_job(job_id)
+    return store.delivered and worker.running_count() == 0 and record.status is status
+
+
+# -- a sync job is told whatever stops its attempt (both stores) ------------------------------
+
+
+class Spin:
+    """What the spinning job saw: it started, then the stop flag."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.told_to_stop = threading.Event()
+
+
+spins: list[Spin] = []
+
+
+def spin_until_told() -> str:
+    me, spin = current_job(), spins[-1]
+    assert me is not None
+    spin.started.set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if me.cancel_requested:
+            spin.told_to_stop.set()
+            return "stopped"
+        time.sleep(0.002)
+    return "ran its 30 s"
+
+
+@job(queue=QUEUE, retry=Retry.none())
+def spins_on(n: int) -> str:
+    return spin_until_told()
+
+
+@job(queue=QUEUE, retry=Retry.none(), timeout=0.2)
+def spins_past_its_timeout(n: int) -> str:
+    return spin_until_told()
+
+
+async def in_thread(event: threading.Event) -> bool:
+    """Waits up to 10 s for a thread's `event`, off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, event.wait, 10)
+
+
+@pytest.fixture
+async def plain_store(jobs_dsn: str) -> AsyncIterator[Any]:
+    opened: Any = (
+        MemoryStore()
+        if jobs_dsn.startswith("memory://")
+        else await PostgresStore.open(jobs_dsn, min_size=1, max_size=4)
+    )
+    yield opened
+    await opened.close()
+
+
+@pytest.mark.parametrize("stop", ["timeout", "lost lease", "shutdown"])
+async def test_a_sync_job_is_told_when_the_worker_gives_its_attempt_up(
+    plain_store: Any, stop: str
+) -> None:
+    spins.append(Spin())
+    name = spins_past_its_timeout.name if stop == "timeout" else spins_on.name
+    [job_id] = await plain_store.insert_jobs(
+        new_jobs(1, name=name, queue=QUEUE, payload='{"n": 1}', max_attempts=1)
+    )
+    worker = Worker(
+        plain_store, settings(lease_duration=0.6, shutdown_grace=0.0), Tracing()
+    )
+    await worker.start()
+    try:
+        assert await in_thread(spins[-1].started)
+        if stop == "lost lease":
+            [held] = worker._held()
+            await plain_store.release_jobs([held])  # e.g. an operator's release
+        elif stop == "shutdown":
+            await worker.stop()
+        # On the old code only `jobs.cancel` set the flag: the thread ran its whole 30 s.
+        assert await in_thread(spins[-1].told_to_stop)
+    finally:
+        await worker.stop()
+    record = await plain_store.get_job(job_id)
+    if stop == "timeout":
+        assert record.status is JobStatus.FAILED
+        assert record.last_error.endswith("TimeoutError: job timed out after 0.2 s")
+    else:  # given back (or taken from it): pending again, its attempt not used up
+        assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
