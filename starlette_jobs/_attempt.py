@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sysconfig
 import traceback
 from collections.abc import Awaitable
 from typing import Any
@@ -166,12 +168,47 @@ def _outcome(
 
 
 def _error_text(error: BaseException) -> str:
+    described = traceback.TracebackException.from_exception(error)
+    _drop_the_way_in(described)
     # PostgreSQL text cannot hold NUL characters or lone surrogates: they are kept as escapes.
-    text = storable("".join(traceback.format_exception(error)).strip())
+    text = storable("".join(described.format()).strip())
     if len(text) > _MAX_ERROR_LENGTH:
         # Keep the end: the exception line and the innermost frames say the most.
         text = "...\n" + text[-_MAX_ERROR_LENGTH:]
     return text
+
+
+# Frames of this package and of Python's own library: the way from the worker into the job.
+_NOT_THE_JOBS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep,
+)
+
+
+def _drop_the_way_in(described: traceback.TracebackException) -> None:
+    """Drops, from a traceback and those chained to it, the frames that lead from the worker
+    (this package, asyncio, a thread pool) to the job's own code: the error a user reads
+    starts at their job. Frames of ours that the job called into (a library call that raised)
+    are kept, and so is a traceback that has no frame of the job's at all."""
+    seen: set[int] = set()
+    pending = [described]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        frames = list(current.stack)
+        first_of_the_job = next(
+            (at for at, frame in enumerate(frames) if not frame.filename.startswith(_NOT_THE_JOBS)),
+            None,
+        )
+        if first_of_the_job:
+            current.stack = traceback.StackSummary.from_list(frames[first_of_the_job:])
+        pending.extend(
+            chained
+            for chained in (current.__cause__, current.__context__, *(current.exceptions or ()))
+            if chained is not None
+        )
 
 
 def _result_json(claim: Claim, result: object) -> str | None:

@@ -143,6 +143,8 @@ class Row:
             self.finished_at = now
         if outcome.error is not None:
             self.failed_attempt(outcome.error, now)
+        elif self.status is JobStatus.SUCCEEDED:
+            self.last_error = None  # what went wrong before is in `errors`
         self.result = outcome.result
         if outcome.progress is not None:
             self.progress = outcome.progress

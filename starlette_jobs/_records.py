@@ -116,6 +116,7 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     last_error: str | None
+    """The latest failed attempt's error; None once an attempt succeeded."""
     errors: list[dict[str, Any]]
     """One entry per failed attempt: `attempt`, `error`, `at`, `worker_id`."""
     worker_id: str | None

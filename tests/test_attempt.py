@@ -263,3 +263,47 @@ async def test_a_job_timed_for_the_loop_guard_runs_as_it_would_untimed(which: An
     await asyncio.sleep(0)  # a thread's word that it ended reaches the loop
     assert loop_time.threads == 0
     assert loop_time.take() > 0
+
+
+@job(retry=Retry.none())
+async def fails_deep_down(how: str) -> None:
+    await asyncio.sleep(0)
+    raise ValueError(f"bad {how}")
+
+
+@job(retry=Retry.none())
+def fails_in_a_thread(how: str) -> None:
+    raise ValueError(f"bad {how}")
+
+
+@pytest.mark.parametrize("failing", [fails_deep_down, fails_in_a_thread])
+@pytest.mark.parametrize("loop_time", [None, JobLoopTime()])
+async def test_the_error_kept_starts_at_the_job_not_at_the_worker(
+    failing: Any, loop_time: JobLoopTime | None
+) -> None:
+    control = AttemptControl(loop_time=loop_time)
+    outcome = await run_attempt(claim_of('{"how": "input"}', name=failing.name), Tracing(), control)
+    assert outcome.error is not None
+    lines = outcome.error.splitlines()
+    # What the user reads starts at their job: not at the worker's frames, nor asyncio's, nor
+    # the loop-time wrapper's `coroutine.throw`.
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[1].startswith(f'  File "{__file__}"')
+    assert "starlette_jobs" not in outcome.error
+    assert "asyncio" not in outcome.error
+    assert lines[-1] == "ValueError: bad input"
+
+
+@job(retry=Retry.none())
+async def fails_inside_the_library(how: str) -> None:
+    me = current_job()
+    assert me is not None
+    me.report_progress(float("nan"))
+
+
+async def test_a_frame_of_the_library_that_the_job_called_is_kept() -> None:
+    claim = claim_of('{"how": "x"}', name=fails_inside_the_library.name)
+    outcome = await attempt(claim)
+    assert outcome.error is not None
+    assert f'File "{__file__}"' in outcome.error.splitlines()[1]
+    assert "_context.py" in outcome.error  # where report_progress refused the value

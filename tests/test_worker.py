@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import pytest
@@ -381,7 +381,8 @@ class StopsAtClaim:
         if self.stopped or not claims:
             return claims
         self.stopped = True
-        assert self.worker is not None and self._on_cancel is not None
+        assert self.worker is not None
+        assert self._on_cancel is not None
         [claim] = claims
         token, loop = claim.lease_token, asyncio.get_running_loop()
         if self.kind == "cancel":
@@ -411,7 +412,8 @@ class StopsAtClaim:
         worker = self.worker
         assert worker is not None
         found = worker._running.get(token)
-        assert found is not None and not found[0].done()
+        assert found is not None
+        assert not found[0].done()
         task, claim = found
         worker._cancel(token, task)
 
@@ -437,9 +439,12 @@ async def stopping_store(jobs_dsn: str) -> AsyncIterator[StopsAtClaim]:
     if jobs_dsn.startswith("memory://"):
         opened = MemoryStopsAtClaim()
     else:
-        opened = await PostgresStopsAtClaim.open(jobs_dsn, min_size=1, max_size=4)
+        opened = cast(
+            PostgresStopsAtClaim,
+            await PostgresStopsAtClaim.open(jobs_dsn, min_size=1, max_size=4),
+        )
     yield opened
-    await opened.close()  # type: ignore[attr-defined]
+    await opened.close()
 
 
 ran: list[int] = []
@@ -466,7 +471,8 @@ async def test_a_stop_that_comes_as_the_job_is_claimed_leaves_nothing_running(
     ran.clear()
     store: Any = stopping_store
     store.kind, store.before_registered = kind, before_registered
-    [job_id] = await store.insert_jobs(new_jobs(1, name=noted.name, queue=QUEUE, payload='{"n": 7}'))
+    new = new_jobs(1, name=noted.name, queue=QUEUE, payload='{"n": 7}')
+    [job_id] = await store.insert_jobs(new)
     worker = Worker(store, settings(queues={QUEUE: 1}, lease_duration=30.0), Tracing())
     store.worker = worker
     await worker.start()
@@ -563,9 +569,7 @@ async def test_a_sync_job_is_told_when_the_worker_gives_its_attempt_up(
     [job_id] = await plain_store.insert_jobs(
         new_jobs(1, name=name, queue=QUEUE, payload='{"n": 1}', max_attempts=1)
     )
-    worker = Worker(
-        plain_store, settings(lease_duration=0.6, shutdown_grace=0.0), Tracing()
-    )
+    worker = Worker(plain_store, settings(lease_duration=0.6, shutdown_grace=0.0), Tracing())
     await worker.start()
     try:
         assert await in_thread(spins[-1].started)

@@ -202,7 +202,9 @@ WITH outcome AS (
                          ELSE job.run_at END,
            finished_at = CASE WHEN outcome.status = 'pending' AND job.cancel_requested_at IS NULL
                               THEN NULL ELSE now() END,
-           last_error = coalesce(outcome.error, job.last_error),
+           -- A job that succeeded has no error to show; `errors` keeps every attempt's.
+           last_error = CASE WHEN outcome.status = 'succeeded' THEN NULL
+                             ELSE coalesce(outcome.error, job.last_error) END,
            errors = CASE WHEN outcome.error IS NULL THEN job.errors
                          ELSE job.errors || jsonb_build_array(jsonb_build_object(
                              'attempt', job.attempts, 'error', outcome.error,

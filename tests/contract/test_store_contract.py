@@ -136,6 +136,21 @@ async def test_a_retry_after_a_short_delay_is_claimed_again(store: Store) -> Non
     assert [e["attempt"] for e in record.errors] == [1, 2]
 
 
+async def test_a_job_that_succeeds_after_failing_shows_no_error_but_keeps_them_all(
+    store: Store,
+) -> None:
+    [job_id] = await store.insert_jobs(new())
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    await store.record_outcomes([ended(claim, JobStatus.PENDING, delay=0.01, error="boom")])
+    await expire()
+    [again] = await store.claim_batch("default", 1, "w", LEASE)
+    await store.record_outcomes([ended(again, JobStatus.SUCCEEDED)])
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.last_error) == (JobStatus.SUCCEEDED, None)
+    assert [(e["attempt"], e["error"]) for e in record.errors] == [(1, "boom")]
+
+
 # -- leases and rescue -------------------------------------------------------------------------
 
 
