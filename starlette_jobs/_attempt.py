@@ -37,8 +37,9 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         kwargs = job._parse_arguments(claim.payload)
     except (UnknownJobError, JobArgumentsError) as error:
         # Retrying cannot help: the job's code or its stored arguments are wrong.
-        logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, error)
-        return _failed(claim, JobStatus.FAILED, None, f"{type(error).__name__}: {error}")
+        text = _bounded(f"{type(error).__name__}: {error}")  # a message per invalid item
+        logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, text)
+        return _failed(claim, JobStatus.FAILED, None, text)
 
     with tracing.process(
         claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
@@ -155,7 +156,10 @@ def _outcome(
 
 def _error_text(error: BaseException) -> str:
     # PostgreSQL text cannot hold NUL characters or lone surrogates: they are kept as escapes.
-    text = storable("".join(traceback.format_exception(error)).strip())
+    return _bounded(storable("".join(traceback.format_exception(error)).strip()))
+
+
+def _bounded(text: str) -> str:
     if len(text) > MAX_ERROR_LENGTH:
         # Keep the end: the exception line and the innermost frames say the most.
         text = "...\n" + text[-MAX_ERROR_LENGTH:]
