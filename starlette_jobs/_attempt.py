@@ -16,13 +16,10 @@ from ._job import Job, registered_job
 from ._loop_time import timed
 from ._records import Claim, JobStatus, Outcome
 from ._retry import delay_after_failure
-from ._storable import storable, storable_json
+from ._storable import MAX_ERROR_LENGTH, MAX_RESULT_BYTES, storable, storable_json
 from ._tracing import ProcessScope, Tracing
 
 logger = logging.getLogger("starlette_jobs.worker")
-
-_MAX_ERROR_LENGTH = 8000
-
 
 CANCEL_REQUESTED = "cancelled on request"
 """The error of an attempt that `jobs.cancel` stopped, and the message of its CancelledError."""
@@ -50,8 +47,9 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         kwargs = job._parse_arguments(claim.payload)
     except (UnknownJobError, JobArgumentsError) as error:
         # Retrying cannot help: the job's code or its stored arguments are wrong.
-        logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, error)
-        return _failed(claim, JobStatus.FAILED, None, f"{type(error).__name__}: {error}")
+        text = _bounded(f"{type(error).__name__}: {error}")  # a message per invalid item
+        logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, text)
+        return _failed(claim, JobStatus.FAILED, None, text)
 
     with tracing.process(
         claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
@@ -171,10 +169,13 @@ def _error_text(error: BaseException) -> str:
     described = traceback.TracebackException.from_exception(error)
     _drop_the_way_in(described)
     # PostgreSQL text cannot hold NUL characters or lone surrogates: they are kept as escapes.
-    text = storable("".join(described.format()).strip())
-    if len(text) > _MAX_ERROR_LENGTH:
+    return _bounded(storable("".join(described.format()).strip()))
+
+
+def _bounded(text: str) -> str:
+    if len(text) > MAX_ERROR_LENGTH:
         # Keep the end: the exception line and the innermost frames say the most.
-        text = "...\n" + text[-_MAX_ERROR_LENGTH:]
+        text = "...\n" + text[-MAX_ERROR_LENGTH:]
     return text
 
 
@@ -215,9 +216,11 @@ def _result_json(claim: Claim, result: object) -> str | None:
     if result is None:
         return None
     # What enqueue refuses in arguments (NUL, lone surrogates, deep nesting, huge integers)
-    # would make the outcome fail to be written, or the row fail to be read.
+    # would make the outcome fail to be written, or the row fail to be read; a huge value would
+    # hold up the outcomes written with it. Dropped, not failed: the job did its work, and
+    # running it again would do it again, to return the same value.
     try:
-        return storable_json(result).decode()
+        return storable_json(result, MAX_RESULT_BYTES).decode()
     except ValueError as error:
         logger.warning("job %s (%s): result not stored: %s", claim.id, claim.name, error)
         return None

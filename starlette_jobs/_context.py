@@ -8,7 +8,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
 from ._loop_time import JobLoopTime
-from ._storable import storable_json
+from ._storable import MAX_PROGRESS_BYTES, storable_json
 
 
 class AttemptControl:
@@ -103,9 +103,10 @@ class RunningJob:
         from a sync job's thread.
 
         Raises:
-            ValueError: `value` is not JSON, or holds what PostgreSQL cannot store (a NUL, a
-                lone surrogate, nesting deeper than 64 levels, an integer of more than 4,300
-                digits, NaN or infinity); the message says where.
+            ValueError: `value` is not JSON, is more than 64 KiB of it (the message says how
+                much), or holds what PostgreSQL cannot store (a NUL, a lone surrogate, nesting
+                deeper than 64 levels, an integer of more than 4,300 digits, NaN or infinity);
+                the message says where. Nothing is reported then: the last value stands.
 
         Example:
             >>> @job
@@ -114,7 +115,7 @@ class RunningJob:
             ...         current_job().report_progress({"done": done + 1, "total": total})
         """
         try:
-            text = storable_json(value).decode()
+            text = storable_json(value, MAX_PROGRESS_BYTES).decode()
         except ValueError as error:
             raise ValueError(f"job {self.id}: progress not storable: {error}") from None
         report = self._control.report

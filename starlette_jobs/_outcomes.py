@@ -2,6 +2,11 @@
 
 A job therefore costs no transaction of its own on the hot path, and an idle worker still writes
 an outcome as soon as the job ends (there is no timer to wait for).
+
+No outcome may hold up the others: one the database refuses is written again alone, without its
+values; values are bounded where they are made (`_storable`), and a batch whose values add up to
+more than `MAX_STATEMENT_LENGTH` goes in several statements, so that none runs long enough to be
+taken for an outage and retried, batch and all, for ever.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from uuid import UUID
 from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff
 from ._records import Outcome
+from ._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
 from ._store import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -70,10 +76,10 @@ class OutcomeWriter:
             self._pending.clear()
             self._in_flight, self._buffer = self._buffer, []
             try:
-                written = await self._write(self._in_flight)
+                await self._write_in_flight()
             except DATABASE_ERRORS as error:
-                # Keep them: they are written once the database answers again, and their leases
-                # are renewed meanwhile (see `held`).
+                # Keep those not written: they are written once the database answers again, and
+                # their leases are renewed meanwhile (see `held`).
                 self._buffer[:0] = self._in_flight
                 self._in_flight = []
                 self._pending.set()
@@ -83,33 +89,49 @@ class OutcomeWriter:
                 await backoff.wait()
                 continue
             backoff.reset()
-            for outcome in self._in_flight:
-                if outcome.id not in written:
-                    logger.warning(
-                        "job %s: outcome %r not recorded: this worker no longer holds its lease "
-                        "(it expired and the job was rescued, or it was released)",
-                        outcome.id, outcome.status.value,
-                    )  # fmt: skip
-            self._in_flight = []
             if not self._buffer:
                 self._idle.set()
             self.written.set()
 
-    async def _write(self, batch: list[Outcome]) -> set[int]:
-        try:
-            return await self._store.record_outcomes(batch)
-        except DATABASE_ERRORS:
-            raise
-        except Exception:
-            # Not the connection: one outcome the database refuses (a value it cannot store)
-            # must not keep the others from being written. Write them one at a time.
-            logger.exception("writing %d outcome(s) failed; writing them one by one", len(batch))
-        written: set[int] = set()
-        for outcome in batch:
-            written |= await self._write_one(outcome)
-        return written
+    async def _write_in_flight(self) -> None:
+        """Writes `_in_flight`, one statement after another (one, unless their values are
+        large), taking each outcome off it once it is written or refused: a database error
+        leaves only those not written yet to try again."""
+        while self._in_flight:
+            statement = self._in_flight[: _next_statement(self._in_flight)]
+            try:
+                written = await self._store.record_outcomes(statement)
+            except DATABASE_ERRORS:
+                raise
+            except Exception:
+                # Not the connection: one outcome the database refuses (a value it cannot
+                # store) must not keep the others from being written. Write them one at a time.
+                logger.exception(
+                    "writing %d outcome(s) failed; writing them one by one", len(statement)
+                )
+                for outcome in statement:
+                    alone = len(statement) == 1
+                    self._done([outcome], await self._write_one(outcome, stripped=alone))
+                continue
+            self._done(statement, written)
+
+    def _done(self, outcomes: list[Outcome], written: set[int]) -> None:
+        """`outcomes`, the first of `_in_flight`, were sent: `written` are the ids written."""
+        del self._in_flight[: len(outcomes)]
+        for outcome in outcomes:
+            if outcome.id not in written:
+                logger.warning(
+                    "job %s: outcome %r not recorded: this worker no longer holds its lease "
+                    "(it expired and the job was rescued, or it was released)",
+                    outcome.id, outcome.status.value,
+                )  # fmt: skip
 
     async def _write_one(self, outcome: Outcome, *, stripped: bool = False) -> set[int]:
+        """Writes `outcome` alone; if the database refuses it, writes it again without its
+        values (`stripped`: only that). Refused then too, it is given up (the ids written: none),
+        and the job is rescued once its lease expires."""
+        if stripped:
+            outcome = _without_values(outcome)
         try:
             return await self._store.record_outcomes([outcome])
         except DATABASE_ERRORS:
@@ -117,11 +139,39 @@ class OutcomeWriter:
         except Exception:
             logger.exception("job %s: outcome refused by the database", outcome.id)
             if stripped:
-                return set()  # the lease expires and the job is rescued
-            # Keep what happened (the status); give up on the values that could not be stored.
-            plain = dataclasses.replace(
-                outcome,
-                error=None if outcome.error is None else "(the error text could not be stored)",
-                result=None,
-            )
-            return await self._write_one(plain, stripped=True)
+                return set()
+            return await self._write_one(outcome, stripped=True)
+
+
+def _without_values(outcome: Outcome) -> Outcome:
+    """The outcome with only what happened (its status, and its retry delay): none of the
+    values the job made, which the database may refuse or take long to write. The progress
+    written before stays."""
+    return dataclasses.replace(
+        outcome,
+        error=None if outcome.error is None else "(the error text could not be stored)",
+        result=None,
+        progress=None,
+    )
+
+
+def _next_statement(outcomes: list[Outcome]) -> int:
+    """How many of `outcomes`, from the first, go in the next statement: all of them, unless
+    their values pass `MAX_STATEMENT_LENGTH` characters (then as many as fit, at least one).
+    An outcome larger than any the worker makes is replaced in `outcomes` by its stripped
+    self: sent whole, it could hold the others up for ever."""
+    length = 0
+    for index, outcome in enumerate(outcomes):
+        size = len(outcome.result or "") + len(outcome.progress or "") + len(outcome.error or "")
+        if size > MAX_OUTCOME_LENGTH:
+            logger.error(
+                "job %s: outcome holds %d characters of values, more than any job can make "
+                "(%d at most); written without them",
+                outcome.id, size, MAX_OUTCOME_LENGTH,
+            )  # fmt: skip
+            outcomes[index] = _without_values(outcome)
+            size = len(outcomes[index].error or "")
+        length += size
+        if length > MAX_STATEMENT_LENGTH:
+            return max(index, 1)
+    return len(outcomes)

@@ -4,7 +4,9 @@ Only the latest value of each attempt (lease token) is kept; every `PROGRESS_INT
 all of them are written by one `record_progress` statement, fenced by their tokens. 10,000 jobs
 reporting 100 times a second cost two statements a second, not a million. When an attempt ends,
 its last value not yet written goes into its outcome (`take`), so the final progress is never
-lost to the interval.
+lost to the interval. A statement carries at most `MAX_STATEMENT_LENGTH` characters of values:
+when more are pending, the rest wait for the next interval (the oldest first), so that no
+statement runs long enough to be taken for an outage.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from uuid import UUID
 
 from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff
+from ._storable import MAX_STATEMENT_LENGTH
 from ._store import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -115,6 +118,9 @@ class ProgressWriter:
         kept (unless newer ones replaced them) and the error raised."""
         with self._lock:
             batch, self._pending = self._pending, {}
+            if sum(len(text) for _, text in batch.values()) > MAX_STATEMENT_LENGTH:
+                batch, self._pending = _split(batch)
+                self._has_pending.set()  # the rest: in the next statement, an interval later
             self._in_flight = batch
         if not batch:
             return
@@ -135,3 +141,21 @@ class ProgressWriter:
         if refused:
             # The lease moved on (the job ended, was rescued or released): nothing to keep.
             logger.debug("progress of %d job(s) not recorded: lease no longer held", refused)
+
+
+_Values = dict[UUID, tuple[int, str]]
+
+
+def _split(batch: _Values) -> tuple[_Values, _Values]:
+    """`batch` cut in two: the values that fit in one statement (at least one), from the
+    first, and the rest, in their order."""
+    first: _Values = {}
+    rest: _Values = {}
+    length = 0
+    for token, value in batch.items():
+        length += len(value[1])
+        if first and (rest or length > MAX_STATEMENT_LENGTH):
+            rest[token] = value
+        else:
+            first[token] = value
+    return first, rest

@@ -1,10 +1,15 @@
 """What PostgreSQL can store and Python can read back: the limits that `enqueue` enforces on
-arguments and options, and the worker on error texts and results.
+arguments and options, and the worker on error texts, results and progress.
 
 PostgreSQL text and jsonb refuse NUL characters and lone surrogates. Reading JSON back has its
 own limits: pydantic-core's parser (the worker) refuses nesting deeper than about 200 levels,
 and both it and `json.loads` (`jobs.get`) refuse integers of more than 4,300 digits. The
 bounds here sit inside all of them, so that whatever is stored can be run and read back.
+
+Sizes are bounded too, and far inside jsonb's 256 MiB: a value a worker writes goes in a
+statement with other jobs' outcomes (or progress), under a statement timeout as short as a third
+of the lease; a value large enough to make that statement slow would hold the others back with
+it. Each bound is checked where the value is made, the same whichever store runs the job.
 """
 
 from __future__ import annotations
@@ -30,6 +35,32 @@ PostgreSQL interval or timestamp holds, and far beyond any sensible wait."""
 MAX_UNIQUE_KEY_LENGTH = 512
 """The longest `unique_key`, in characters: at 4 bytes each in UTF-8, well within the 2,704
 bytes PostgreSQL allows a row of the unique index."""
+
+MAX_PROGRESS_BYTES = 64 * 1024
+"""The largest progress, in bytes of JSON (64 KiB). Progress is a status to show (a fraction,
+counts, a stage): it is written up to twice a second for each running job, and sent to every
+client watching the job's event stream each time it changes. Far more than any status needs,
+and small enough that the progress of a thousand jobs fits in a statement of a worker."""
+
+MAX_RESULT_BYTES = 1024 * 1024
+"""The largest result, in bytes of JSON (1 MiB): the default bound on a job's arguments
+(`max_payload_bytes`). A result is what a caller waits for (an id, a URL, a summary); bulk
+output belongs in the app's own tables or storage, with the key to it as the result."""
+
+MAX_ERROR_LENGTH = 8000
+"""The longest error text kept of a failed attempt, in characters (its end: the exception and
+the innermost frames say the most)."""
+
+MAX_OUTCOME_LENGTH = MAX_RESULT_BYTES + MAX_PROGRESS_BYTES + 2 * MAX_ERROR_LENGTH
+"""The most characters of values (result, progress, error) one outcome can hold when every
+value is within its bound (a character is at least a byte), with room for a prefix to the
+error. The outcome writer strips an outcome that holds more rather than send it."""
+
+MAX_STATEMENT_LENGTH = 2 * 1024 * 1024
+"""The most characters of values one outcome or progress statement carries (one outcome alone
+may hold up to `MAX_OUTCOME_LENGTH`): values within their bounds but many at once (a thousand
+jobs ending together, each with a large result) are written in several statements, so that
+none takes long enough to run into the statement timeout and be retried as an outage."""
 
 REPLACEMENT_CHARACTER = "\ufffd".encode()
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -195,14 +226,15 @@ def python_text_problems(
             yield from python_text_problems(item, (*loc, index))
 
 
-def storable_json(value: object) -> bytes:
-    """`value` as JSON text that PostgreSQL can store and Python can read back: what a job
-    returns, or reports as its progress.
+def storable_json(value: object, max_bytes: int) -> bytes:
+    """`value` as JSON text that PostgreSQL can store and Python can read back, of at most
+    `max_bytes` bytes: what a job returns, or reports as its progress.
 
     Raises:
-        ValueError: `value` is not JSON (the message says why), or holds what cannot be stored
-            or read back (NUL, a lone surrogate, nesting deeper than 64 levels, an integer of
-            more than 4,300 digits): the message names where, as `key.0.key`.
+        ValueError: `value` is not JSON (the message says why), is larger than `max_bytes`
+            (the message says how large), or holds what cannot be stored or read back (NUL, a
+            lone surrogate, nesting deeper than 64 levels, an integer of more than 4,300
+            digits): the message names where, as `key.0.key`.
     """
     try:
         text = pydantic_core.to_json(value)
@@ -210,6 +242,9 @@ def storable_json(value: object) -> bytes:
         # A lone surrogate cannot even be encoded: say where it is rather than how it failed.
         _refuse(list(python_text_problems(value)))
         raise ValueError(f"not JSON: {error}") from None
+    if len(text) > max_bytes:
+        # First: the cheapest test, and the one that spares scanning a huge text.
+        raise ValueError(f"{len(text):,} bytes of JSON, over the limit of {max_bytes:,} bytes")
     if may_be_unstorable(text):
         problems = json_problems(text, top_level_keys=False)
         if REPLACEMENT_CHARACTER in text:

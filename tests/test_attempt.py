@@ -14,6 +14,7 @@ from starlette_jobs._attempt import CANCEL_REQUESTED, run_attempt
 from starlette_jobs._context import AttemptControl
 from starlette_jobs._loop_time import JobLoopTime
 from starlette_jobs._records import Claim, Outcome
+from starlette_jobs._storable import MAX_ERROR_LENGTH
 from starlette_jobs._tracing import Tracing
 
 
@@ -95,6 +96,24 @@ async def test_a_row_no_worker_can_run_fails_at_once() -> None:
     assert "no job named 'nowhere.to.be.found'" in (unknown.error or "")
     assert (invalid.status, invalid.retry_delay) == (JobStatus.FAILED, None)
     assert "JobArgumentsError" in (invalid.error or "")
+
+
+@job(retry=Retry.none())
+async def sums(items: list[int]) -> int:
+    return sum(items)
+
+
+async def test_the_error_of_arguments_no_worker_can_run_is_kept_within_the_bound() -> None:
+    # One message per invalid item: unbounded, it would hold up the outcomes written with it.
+    payload = '{"items": [' + ",".join(['"x"'] * 5000) + "]}"
+    invalid = await attempt(claim_of(payload, name=sums.name))
+    assert (invalid.status, invalid.retry_delay) == (JobStatus.FAILED, None)
+    assert invalid.error is not None
+    assert len(invalid.error) <= MAX_ERROR_LENGTH + len("...\n")
+    assert invalid.error.startswith("...\n")
+    assert invalid.error.endswith(
+        "items.4999: Input should be a valid integer, unable to parse string as an integer"
+    )
 
 
 async def test_an_attempt_the_worker_cancels_has_no_outcome() -> None:

@@ -142,3 +142,17 @@ def test_progress_too_deep_to_read_back_is_refused() -> None:
 def test_outside_a_worker_progress_is_checked_and_goes_nowhere() -> None:
     FIRST.report_progress({"ok": True})  # e.g. a RunningJob built in a test
     assert not FIRST.cancel_requested
+
+
+PROGRESS_LIMIT = 64 * 1024  # bytes of JSON, as docs/progress.md says
+
+
+def test_progress_over_the_size_limit_is_refused_naming_its_size_and_the_limit() -> None:
+    reported: list[str] = []
+    me = RunningJob(id=3, name="app.third", queue="default", attempt=1, max_attempts=1,
+                    _control=AttemptControl(reported.append))  # fmt: skip
+    me.report_progress("x" * (PROGRESS_LIMIT - 2))  # its quotes make it just fit
+    with pytest.raises(ValueError, match="job 3: progress not storable: ") as raised:
+        me.report_progress("x" * (PROGRESS_LIMIT - 1))
+    assert "65,537 bytes of JSON, over the limit of 65,536 bytes" in str(raised.value)
+    assert [len(text) for text in reported] == [PROGRESS_LIMIT]

@@ -13,6 +13,7 @@ from uuid import UUID
 
 import pytest
 
+from starlette_jobs import _progress as progress_module
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._progress import PROGRESS_INTERVAL, ProgressWriter
 from starlette_jobs._records import Claim
@@ -91,6 +92,31 @@ async def test_values_reported_meanwhile_wait_for_the_interval_then_go_in_one_st
     )
     await writer.stop()
     assert writer.statements == 2
+
+
+async def test_values_that_add_up_past_the_bound_are_written_over_several_statements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each value within its bound, but a thousand jobs reporting large values at once would
+    # make a statement slow enough to be taken for an outage, and retried for ever.
+    monkeypatch.setattr(progress_module, "MAX_STATEMENT_LENGTH", 2000)
+    store = CountingStore()
+    claims = await claimed(store, 5)
+    writer = ProgressWriter(store, interval=0.01)
+    large = '"' + "x" * 898 + '"'
+    for claim in claims:
+        writer.report(claim.id, claim.lease_token, large)
+    writer.start()
+    last = claims[-1]
+    await eventually(lambda: _progress_is(store, last.id, "x" * 898), "the last value")
+    for claim in claims:
+        assert await progress_of(store, claim.id) == "x" * 898
+    assert [[row[0] for row in batch] for batch in store.batches] == [
+        [claims[0].id, claims[1].id],
+        [claims[2].id, claims[3].id],
+        [claims[4].id],
+    ]
+    await writer.stop()
 
 
 async def test_take_hands_over_the_last_value_not_written_and_nothing_is_written_after() -> None:

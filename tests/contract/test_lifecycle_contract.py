@@ -16,6 +16,7 @@ from starlette_jobs import (
     JobCancelledError,
     JobEvent,
     JobFailedError,
+    JobResultError,
     Jobs,
     JobStatus,
     Retry,
@@ -72,6 +73,14 @@ async def failing(n: int) -> None:
     raise RuntimeError(f"failure {n}")
 
 
+@job(retry=Retry.fixed(max_attempts=3, delay=0))
+async def returns_text(size: int) -> str:
+    return "x" * size
+
+
+RESULT_LIMIT = 1024 * 1024  # bytes of JSON, as docs/jobs-and-retries.md says
+
+
 def kinds(events: list[JobEvent]) -> list[EventKind]:
     return [event.kind for event in events]
 
@@ -110,6 +119,26 @@ async def test_a_wait_times_out_and_the_job_goes_on(jobs: Jobs) -> None:
         await jobs.wait(job_id, timeout=0.1)
     gates.setdefault(3, asyncio.Event()).set()
     assert (await jobs.wait(job_id, timeout=10)).status is JobStatus.SUCCEEDED
+
+
+async def test_a_result_over_the_limit_is_dropped_with_a_warning_and_the_job_runs_once(
+    jobs: Jobs, caplog: pytest.LogCaptureFixture
+) -> None:
+    # PostgreSQL would store it (up to jsonb's 256 MiB), the in-memory store anything: both
+    # hold results to one limit, so that a test on either fails where production would.
+    fits = await returns_text.enqueue(size=RESULT_LIMIT - 2)  # its quotes make it just fit
+    too_big = await returns_text.enqueue(size=RESULT_LIMIT - 1)
+    returned: str = await jobs.result(returns_text, fits, timeout=10)
+    assert len(returned) == RESULT_LIMIT - 2
+    with pytest.raises(JobResultError):
+        await jobs.result(returns_text, too_big, timeout=10)
+    record = await jobs.get(too_big)
+    assert record is not None
+    assert (record.status, record.attempts, record.result) == (JobStatus.SUCCEEDED, 1, None)
+    assert (
+        f"job {too_big} (tests.contract.test_lifecycle_contract.returns_text): result not "
+        "stored: 1,048,577 bytes of JSON, over the limit of 1,048,576 bytes"
+    ) in caplog.messages
 
 
 async def test_a_failed_job_raises_its_error_to_result(jobs: Jobs) -> None:

@@ -182,6 +182,38 @@ async def test_progress_is_readable_while_the_job_runs(dsn: str, sig: Signals) -
         await jobs.drain()
 
 
+@job(retry=Retry.fixed(max_attempts=3, delay=0))
+async def reports_too_much(size: int) -> str:
+    """Reports a progress of `size` characters; says how `report_progress` took it."""
+    me = current_job()
+    assert me is not None
+    signals[-1].runs += 1
+    try:
+        me.report_progress("x" * size)
+    except ValueError as error:
+        me.report_progress({"stage": "told"})
+        return str(error)
+    return "accepted"
+
+
+async def test_progress_over_the_limit_is_refused_in_the_job_and_the_job_runs_once(
+    dsn: str, sig: Signals
+) -> None:
+    # 64 KiB of JSON, the documented limit, on both stores: PostgreSQL would take far more
+    # (up to jsonb's 256 MiB), the in-memory store anything, and a test there must fail where
+    # production would.
+    async with started(dsn) as jobs:
+        job_id = await reports_too_much.enqueue(size=64 * 1024)
+        await jobs.drain(timeout=10)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert (record.status, record.attempts, sig.runs) == (JobStatus.SUCCEEDED, 1, 1)
+    assert record.result == (
+        f"job {job_id}: progress not storable: 65,538 bytes of JSON, over the limit of 65,536 bytes"
+    )
+    assert record.progress == {"stage": "told"}
+
+
 async def test_a_cancel_whose_notification_was_lost_arrives_with_the_lease_renewal(
     database_dsn: str, connection: asyncpg.Connection[Any], sig: Signals
 ) -> None:

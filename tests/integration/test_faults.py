@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import JobStatus, Retry, job
+from starlette_jobs import JobStatus, Retry, current_job, job
 from tests.conftest import StartJobs, eventually
 
 
@@ -158,4 +158,42 @@ async def test_a_row_the_database_refuses_is_written_without_its_result_and_othe
         (JobStatus.SUCCEEDED, "ok-1"),
         (JobStatus.SUCCEEDED, None),
         (JobStatus.SUCCEEDED, "ok-2"),
+    ]
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0))
+async def reports(value: str) -> str:
+    me = current_job()
+    assert me is not None
+    me.report_progress(value)  # goes with the outcome: the job ends before it is written
+    return value
+
+
+async def test_an_outcome_refused_for_its_progress_is_written_without_it_and_runs_once(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    # The stripped outcome must drop every value the database may refuse, progress included:
+    # else it is refused again, the lease expires and the job that succeeded runs again.
+    await connection.execute(
+        """
+        CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.progress::text LIKE '%poison%' THEN
+                RAISE EXCEPTION 'this progress is not allowed';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_poison BEFORE UPDATE ON starlette_jobs
+            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+        """
+    )
+    async with start_jobs(queues={}) as producer:
+        ids = await reports.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
+        async with start_jobs(lease_duration=3) as worker:
+            await worker.drain(timeout=10)
+        records = [await producer.get(i) for i in ids]
+    assert [(r.status, r.attempts, r.result, r.progress) for r in records if r] == [
+        (JobStatus.SUCCEEDED, 1, "ok-1", "ok-1"),
+        (JobStatus.SUCCEEDED, 1, None, None),
+        (JobStatus.SUCCEEDED, 1, "ok-2", "ok-2"),
     ]
