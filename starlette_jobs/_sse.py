@@ -5,6 +5,12 @@ The stream does not poll for the job's end: one `jobs.wait` is woken by the data
 outcome is written. While the job has not ended, the stream looks at it every
 `progress_interval` seconds (one `jobs.get`) for a new status or progress, which is written at
 most every half second anyway; a pending job that is not due yet, only once it is.
+
+A look sees the job as it is now, not the states it went through since the last one (a retry
+0.2 s later runs and fails between two looks). So when the status or attempt changed, the
+stream reads the job's history (`jobs.events`, one query, only then) and streams a `status`
+for each state it missed, in order; with events off (`Jobs(events=False)`) there is no
+history, and only what the looks see is streamed.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +28,7 @@ from starlette.responses import Response
 
 from ._errors import StarletteJobsError
 from ._jobs import Jobs
-from ._records import JobRecord, JobStatus
+from ._records import EventKind, JobEvent, JobRecord, JobStatus
 
 try:
     from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -70,10 +77,10 @@ async def job_updates(
     stop: anyio.Event | None = None,
 ) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
     """The job's public fields each time they change: `("status", ...)` first and when its
-    status or attempt changes, `("progress", ...)` when only the rest does, and `("end", ...)`
-    once it has finished, last. Stops early when `stop` is set, and (after logging why) if the
-    job is deleted, `Jobs` stops or the database cannot be reached: a client's EventSource
-    then connects again."""
+    status or attempt changes (each change its history holds, even between two looks),
+    `("progress", ...)` when only the rest does, and `("end", ...)` once it has finished, last.
+    Stops early when `stop` is set, and (after logging why) if the job is deleted, `Jobs`
+    stops or the database cannot be reached: a client's EventSource then connects again."""
     if record.finished:
         yield "end", public(record)
         return
@@ -84,16 +91,23 @@ async def job_updates(
     ending.add_done_callback(lambda task: task.cancelled() or task.exception())
     stopping = asyncio.create_task(stop.wait()) if stop is not None else None
     try:
+        # Where the history stands at `record`: what comes after it is news.
+        seen = _where(await jobs.events(record.id), record, 0)
         shown: tuple[JobRecord, Mapping[str, Any]] | None = None
         while True:
+            if shown is not None and _state(shown[0]) != _state(record):
+                # Changed since the last look: the states in between are in its history.
+                history = await jobs.events(record.id)
+                now = _where(history, record, seen)
+                for missed in _missed(history[seen : max(now - 1, seen)], shown[0], record):
+                    yield "status", public(missed)
+                    shown = missed, {}
+                seen = max(seen, now)
             fields = public(record)
             if record.finished:
                 yield "end", fields
                 return
-            if shown is None or (shown[0].status, shown[0].attempts) != (
-                record.status,
-                record.attempts,
-            ):
+            if shown is None or _state(shown[0]) != _state(record):
                 yield "status", fields
             elif fields != shown[1]:
                 yield "progress", fields
@@ -118,6 +132,54 @@ async def job_updates(
         if stopping is not None:
             stopping.cancel()
 
+
+def _state(record: JobRecord | JobEvent) -> tuple[JobStatus, int]:
+    if isinstance(record, JobEvent):
+        return record.status, record.attempt
+    return record.status, record.attempts
+
+
+def _where(history: Sequence[JobEvent], record: JobRecord, start: int) -> int:
+    """How many events of `history` `record` has seen: up to the last one (from `start`) that
+    left the job in `record`'s state. The history was read after the record, so later events
+    are news; `start` if none matches (events are off)."""
+    for index in range(len(history) - 1, start - 1, -1):
+        if _state(history[index]) == _state(record):
+            return index + 1
+    return start
+
+
+def _missed(history: Sequence[JobEvent], shown: JobRecord, latest: JobRecord) -> list[JobRecord]:
+    """The job as each event of `history` left it, for the states not shown yet: its status,
+    attempt and times as the event says, no result and no progress (a new attempt starts with
+    none, and a past one's last progress is not kept); the rest as `latest` has it."""
+    states: list[JobRecord] = []
+    started_at, run_at = shown.started_at, shown.run_at
+    last = _state(shown)
+    for event in history:
+        if event.kind is EventKind.CLAIMED:
+            started_at = event.at
+        run_at = event.run_at or run_at  # when a pending job is due next
+        if event.status in _ENDED or _state(event) == last:
+            continue
+        last = _state(event)
+        states.append(
+            replace(
+                latest,
+                status=event.status,
+                attempts=event.attempt,
+                run_at=run_at,
+                started_at=started_at,
+                finished_at=None,
+                worker_id=event.worker_id,
+                result=None,
+                progress=None,
+            )
+        )
+    return states
+
+
+_ENDED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 NOT_DUE_LOOK = 60.0
 """Seconds between two looks at a pending job that is not due yet, at most."""

@@ -11,6 +11,10 @@ and the asynchronous request-reply pattern (202 + `Location`, a status route, an
   /{job_id}/events` streams them as server-sent events until the job ends.
 - `add_job_status_routes(app)`: the same two routes as path operations of a FastAPI app or
   `APIRouter`, so that they show in its OpenAPI schema.
+- Who may see a job: ids are sequential, so both take `authorize=` (a function of the request
+  and the job's record; a job it refuses answers 404, as a missing one does), `tokens=` (a
+  `JobStatusTokens`: status URLs hold an HMAC-signed token that cannot be guessed, not the id),
+  and `add_job_status_routes` FastAPI's `dependencies=`.
 
 None of it imports FastAPI: a FastAPI app is a Starlette app, and these work on both
 (`add_job_status_routes` calls the app's `add_api_route`, whatever its class). The event
@@ -19,6 +23,7 @@ stream needs `sse-starlette` (the `sse` extra); see docs/fastapi.md.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -35,8 +40,11 @@ from ._errors import DatabaseUnavailableError, JobArgumentsError, NotStartedErro
 from ._job import JobId
 from ._jobs import Jobs
 from ._records import JobRecord, JobStatus
+from ._status_tokens import JobStatusTokens
 
 __all__ = [
+    "Authorize",
+    "JobStatusTokens",
     "accepted",
     "add_job_status_routes",
     "get_jobs",
@@ -50,8 +58,13 @@ logger = logging.getLogger("starlette_jobs")
 PublicFields = Callable[[JobRecord], Mapping[str, Any]]
 """What the status route shows of a job: a function of its record to a JSON-ready mapping."""
 
+Authorize = Callable[[Request, JobRecord], bool | Awaitable[bool]]
+"""Whether this request may see this job (sync or async): a job it may not see answers 404 on
+the status route and the event stream, exactly as a job that does not exist."""
+
 STATUS_ROUTE = "job_status"
-"""The name of the status route, for `request.url_for(STATUS_ROUTE, job_id=...)`."""
+"""The name of the status route, for `request.url_for(STATUS_ROUTE, job_id=...)` (or
+`job_token=...` when the routes take `JobStatusTokens`)."""
 EVENTS_ROUTE = "job_events"
 
 
@@ -116,6 +129,7 @@ def accepted(
     retry_after: int = 1,
     location: str | None = None,
     headers: Mapping[str, str] | None = None,
+    tokens: JobStatusTokens | None = None,
 ) -> JSONResponse:
     """The answer to a request whose work a job does: `202 Accepted`, with the job's status URL
     in `Location` and how long to wait before looking in `Retry-After`.
@@ -127,12 +141,15 @@ def accepted(
         location: the status URL; by default the `job_status_router()` mounted in this app
             (or its routes, added by `add_job_status_routes`).
         headers: more headers for the response.
+        tokens: the `JobStatusTokens` the status routes were given: the status URL then holds
+            the job's token, which cannot be guessed, rather than its id.
 
     Returns:
         A JSON response `{"job_id": ..., "status_url": ...}`.
 
     Raises:
-        LookupError: no `location` given and no `job_status_router()` mounted in this app.
+        LookupError: no `location` given and no `job_status_router()` mounted in this app, or
+            its routes take tokens and no `tokens` were given (or the other way round).
         ValueError: `retry_after` is not a whole number of seconds >= 0.
 
     Example:
@@ -141,19 +158,28 @@ def accepted(
     """
     _check_retry_after(retry_after)
     if location is None:
-        try:
-            location = str(request.url_for(STATUS_ROUTE, job_id=str(job_id)))
-        except NoMatchFound:
-            raise LookupError(
-                "accepted() needs the job's status URL: mount job_status_router() in this app "
-                "(app.mount('/jobs', job_status_router())), add its routes to a FastAPI app "
-                "(add_job_status_routes(app)), or pass location="
-            ) from None
+        location = _status_url(request, job_id, tokens)
     return JSONResponse(
         {"job_id": job_id, "status_url": location},
         status_code=202,
         headers={**(headers or {}), "Location": location, "Retry-After": str(retry_after)},
     )
+
+
+def _status_url(request: Request, job_id: JobId, tokens: JobStatusTokens | None) -> str:
+    # The routes name their parameter `job_token` when they take tokens: a URL built for the
+    # other kind matches no route, and says so, rather than pointing where nothing answers.
+    try:
+        if tokens is None:
+            return str(request.url_for(STATUS_ROUTE, job_id=str(job_id)))
+        return str(request.url_for(STATUS_ROUTE, job_token=tokens.token(int(job_id))))
+    except NoMatchFound:
+        raise LookupError(
+            "accepted() needs the job's status URL: mount job_status_router() in this app "
+            "(app.mount('/jobs', job_status_router())), add its routes to a FastAPI app "
+            "(add_job_status_routes(app)), or pass location=; if the routes were given "
+            "tokens=JobStatusTokens(...), pass the same tokens= to accepted() (and none if not)"
+        ) from None
 
 
 def public_fields(record: JobRecord) -> dict[str, Any]:
@@ -182,6 +208,8 @@ def job_status_router(
     events: bool = True,
     retry_after: int = 1,
     progress_interval: float = 1.0,
+    authorize: Authorize | None = None,
+    tokens: JobStatusTokens | None = None,
 ) -> Router:
     """Routes that show jobs to the clients that enqueued them, to mount where you like:
     `Mount("/jobs", app=job_status_router())` in Starlette, `app.mount("/jobs",
@@ -190,7 +218,7 @@ def job_status_router(
 
     - `GET /{job_id}`: the job's public fields as JSON (404 for an id that is no job's, 503
       while the database cannot be reached), with `Retry-After` while it has not finished
-      (the time until it is due, if that is later).
+      (the time until it is due, if that is later). `GET /{job_token}` with `tokens`.
     - `GET /{job_id}/events`: server-sent events, one with the public fields each time they
       change (`event: status` or `event: progress`), and a last one (`event: end`) once the job
       has finished; then the stream closes.
@@ -201,15 +229,24 @@ def job_status_router(
         retry_after: the `Retry-After` of an unfinished job, in seconds.
         progress_interval: seconds between two looks at a running job's progress; its end is
             announced by the database at once.
+        authorize: whether a request may see a job, a function (sync or async) of the
+            request and the job's record. Ids are sequential: without it (or `tokens`), whoever
+            can reach the routes can read every job's public fields. A job it refuses answers
+            404, exactly as a job that does not exist.
+        tokens: a `JobStatusTokens`: the routes take the job's token (which cannot be guessed)
+            in place of its id, and answer 404 to anything else; give `accepted()` the same.
 
     Raises:
         ImportError: `events` and sse-starlette is not installed.
     """
     _check_settings(retry_after, progress_interval)
-    routes = [Route("/{job_id}", _status_endpoint(public, retry_after), name=STATUS_ROUTE)]
+    find = _JobFinder(authorize, tokens)
+    routes = [
+        Route(f"/{find.parameter}", _status_endpoint(find, public, retry_after), name=STATUS_ROUTE)
+    ]
     if events:
-        stream = _events_endpoint(public, retry_after, progress_interval)
-        routes.append(Route("/{job_id}/events", stream, name=EVENTS_ROUTE))
+        stream = _events_endpoint(find, public, retry_after, progress_interval)
+        routes.append(Route(f"/{find.parameter}/events", stream, name=EVENTS_ROUTE))
     return Router(routes)
 
 
@@ -222,6 +259,9 @@ def add_job_status_routes(
     retry_after: int = 1,
     progress_interval: float = 1.0,
     tags: Sequence[str] | str = ("jobs",),
+    authorize: Authorize | None = None,
+    tokens: JobStatusTokens | None = None,
+    dependencies: Sequence[Any] = (),
 ) -> None:
     """Adds the routes of `job_status_router()` to a FastAPI app or `APIRouter` as path
     operations, so that they show in its OpenAPI schema: `GET {prefix}/{job_id}` and, with
@@ -238,6 +278,12 @@ def add_job_status_routes(
         retry_after: the `Retry-After` of an unfinished job, in seconds.
         progress_interval: seconds between two looks at a running job's progress.
         tags: the OpenAPI tags of the two operations.
+        authorize: whether a request may see a job, as for `job_status_router()`: a job it
+            refuses answers 404, as a job that does not exist.
+        tokens: a `JobStatusTokens`: the routes take `{job_token}` in place of `{job_id}`.
+        dependencies: FastAPI dependencies (`[Depends(current_user)]`) run before each route,
+            as `add_api_route` runs them: one may refuse the request (raise `HTTPException`),
+            or put what `authorize` needs in `request.state`.
 
     Raises:
         TypeError: `app` has no `add_api_route` (a plain Starlette app: mount
@@ -260,7 +306,8 @@ def add_job_status_routes(
         raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
     _check_settings(retry_after, progress_interval)
     tag_list = [tags] if isinstance(tags, str) else list(tags)  # "jobs", not j, o, b, s
-    show = _status_endpoint(public, retry_after)
+    find = _JobFinder(authorize, tokens)
+    show = _status_endpoint(find, public, retry_after)
 
     # FastAPI reads these signatures: `job_id: JobId` is validated (422 for what is no id) and
     # documented as an integer with bounds. The shared endpoint reads the same path parameter
@@ -269,10 +316,15 @@ def add_job_status_routes(
         """The job's public fields, with `Retry-After` while it has not finished."""
         return await show(request)
 
+    async def job_status_by_token(request: Request, job_token: str) -> Response:
+        """The job's public fields, with `Retry-After` while it has not finished."""
+        return await show(request)
+
     add_api_route(
-        f"{prefix}/{{job_id}}",
-        job_status,
+        f"{prefix}/{find.parameter}",
+        job_status if tokens is None else job_status_by_token,
         methods=["GET"],
+        dependencies=list(dependencies),
         name=STATUS_ROUTE,
         response_model=None,
         summary="Show a job",
@@ -289,7 +341,7 @@ def add_job_status_routes(
         ),
     )
     if events:
-        stream = _events_endpoint(public, retry_after, progress_interval)
+        stream = _events_endpoint(find, public, retry_after, progress_interval)
 
         async def job_events(request: Request, job_id: JobId) -> Response:
             """Server-sent events: `status` with the job's public fields, then `status` or
@@ -297,10 +349,17 @@ def add_job_status_routes(
             stream closes."""
             return await stream(request)
 
+        async def job_events_by_token(request: Request, job_token: str) -> Response:
+            """Server-sent events: `status` with the job's public fields, then `status` or
+            `progress` each time they change, and `end` once the job has finished; then the
+            stream closes."""
+            return await stream(request)
+
         add_api_route(
-            f"{prefix}/{{job_id}}/events",
-            job_events,
+            f"{prefix}/{find.parameter}/events",
+            job_events if tokens is None else job_events_by_token,
             methods=["GET"],
+            dependencies=list(dependencies),
             name=EVENTS_ROUTE,
             response_model=None,
             response_class=_EventStreamInSchema,
@@ -349,10 +408,39 @@ def _documented_responses(
 _Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def _status_endpoint(public: PublicFields, retry_after: int) -> _Endpoint:
+class _JobFinder:
+    """The job a request to the status routes names, if that request may see it."""
+
+    def __init__(self, authorize: Authorize | None, tokens: JobStatusTokens | None) -> None:
+        if authorize is not None and not callable(authorize):
+            raise TypeError(f"authorize must be a function of (request, record), got {authorize!r}")
+        if tokens is not None and not isinstance(tokens, JobStatusTokens):
+            raise TypeError(f"tokens must be a JobStatusTokens, got {tokens!r}")
+        self._authorize = authorize
+        self._tokens = tokens
+        self.parameter = "{job_id}" if tokens is None else "{job_token}"
+
+    async def __call__(self, request: Request) -> tuple[Jobs, JobRecord | None]:
+        jobs = get_jobs(request)
+        if self._tokens is None:
+            # `get` takes the digits of an id as they came, and finds no job for what is no id.
+            record = await jobs.get(request.path_params["job_id"])
+        else:
+            job_id = self._tokens.job_id(request.path_params["job_token"])
+            record = None if job_id is None else await jobs.get(job_id)
+        if record is None or self._authorize is None:
+            return jobs, record
+        allowed = self._authorize(request, record)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        # Refused as if missing: a 403 would tell a caller walking the ids which ones exist.
+        return jobs, record if allowed is True else None
+
+
+def _status_endpoint(find: _JobFinder, public: PublicFields, retry_after: int) -> _Endpoint:
     async def show(request: Request) -> Response:
         try:
-            _, record = await _job_of(request)
+            _, record = await find(request)
         except DatabaseUnavailableError as error:
             return _unavailable(error, retry_after)
         if record is None:
@@ -365,12 +453,14 @@ def _status_endpoint(public: PublicFields, retry_after: int) -> _Endpoint:
     return show
 
 
-def _events_endpoint(public: PublicFields, retry_after: int, progress_interval: float) -> _Endpoint:
+def _events_endpoint(
+    find: _JobFinder, public: PublicFields, retry_after: int, progress_interval: float
+) -> _Endpoint:
     from ._sse import events_response  # the one import of sse-starlette
 
     async def stream(request: Request) -> Response:
         try:
-            jobs, record = await _job_of(request)
+            jobs, record = await find(request)
         except DatabaseUnavailableError as error:
             return _unavailable(error, retry_after)
         if record is None:
@@ -402,12 +492,6 @@ def _look_again_in(record: JobRecord, retry_after: int) -> int:
     return max(retry_after, math.ceil(due_in))
 
 
-async def _job_of(request: Request) -> tuple[Jobs, JobRecord | None]:
-    jobs = get_jobs(request)
-    # `get` takes the digits of an id as they came, and finds no job for what is no id.
-    return jobs, await jobs.get(request.path_params["job_id"])
-
-
 def _unavailable(error: DatabaseUnavailableError, retry_after: int) -> Response:
     """503: the client may well try again soon, and should be told so rather than get a 500."""
     logger.warning("job status route: %s", error)
@@ -419,6 +503,8 @@ def _unavailable(error: DatabaseUnavailableError, retry_after: int) -> Response:
 
 
 def _not_found(request: Request) -> Response:
+    if "job_token" in request.path_params:
+        return JSONResponse({"detail": "no job at this URL"}, status_code=404)
     job_id = request.path_params["job_id"]
     return JSONResponse({"detail": f"no job with id {job_id!r}"}, status_code=404)
 

@@ -2,16 +2,21 @@
 is written before the response goes out if its status is below 400, and never otherwise; a
 write that fails turns the response into an error. On PostgreSQL and on the memory store alike
 (whose reserved ids the contract suite holds to PostgreSQL's). A client that disconnects
-mid-request is in integration/test_requests.py, on a real server."""
+mid-request is in integration/test_requests.py, on a real server. FastAPI's usual session
+dependency, which commits after the response went out, and the two patterns that are safe with
+it, are at the end."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import asyncpg
 import httpx2
 import pytest
+from fastapi import Body, Depends, FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
@@ -269,3 +274,114 @@ async def test_in_eager_mode_a_held_job_runs_once_written_and_a_dropped_one_neve
     record = await jobs.get(accepted.json()["job_id"])
     assert record is not None
     assert record.status is JobStatus.SUCCEEDED
+
+
+# -- FastAPI's session dependency that commits after `yield` ------------------------------------
+
+
+@job
+async def welcome(email: str) -> None: ...
+
+
+async def session_of_the_request(request: Request) -> AsyncIterator[AsyncSession]:
+    """FastAPI's usual session dependency: the path operation's writes commit after `yield`."""
+    async with AsyncSession(request.app.state.engine) as session:
+        yield session
+        await session.commit()
+
+
+# FastAPI's default scope for a `yield` dependency is the request: its exit code (the commit)
+# runs once the response has gone out. Scope "function" ends it before the response starts.
+RequestSession = Annotated[AsyncSession, Depends(session_of_the_request)]
+FunctionSession = Annotated[AsyncSession, Depends(session_of_the_request, scope="function")]
+Email = Annotated[str, Body(embed=True)]
+SIGN_UP = text("INSERT INTO accounts (email) VALUES (:email)")
+
+
+async def sign_up_on_success(email: Email, session: RequestSession) -> dict[str, int]:
+    await session.execute(SIGN_UP, {"email": email})
+    return {"job_id": await welcome.configure(on_success=True).enqueue(email=email)}
+
+
+async def sign_up_on_success_function_scope(
+    email: Email, session: FunctionSession
+) -> dict[str, int]:
+    await session.execute(SIGN_UP, {"email": email})
+    return {"job_id": await welcome.configure(on_success=True).enqueue(email=email)}
+
+
+async def sign_up_in_the_session(email: Email, session: RequestSession) -> dict[str, int]:
+    await session.execute(SIGN_UP, {"email": email})
+    return {"job_id": await welcome.configure(connection=session).enqueue(email=email)}
+
+
+@pytest.fixture
+async def accounts(database_dsn: str) -> AsyncIterator[FastAPI]:
+    """A FastAPI app whose sign-ups commit in a session dependency, on a table whose unique
+    email is checked at commit (deferred): the path operation's insert passes, its commit fails.
+    """
+    engine = create_async_engine(database_dsn.replace("postgresql://", "postgresql+asyncpg://"))
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("CREATE TABLE accounts (email text UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+        )
+        await connection.execute(text("INSERT INTO accounts VALUES ('taken@example.com')"))
+    app = FastAPI(middleware=[Middleware(OnSuccessMiddleware)])
+    app.state.engine = engine
+    for path, endpoint in [
+        ("/on-success", sign_up_on_success),
+        ("/on-success-function-scope", sign_up_on_success_function_scope),
+        ("/in-the-session", sign_up_in_the_session),
+    ]:
+        app.add_api_route(path, endpoint, methods=["POST"], status_code=201)
+    yield app
+    await engine.dispose()
+
+
+async def sign_up_twice(app: FastAPI, path: str, jobs: Jobs) -> tuple[int, list[str], list[str]]:
+    """A new email signed up, then one taken: the status of the second, the accounts and the
+    welcome jobs there are."""
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.post(path, json={"email": "new@example.com"})).status_code == 201
+        taken = await client.post(path, json={"email": "taken@example.com"})
+    async with AsyncSession(app.state.engine) as session:
+        emails = (await session.execute(text("SELECT email FROM accounts ORDER BY 1"))).scalars()
+        accounts = list(emails)
+    welcomed = [r.arguments["email"] for r in await jobs.list() if r.name == welcome.name]
+    return taken.status_code, accounts, sorted(welcomed)
+
+
+async def test_a_commit_after_the_response_fails_after_the_job_was_written(
+    accounts: FastAPI, jobs_dsn: str
+) -> None:
+    """The failure mode: the response starts (201), which writes the held job; only then does
+    the dependency commit, and fail. A welcome job for an account that does not exist."""
+    async with Jobs(jobs_dsn, queues={}) as jobs:
+        status, emails, welcomed = await sign_up_twice(accounts, "/on-success", jobs)
+    assert status == 201
+    assert emails == ["new@example.com", "taken@example.com"]  # the second sign-up is gone
+    assert welcomed == ["new@example.com", "taken@example.com"]  # but its job is not
+
+
+async def test_a_dependency_of_function_scope_commits_before_the_job_is_written(
+    accounts: FastAPI, jobs_dsn: str
+) -> None:
+    async with Jobs(jobs_dsn, queues={}) as jobs:
+        status, emails, welcomed = await sign_up_twice(accounts, "/on-success-function-scope", jobs)
+    assert status == 500  # the commit failed before the response: the client is told
+    assert emails == ["new@example.com", "taken@example.com"]
+    assert welcomed == ["new@example.com"]
+
+
+async def test_a_job_enqueued_in_the_session_commits_or_rolls_back_with_it(
+    accounts: FastAPI, database_dsn: str
+) -> None:
+    """`connection=session` needs PostgreSQL: the job is a row of the session's transaction."""
+    async with Jobs(database_dsn, queues={}) as jobs:
+        status, emails, welcomed = await sign_up_twice(accounts, "/in-the-session", jobs)
+    # No job without its account. The client still heard 201 for a rollback: the commit runs
+    # after the response, which only a dependency of function scope changes.
+    assert status == 201
+    assert emails == ["new@example.com", "taken@example.com"]
+    assert welcomed == ["new@example.com"]

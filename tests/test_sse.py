@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from starlette_jobs import JobId, JobRecord, Jobs, current_job, job
+from starlette_jobs import JobId, JobRecord, Jobs, Retry, current_job, job
 from starlette_jobs._sse import job_updates
 from starlette_jobs.web import job_status_router, public_fields
 from tests.conftest import StartJobs
@@ -48,6 +48,15 @@ async def stepwise(steps: int) -> str:
 @job(queue="sse")
 async def quick() -> int:
     return 42
+
+
+@job(queue="sse", retry=Retry.fixed(max_attempts=3, delay=0.2))
+async def third_time_lucky() -> str:
+    me = current_job()
+    assert me is not None
+    if me.attempt < 3:
+        raise ConnectionError(f"attempt {me.attempt} timed out")
+    return "done"
 
 
 async def next_update(
@@ -81,6 +90,32 @@ async def test_updates_go_status_then_progress_then_end(start_jobs: StartJobs) -
         assert (kind, fields["status"], fields["result"]) == ("end", "succeeded", "done")
         with pytest.raises(StopAsyncIteration):
             await anext(updates)
+
+
+async def test_each_attempt_streams_its_status_even_between_two_looks(jobs_dsn: str) -> None:
+    """Two retries 0.2 s apart, well within one look (1 s): every state the job went through
+    is streamed, from its history, in order, before the end."""
+    async with Jobs(jobs_dsn, queues={"sse": 1}, poll_interval=0.1) as jobs:
+        job_id = await third_time_lucky.enqueue()
+        record = await jobs.get(job_id)
+        assert record is not None
+        async with asyncio.timeout(20):
+            updates = [u async for u in job_updates(jobs, record, public_fields, 1.0)]
+    statuses = [(f["status"], f["attempts"]) for kind, f in updates if kind == "status"]
+    assert [s for s in statuses if s != ("pending", 0)] == [
+        ("running", 1),
+        ("pending", 1),
+        ("running", 2),
+        ("pending", 2),
+        ("running", 3),
+    ]
+    kind, fields = updates[-1]
+    assert (kind, fields["status"], fields["attempts"], fields["result"]) == (
+        "end",
+        "succeeded",
+        3,
+        "done",
+    )
 
 
 async def test_the_end_is_announced_at_once_not_at_the_next_look(start_jobs: StartJobs) -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import httpx2
 import pytest
-from fastapi import APIRouter, Body, FastAPI
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,6 +36,7 @@ from starlette_jobs import (
 )
 from starlette_jobs.testing import run_enqueued_now
 from starlette_jobs.web import (
+    JobStatusTokens,
     accepted,
     add_job_status_routes,
     get_jobs,
@@ -521,3 +522,152 @@ def test_the_routes_are_added_only_to_what_has_add_api_route() -> None:
     app = FastAPI()
     add_job_status_routes(app, "")
     assert {"/{job_id}", "/{job_id}/events"} <= set(app.openapi()["paths"])
+
+
+# -- who may see a job: the authorize hook, FastAPI dependencies, unguessable URLs ---------------
+
+
+@job(queue="web")
+async def private_report(owner: str) -> dict[str, str]:
+    return {"signed_url": f"https://files.example/{owner}.pdf?signature=only-for-{owner}"}
+
+
+async def enqueue_private_report(request: Request) -> Response:
+    job_id = await private_report.enqueue(owner=request.headers["x-user"])
+    return accepted(request, job_id)
+
+
+def only_the_owner(request: Request, record: JobRecord) -> bool:
+    return record.arguments.get("owner") == request.headers.get("x-user")
+
+
+async def only_the_owner_async(request: Request, record: JobRecord) -> bool:
+    return only_the_owner(request, record)
+
+
+def signed_in(request: Request) -> None:
+    """A FastAPI dependency: no user, no job."""
+    if "x-user" not in request.headers:
+        raise HTTPException(401, "sign in")
+
+
+def alice_and_bob(client: TestClient) -> int:
+    """Alice's job run to its end; what Bob gets for its status and events, the same as for a
+    job that does not exist."""
+    response = client.post("/private", headers={"x-user": "alice"})
+    run_enqueued_now(client)
+    url = response.headers["location"]
+    for path in (url, f"{url}/events"):
+        mine = client.get(path, headers={"x-user": "alice"})
+        assert mine.status_code == 200, path
+        assert "only-for-alice" in mine.text
+        theirs = client.get(path, headers={"x-user": "bob"})
+        assert theirs.status_code == 404, path
+        assert "only-for-alice" not in theirs.text
+    job_id: int = response.json()["job_id"]
+    return job_id
+
+
+@pytest.mark.parametrize("authorize", [only_the_owner, only_the_owner_async])
+def test_the_authorize_hook_hides_a_job_from_other_users_on_both_routes(
+    database_dsn: str, authorize: Callable[..., Any]
+) -> None:
+    app = Starlette(
+        routes=[
+            Route("/private", enqueue_private_report, methods=["POST"]),
+            Mount("/jobs", app=job_status_router(authorize=authorize)),
+        ],
+        lifespan=Jobs(database_dsn, queues={}).lifespan,
+    )
+    with TestClient(app) as client:
+        job_id = alice_and_bob(client)
+        # Denied answers exactly as missing does: whether the job exists does not show.
+        denied = client.get(f"/jobs/{job_id}", headers={"x-user": "bob"})
+        missing = client.get(f"/jobs/{job_id + 1000}", headers={"x-user": "bob"})
+        assert denied.json()["detail"].replace(str(job_id), "N") == missing.json()[
+            "detail"
+        ].replace(str(job_id + 1000), "N")
+
+
+def test_the_added_routes_take_fastapi_dependencies_and_the_authorize_hook(
+    database_dsn: str,
+) -> None:
+    app = FastAPI(lifespan=Jobs(database_dsn, queues={}).lifespan)
+    app.add_api_route("/private", enqueue_private_report, methods=["POST"])
+    add_job_status_routes(app, authorize=only_the_owner, dependencies=[Depends(signed_in)])
+    with TestClient(app) as client:
+        job_id = alice_and_bob(client)
+        for path in (f"/jobs/{job_id}", f"/jobs/{job_id}/events"):
+            assert client.get(path).status_code == 401, path
+        assert client.get("/jobs/123456", headers={"x-user": "bob"}).status_code == 404
+
+
+def test_status_tokens_make_status_urls_that_cannot_be_guessed(database_dsn: str) -> None:
+    tokens = JobStatusTokens("a secret of at least thirty-two bytes, from the environment")
+
+    async def enqueue(request: Request) -> Response:
+        job_id = await private_report.enqueue(owner=request.headers["x-user"])
+        return accepted(request, job_id, tokens=tokens)
+
+    app = Starlette(
+        routes=[
+            Route("/private", enqueue, methods=["POST"]),
+            Mount("/jobs", app=job_status_router(tokens=tokens)),
+        ],
+        lifespan=Jobs(database_dsn, queues={}).lifespan,
+    )
+    with TestClient(app) as client:
+        response = client.post("/private", headers={"x-user": "alice"})
+        run_enqueued_now(client)
+        job_id = response.json()["job_id"]
+        location = response.headers["location"]
+        token = location.rsplit("/", 1)[1]
+        assert location == f"http://testserver/jobs/{token}" == response.json()["status_url"]
+        assert str(job_id) not in token
+        assert client.get(location).json()["result"]["signed_url"].endswith("only-for-alice")
+        assert "only-for-alice" in client.get(f"{location}/events").text
+        # The row id no longer opens it, nor a token altered or signed with another secret.
+        other = JobStatusTokens("another secret of at least thirty-two bytes, too").token(job_id)
+        altered = token[:-1] + ("A" if token[-1] != "A" else "B")
+        for guess in (str(job_id), other, altered, token + "A", "", "%F0%9F%98%80"):
+            for path in (f"/jobs/{guess}", f"/jobs/{guess}/events"):
+                assert client.get(path).status_code == 404, (guess, path)
+
+
+def test_accepted_says_when_the_status_route_needs_tokens(database_dsn: str) -> None:
+    tokens = JobStatusTokens(b"\x00" * 32)
+    app = Starlette(
+        routes=[
+            Route("/private", enqueue_private_report, methods=["POST"]),
+            Mount("/jobs", app=job_status_router(tokens=tokens)),
+        ],
+        lifespan=Jobs(database_dsn, queues={}).lifespan,
+    )
+    with (
+        TestClient(app, raise_server_exceptions=True) as client,
+        pytest.raises(LookupError, match="tokens="),
+    ):
+        client.post("/private", headers={"x-user": "alice"})
+
+
+def test_the_added_routes_take_status_tokens(database_dsn: str) -> None:
+    tokens = JobStatusTokens("a secret of at least thirty-two bytes, from the environment")
+
+    async def enqueue(request: Request) -> Response:
+        job_id = await private_report.enqueue(owner=request.headers["x-user"])
+        return accepted(request, job_id, tokens=tokens)
+
+    app = FastAPI(lifespan=Jobs(database_dsn, queues={}).lifespan)
+    app.add_api_route("/private", enqueue, methods=["POST"])
+    add_job_status_routes(app, "/jobs", tokens=tokens)
+    with TestClient(app) as client:
+        response = client.post("/private", headers={"x-user": "alice"})
+        job_id = response.json()["job_id"]
+        location = response.headers["location"]
+        assert location == f"http://testserver/jobs/{tokens.token(job_id)}"
+        assert client.get(location).json()["status"] == "pending"
+        assert client.get(f"/jobs/{job_id}").status_code == 404
+        assert client.get(f"/jobs/{job_id}/events").status_code == 404
+        paths = client.get("/openapi.json").json()["paths"]
+        [parameter] = paths["/jobs/{job_token}"]["get"]["parameters"]
+        assert (parameter["name"], parameter["schema"]["type"]) == ("job_token", "string")
