@@ -337,7 +337,6 @@ async def test_a_request_for_another_workers_attempt_changes_nothing_here(gate: 
     assert await statuses(store) == [JobStatus.SUCCEEDED]
 
 
-
 @job(queue="logged-claims")
 async def logged() -> None:
     pass
