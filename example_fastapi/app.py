@@ -19,7 +19,8 @@ from starlette_jobs.web import accepted, get_jobs, job_arguments_error_handler, 
 from .jobs import build_report
 
 # DATABASE_URL if set, else an embedded PostgreSQL of this example's own, in
-# .starlette_jobs/example_fastapi: the other example's jobs do not take the ids its walkthrough shows.
+# .starlette_jobs/example_fastapi: the other example's jobs do not take the ids its
+# walkthrough shows.
 jobs = Jobs(
     queues={"default": 10, "reports": 2}, embedded_data_dir=".starlette_jobs/example_fastapi"
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docs import DOCS, ROOT, python_blocks
+from tests.test_docs import DOCS, ROOT, logging_restored, python_blocks
 
 STARTED = "started on queues"
 
@@ -31,7 +31,8 @@ def the_pages_configuration() -> dict[str, object]:
     """LOGGING, as the page's block defines it."""
     [block] = python_blocks(DOCS / "logging.md")
     namespace: dict[str, object] = {}
-    exec(block.compiled(), namespace)  # the page's own code, as the docs test runs it
+    with logging_restored():  # the block applies it too: not to this process's later tests
+        exec(block.compiled(), namespace)  # the page's own code, as the docs test runs it
     configuration = namespace["LOGGING"]
     assert isinstance(configuration, dict)
     return configuration
