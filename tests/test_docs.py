@@ -168,10 +168,10 @@ def logging_restored() -> Iterator[None]:
         for logger, level, propagate, handlers, disabled in saved:
             logger.setLevel(level)
             logger.propagate, logger.handlers, logger.disabled = propagate, handlers, disabled
-        for name, logger in list(manager.loggerDict.items()):
-            if name not in before and isinstance(logger, logging.Logger):
-                logger.setLevel(logging.NOTSET)
-                logger.propagate, logger.handlers, logger.disabled = True, [], False
+        for name, added in list(manager.loggerDict.items()):
+            if name not in before and isinstance(added, logging.Logger):
+                added.setLevel(logging.NOTSET)
+                added.propagate, added.handlers, added.disabled = True, [], False
 
 
 _TEST_REFERENCE = re.compile(r"`((?:[\w/]+\.py)?(?:::\w+)?)`")
@@ -339,8 +339,9 @@ def test_every_public_name_member_and_parameter_is_named_by_some_page() -> None:
     """A public name no page explains is one a user finds only by reading the code: document it
     (docs/*.md or README.md), or make it private."""
     missing = undocumented_names(DocsText.read())
-    assert missing == [], "public, but named by no page of docs/ or README.md:\n" + "\n".join(
-        missing
+    assert missing == [], (
+        "public, but named by no page of docs/ or README.md (explain each where a user would "
+        "look for it, or make it private):\n" + "\n".join(missing)
     )
 
 
@@ -378,3 +379,14 @@ def test_the_settings_of_workers_md_list_every_setting_of_jobs() -> None:
     rows = set(re.findall(r"^\| `(\w+)` \|", page, re.MULTILINE))
     assert [s for s in settings if s not in passed] == [], "not in the settings block"
     assert [s for s in [*settings, "dsn"] if s not in rows] == [], "no row in the settings table"
+
+
+def test_every_file_of_the_tests_a_page_names_exists() -> None:
+    """docs/logging.md once sent readers to a test file that did not exist."""
+    named = {
+        (page.name, path)
+        for page in PAGES
+        for path in re.findall(r"\btests/[\w/]+\.py\b", page.read_text("utf-8"))
+    }
+    assert len(named) > 10
+    assert [f"{page}: {path}" for page, path in sorted(named) if not (ROOT / path).is_file()] == []
