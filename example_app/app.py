@@ -14,8 +14,10 @@ from starlette_jobs import CorrelationIdMiddleware, JobArgumentsError, Jobs
 
 from .jobs import send_welcome_email, sync_to_crm
 
-# DATABASE_URL if set, else the embedded PostgreSQL in .starlette_jobs/pgdata.
-jobs = Jobs(queues={"default": 10, "emails": 5})
+# DATABASE_URL if set, else an embedded PostgreSQL of this example's own, in
+# .starlette_jobs/example_app: the other example's jobs do not take the ids its
+# walkthrough shows.
+jobs = Jobs(queues={"default": 10, "emails": 5}, embedded_data_dir=".starlette_jobs/example_app")
 
 
 async def signup(request: Request) -> JSONResponse:

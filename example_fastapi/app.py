@@ -18,8 +18,12 @@ from starlette_jobs.web import accepted, get_jobs, job_arguments_error_handler, 
 
 from .jobs import build_report
 
-# DATABASE_URL if set, else the embedded PostgreSQL in .starlette_jobs/pgdata.
-jobs = Jobs(queues={"default": 10, "reports": 2})
+# DATABASE_URL if set, else an embedded PostgreSQL of this example's own, in
+# .starlette_jobs/example_fastapi: the other example's jobs do not take the ids its
+# walkthrough shows.
+jobs = Jobs(
+    queues={"default": 10, "reports": 2}, embedded_data_dir=".starlette_jobs/example_fastapi"
+)
 
 app = FastAPI(title="starlette-jobs FastAPI example", lifespan=jobs.lifespan)
 app.add_middleware(CorrelationIdMiddleware)

@@ -61,9 +61,9 @@ class Jobs(JobQueries, JobWaiting):
         migrate: apply the schema migrations on start.
         embedded_data_dir: data directory of the embedded PostgreSQL.
         tracer_provider: OpenTelemetry tracer provider; default the global one.
-        pool_max_size: connections in the pool (1 to 1,000). Beside it, a worker keeps four
-            connections of its own (LISTEN, claims, outcomes, leases) and a process that enqueues
-            keeps one.
+        pool_max_size: connections in the pool (1 to 1,000). Beside it, a process keeps up to
+            six of its own: a worker four (LISTEN, claims, outcomes, leases), a process that
+            enqueues one, and one that waits (`wait`, `result`) a second LISTEN.
         retention: seconds a finished (succeeded, failed or cancelled) job is kept; the workers
             delete older ones. None keeps every job. Default: 7 days; at most 100 years.
         max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB,

@@ -83,7 +83,7 @@ class Row:
         return bool(_as_jsonb(self.payload) == _as_jsonb(payload))
 
     def record(self) -> JobRecord:
-        return JobRecord.from_row(
+        return JobRecord._from_row(
             {
                 **{name: getattr(self, name) for name in self.__dataclass_fields__},
                 "status": self.status.value,

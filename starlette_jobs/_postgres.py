@@ -315,13 +315,13 @@ class PostgresStore:
 
     async def get_job(self, job_id: int) -> JobRecord | None:
         row = await self._read("fetchrow", self._q["get_job"], job_id)
-        return None if row is None else JobRecord.from_row(row)
+        return None if row is None else JobRecord._from_row(row)
 
     async def list_jobs(
         self, status: JobStatus | None, queue: str | None, limit: int
     ) -> list[JobRecord]:
         rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit)
-        return [JobRecord.from_row(row) for row in rows]
+        return [JobRecord._from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)
@@ -341,11 +341,11 @@ class PostgresStore:
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
         rows = await self._read("fetch", self._q["peek_jobs"], queue, limit, list(exclude))
-        return [JobRecord.from_row(row) for row in rows]
+        return [JobRecord._from_row(row) for row in rows]
 
     async def job_events(self, job_id: int) -> list[JobEvent]:
         rows = await self._read("fetch", self._q["job_events"], job_id)
-        return [JobEvent.from_row(row) for row in rows]
+        return [JobEvent._from_row(row) for row in rows]
 
     async def want_outcome(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["want_outcome"], job_id)

@@ -71,7 +71,7 @@ class JobEvent:
     """When the job is due next (a retry, a release), if it is pending."""
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> JobEvent:
+    def _from_row(cls, row: Mapping[str, Any]) -> JobEvent:
         return cls(
             job_id=row["job_id"],
             kind=EventKind(row["kind"]),
@@ -134,7 +134,7 @@ class JobRecord:
         return self.status in FINISHED
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> JobRecord:
+    def _from_row(cls, row: Mapping[str, Any]) -> JobRecord:
         job_id = row["id"]
         progress = row.get("progress")
         return cls(

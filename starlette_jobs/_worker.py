@@ -194,6 +194,9 @@ class Worker:
                     await backoff.wait(self._stopped)
                     continue
                 backoff.reset()
+                if claims and logger.isEnabledFor(logging.DEBUG):  # nothing to format otherwise
+                    ids = [claim.id for claim in claims]
+                    logger.debug("queue %r: claimed %d job(s): %s", state.name, len(ids), ids)
                 if self._stopping:
                     # Stop arrived during the claim: hand the jobs straight back.
                     await self._release([(c.id, c.lease_token) for c in claims])

@@ -1,4 +1,6 @@
-"""Every ```python block of docs/*.md and README.md runs, as written, against a real database.
+"""Every ```python block of docs/*.md and README.md runs, as written, against a real database;
+and every public name of the package (its exports, their members and optional parameters, the
+plugin's fixtures) is named by some page.
 
 The blocks of one page run in order in one namespace, so a later block can use what an earlier
 one defined. A block preceded by `<!-- not-run: reason -->` is left out; few may be.
@@ -7,14 +9,24 @@ one defined. A block preceded by `<!-- not-run: reason -->` is left out; few may
 from __future__ import annotations
 
 import ast
+import dataclasses
+import enum
 import inspect
+import logging
 import re
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import starlette_jobs
+import starlette_jobs.testing
+import starlette_jobs.web
+from starlette_jobs import CorrelationIdMiddleware, Jobs, OnSuccessMiddleware, Retry
 from starlette_jobs._job import _started
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,13 +141,37 @@ async def test_python_blocks_run(
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", database_dsn)
     namespace: dict[str, Any] = {"__name__": namespace_name(page)}
-    for block in python_blocks(page):
-        if block.not_run is not None:
-            continue
-        result = eval(block.compiled(), namespace)
-        if inspect.iscoroutine(result):
-            await result
+    with logging_restored():  # docs/logging.md configures logging, as an app would
+        for block in python_blocks(page):
+            if block.not_run is not None:
+                continue
+            result = eval(block.compiled(), namespace)
+            if inspect.iscoroutine(result):
+                await result
     assert not _started, f"{page.name} leaves a Jobs instance started"
+
+
+@contextmanager
+def logging_restored() -> Iterator[None]:
+    """Puts every logger back as it was: a page's `dictConfig` (`propagate: False` for
+    `starlette_jobs`) would otherwise hide the library's records from later tests' caplog."""
+    manager = logging.Logger.manager
+    before = {name: logger for name, logger in manager.loggerDict.items()}
+    saved = [
+        (logger, logger.level, logger.propagate, list(logger.handlers), logger.disabled)
+        for logger in [logging.getLogger(), *before.values()]
+        if isinstance(logger, logging.Logger)
+    ]
+    try:
+        yield
+    finally:
+        for logger, level, propagate, handlers, disabled in saved:
+            logger.setLevel(level)
+            logger.propagate, logger.handlers, logger.disabled = propagate, handlers, disabled
+        for name, added in list(manager.loggerDict.items()):
+            if name not in before and isinstance(added, logging.Logger):
+                added.setLevel(logging.NOTSET)
+                added.propagate, added.handlers, added.disabled = True, [], False
 
 
 _TEST_REFERENCE = re.compile(r"`((?:[\w/]+\.py)?(?:::\w+)?)`")
@@ -167,3 +203,190 @@ def test_every_test_the_reliability_page_names_exists() -> None:
                 )
                 named += 1
     assert named >= 30
+
+
+# -- every public name is explained somewhere --------------------------------------------------
+
+# Classes users build themselves: their constructors' optional parameters are public too.
+# (`Job`, `ConfiguredJob`, the records and the errors are built by the library.)
+CONSTRUCTED = (Jobs, Retry, CorrelationIdMiddleware, OnSuccessMiddleware)
+
+
+@dataclass(frozen=True)
+class DocsText:
+    """All that the pages say, split as the checks below read it."""
+
+    text: str
+    sections: list[str]  # from one heading to the next
+    keywords: set[tuple[str, str]]  # (called name, keyword) of every call in a python block
+
+    @classmethod
+    def read(cls) -> DocsText:
+        texts = [page.read_text("utf-8") for page in PAGES]
+        keywords: set[tuple[str, str]] = set()
+        for page in PAGES:
+            for block in python_blocks(page):
+                for node in ast.walk(ast.parse(block.code)):
+                    if isinstance(node, ast.Call):
+                        called = node.func
+                        name = getattr(called, "attr", None) or getattr(called, "id", None)
+                        keywords |= {(name, k.arg) for k in node.keywords if name and k.arg}
+        sections = [part for text in texts for part in re.split(r"^(?=#)", text, flags=re.M)]
+        return cls("\n".join(texts), sections, keywords)
+
+    def names(self, name: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", self.text) is not None
+
+    def names_member(self, member: str) -> bool:
+        """`record.member`, or `member` in backticks."""
+        return re.search(rf"\.{member}(?!\w)|`{member}`", self.text) is not None
+
+    def names_parameter(self, function: str, parameter: str) -> bool:
+        """A call that passes it, `function(..., parameter...)`, or a section that names the
+        function and `parameter=` or `parameter` in backticks (a list of the options, say)."""
+        if (function, parameter) in self.keywords:
+            return True
+        inline = rf"(?<!\w){function}\([^)\n]*(?<!\w){parameter}(?!\w)"
+        named = rf"(?<!\w){parameter}=|`{parameter}`"
+        return any(
+            re.search(inline, p)
+            or (re.search(rf"(?<!\w){function}(?!\w)", p) and re.search(named, p))
+            for p in self.sections
+        )
+
+
+def public_modules() -> list[types.ModuleType]:
+    return [starlette_jobs, starlette_jobs.web, starlette_jobs.testing]
+
+
+def public_names() -> list[tuple[str, object]]:
+    """(`module.name`, value) for what each public module exports, and the plugin's fixtures."""
+    found: dict[str, object] = {}
+    for module in public_modules():
+        exported = list(getattr(module, "__all__", []))
+        exported += [n for n, v in vars(module).items() if type(v).__name__.startswith("Fixture")]
+        for name in exported:
+            found[f"{module.__name__}.{name}"] = getattr(module, name)
+    return list(found.items())
+
+
+def _optional_parameters(function: Any) -> list[str]:
+    """The parameters a caller may leave out or must name: the ones to learn about."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in parameters
+        if not p.name.startswith("_")
+        and p.name not in ("self", "cls")
+        and (
+            p.kind is p.KEYWORD_ONLY
+            or (p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty)
+        )
+    ]
+
+
+def undocumented_names(docs: DocsText) -> list[str]:
+    """Every public name, member and parameter that no page names, as `where: what`."""
+    missing = []
+    classes: list[type] = []
+    for qualified, value in public_names():
+        name = qualified.rsplit(".", 1)[1]
+        if not docs.names(name):
+            missing.append(f"{qualified}: the name")
+        if inspect.isclass(value) and value.__module__.startswith("starlette_jobs"):
+            classes.append(value)
+        elif inspect.isfunction(value) and not type(value).__name__.startswith("Fixture"):
+            missing += [
+                f"{qualified}: parameter {p}="
+                for p in _optional_parameters(value)
+                if not docs.names_parameter(name, p)
+            ]
+    for cls in classes:
+        members: dict[str, object] = {}
+        for base in reversed(cls.__mro__):
+            if base.__module__.startswith("starlette_jobs"):
+                members.update(vars(base))
+        if dataclasses.is_dataclass(cls):
+            members.update({f.name: f for f in dataclasses.fields(cls)})
+        if issubclass(cls, enum.Enum):
+            members = {}  # its members are its values, named where the statuses are
+        where = f"{cls.__module__.split('.')[0]}.{cls.__name__}"
+        for member, value in sorted(members.items()):
+            if member.startswith("_"):
+                continue
+            if not docs.names_member(member):
+                missing.append(f"{where}.{member}: the member")
+            function = getattr(value, "__func__", value)  # a classmethod's function
+            if inspect.isfunction(function):
+                missing += [
+                    f"{where}.{member}: parameter {p}="
+                    for p in _optional_parameters(function)
+                    if not docs.names_parameter(member, p)
+                ]
+        if cls in CONSTRUCTED:
+            missing += [
+                f"{where}(): parameter {p}="
+                for p in _optional_parameters(cls)
+                if not docs.names_parameter(cls.__name__, p)
+            ]
+    return missing
+
+
+def test_every_public_name_member_and_parameter_is_named_by_some_page() -> None:
+    """A public name no page explains is one a user finds only by reading the code: document it
+    (docs/*.md or README.md), or make it private."""
+    missing = undocumented_names(DocsText.read())
+    assert missing == [], (
+        "public, but named by no page of docs/ or README.md (explain each where a user would "
+        "look for it, or make it private):\n" + "\n".join(missing)
+    )
+
+
+def test_the_public_names_check_finds_what_no_page_names() -> None:
+    sections = [
+        "# `Jobs`\n`record.status`, `accepted(request, job_id, retry_after=2)`",
+        "## Options\n`configure(jobs=...)`",
+        "## Answers\n`accepted`:\n\n- `headers`: more headers",
+    ]
+    docs = DocsText("\n".join(sections), sections, {("configure", "delay")})
+    assert docs.names("Jobs")
+    assert not docs.names("JobsConfig")
+    assert docs.names_member("status")
+    assert not docs.names_member("from_row")
+    assert docs.names_parameter("configure", "delay")  # passed in a block
+    assert docs.names_parameter("configure", "jobs")  # `jobs=` in a section naming it
+    assert docs.names_parameter("accepted", "headers")  # in backticks in a section naming it
+    assert docs.names_parameter("accepted", "retry_after")  # in a call written inline
+    assert not docs.names_parameter("configure", "headers")
+    assert not docs.names_parameter("accepted", "location")
+    assert len(public_names()) > 40
+
+
+def test_the_settings_of_workers_md_list_every_setting_of_jobs() -> None:
+    """The block of docs/workers.md#settings passes each setting, and its table explains each."""
+    page = (DOCS / "workers.md").read_text("utf-8")
+    settings = [p for p in inspect.signature(Jobs).parameters if p != "dsn"]
+    [block] = [b for b in python_blocks(DOCS / "workers.md") if "jobs.replace(" in b.code]
+    call = next(
+        node
+        for node in ast.walk(ast.parse(block.code))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Jobs"
+    )
+    passed = {keyword.arg for keyword in call.keywords}
+    rows = set(re.findall(r"^\| `(\w+)` \|", page, re.MULTILINE))
+    assert [s for s in settings if s not in passed] == [], "not in the settings block"
+    assert [s for s in [*settings, "dsn"] if s not in rows] == [], "no row in the settings table"
+
+
+def test_every_file_of_the_tests_a_page_names_exists() -> None:
+    """docs/logging.md once sent readers to a test file that did not exist."""
+    named = {
+        (page.name, path)
+        for page in PAGES
+        for path in re.findall(r"\btests/[\w/]+\.py\b", page.read_text("utf-8"))
+    }
+    assert len(named) > 10
+    assert [f"{page}: {path}" for page, path in sorted(named) if not (ROOT / path).is_file()] == []

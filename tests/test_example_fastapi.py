@@ -20,11 +20,25 @@ import httpx2
 import pytest
 import uvicorn
 
+from example_app.app import jobs as starlette_example_jobs
 from example_fastapi.app import app as example_app
+from example_fastapi.app import jobs as fastapi_example_jobs
 from example_fastapi.jobs import build_report
 from starlette_jobs import Jobs, JobStatus
+from starlette_jobs._embedded import DEFAULT_DATA_DIR
 from tests.conftest import eventually
 from tests.test_docs import DOCS, ROOT, python_blocks
+
+
+def test_each_example_keeps_its_own_embedded_database() -> None:
+    """README.md's and docs/fastapi.md's walkthroughs show job ids 1 and 2 on a fresh checkout:
+    true only if one example's jobs do not take the ids of the other's."""
+    data_dirs = {
+        fastapi_example_jobs.config.embedded_data_dir,
+        starlette_example_jobs.config.embedded_data_dir,
+        DEFAULT_DATA_DIR,  # an app of the user's own, started in the same checkout
+    }
+    assert len(data_dirs) == 3
 
 
 @dataclass

@@ -19,7 +19,7 @@ TESTED_ELSEWHERE = {
 
 # Top-level test files that are not one module's: what each tests.
 CROSS_CUTTING = {
-    "test_docs.py": "every code block of docs/ runs",
+    "test_docs.py": "every code block of docs/ runs, and every public name is named by a page",
     "test_example_app.py": "example_app/, used the way users would",
     "test_example_fastapi.py": "example_fastapi/ and docs/fastapi.md's app, served by uvicorn",
     "test_faultproxy.py": "tests/faultproxy.py, the network faults the tests inject",

@@ -4,6 +4,7 @@ with the memory store are in contract/test_store_contract.py; migrating, in test
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,11 +13,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import SchemaVersionError
+from starlette_jobs import Jobs, SchemaVersionError, job
 from starlette_jobs import _migrations as migrations_module
 from starlette_jobs import _postgres as postgres_module
 from starlette_jobs._migrations import migrations, queries
 from starlette_jobs._postgres import PostgresStore
+from tests.conftest import eventually
 from tests.records import new_jobs
 
 
@@ -133,3 +135,55 @@ async def test_opening_with_no_minimum_does_not_reach_the_server() -> None:
     # Nothing listens on port 1: opening succeeds, the first statement would not.
     store = await PostgresStore.open("postgresql://app@127.0.0.1:1/app", min_size=0, max_size=1)
     store.terminate()
+
+
+# What a process keeps beside the pool, by `application_name` ("starlette_jobs <purpose>"): the
+# worker's LISTEN, claims, outcomes and lease renewals, the enqueue connection, and the LISTEN of
+# `jobs.wait`. docs/workers.md and docs/performance.md count them; change both with this.
+OWN_CONNECTIONS = {"listen": 2, "claims": 1, "outcomes": 1, "leases": 1, "enqueue": 1}
+DOCUMENTED = "six connections of its own"
+
+_held = asyncio.Event()
+_release = asyncio.Event()
+
+
+@job(queue="connections")
+async def held() -> None:
+    _held.set()
+    await _release.wait()
+
+
+async def test_a_worker_that_enqueues_and_waits_opens_the_connections_the_docs_count(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    async def by_purpose() -> dict[str, int]:
+        rows = await connection.fetch(
+            "SELECT application_name, count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1"
+        )
+        return {row[0].removeprefix("starlette_jobs "): row[1] for row in rows}
+
+    async def leases_renewed() -> bool:
+        return "leases" in await by_purpose()
+
+    _held.clear()
+    _release.clear()
+    # A short lease renews (on its own connection) while the job runs.
+    async with Jobs(
+        database_dsn, queues={"connections": 10}, lease_duration=0.6, pool_max_size=3
+    ) as jobs:
+        job_id = await held.enqueue()
+        await _held.wait()
+        await eventually(leases_renewed, "a lease renewal")
+        _release.set()
+        await jobs.wait(job_id, timeout=10)
+        connections = await by_purpose()
+        assert 1 <= connections.pop("pool") <= 3
+        assert connections == OWN_CONNECTIONS
+    assert sum(OWN_CONNECTIONS.values()) == 6
+    for page in ("workers.md", "performance.md"):
+        text = " ".join((DOCS / page).read_text().split())
+        assert DOCUMENTED in text, f"docs/{page} does not say {DOCUMENTED!r}"
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"

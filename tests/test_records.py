@@ -50,7 +50,7 @@ def test_statuses_compare_equal_to_their_stored_strings() -> None:
 
 
 def test_a_row_becomes_a_record_with_its_json_decoded() -> None:
-    record = JobRecord.from_row(row())
+    record = JobRecord._from_row(row())
     assert record.status is JobStatus.FAILED
     assert record.arguments == {"email": "ada@example.com"}
     assert record.errors == [{"attempt": 1, "error": "ConnectionError"}]
@@ -67,12 +67,12 @@ def test_a_row_becomes_a_record_with_its_json_decoded() -> None:
     ("stored", "result"), [("null", None), ('"done"', "done"), ("[1, 2]", [1, 2])]
 )
 def test_a_result_is_decoded(stored: str, result: Any) -> None:
-    assert JobRecord.from_row(row(result=stored)).result == result
+    assert JobRecord._from_row(row(result=stored)).result == result
 
 
 def test_an_integer_too_long_for_python_comes_back_whole_as_a_decimal() -> None:
     digits = "9" * 5000  # past int()'s default limit of 4300 digits
-    record = JobRecord.from_row(row(payload=f'{{"n": {digits}, "small": 1}}'))
+    record = JobRecord._from_row(row(payload=f'{{"n": {digits}, "small": 1}}'))
     assert record.arguments["n"] == decimal.Decimal(digits)
     assert record.arguments["small"] == 1
     assert type(record.arguments["small"]) is int
@@ -83,7 +83,7 @@ def test_json_nested_too_deeply_comes_back_empty_with_a_warning_naming_the_job(
 ) -> None:
     deep = "[" * 100_000 + "]" * 100_000
     with caplog.at_level(logging.WARNING, logger="starlette_jobs"):
-        record = JobRecord.from_row(row(payload=deep, errors=deep, result=deep))
+        record = JobRecord._from_row(row(payload=deep, errors=deep, result=deep))
     assert (record.arguments, record.errors, record.result) == ({}, [], None)
     assert [r.getMessage() for r in caplog.records] == [
         f"job 7: its {field} cannot be decoded (nested too deeply)"
@@ -92,7 +92,7 @@ def test_json_nested_too_deeply_comes_back_empty_with_a_warning_naming_the_job(
 
 
 def test_to_dict_is_ready_for_json_with_iso_timestamps() -> None:
-    data = JobRecord.from_row(row(finished_at=None)).to_dict()
+    data = JobRecord._from_row(row(finished_at=None)).to_dict()
     assert data["status"] == "failed"
     assert data["created_at"] == "2026-01-02T03:04:05+00:00"
     assert data["finished_at"] is None

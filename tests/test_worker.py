@@ -6,6 +6,7 @@ test_lost_claims.py and processes/."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import threading
@@ -17,7 +18,7 @@ from uuid import UUID
 
 import pytest
 
-from starlette_jobs import JobStatus, Retry, current_job, job
+from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim
@@ -588,3 +589,26 @@ async def test_a_sync_job_is_told_when_the_worker_gives_its_attempt_up(
         assert record.last_error.endswith("TimeoutError: job timed out after 0.2 s")
     else:  # given back (or taken from it): pending again, its attempt not used up
         assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
+
+
+@job(queue="logged-claims")
+async def logged() -> None:
+    pass
+
+
+async def test_each_claim_is_logged_at_debug_only(
+    jobs_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/logging.md: `starlette_jobs.worker` at DEBUG adds a line per claim."""
+    async with Jobs(jobs_dsn, queues={"logged-claims": 10}) as jobs:
+        with caplog.at_level(logging.INFO, "starlette_jobs.worker"):
+            await logged.enqueue()
+            await jobs.drain()
+        assert not [m for m in caplog.messages if "claimed" in m]
+        with caplog.at_level(logging.DEBUG, "starlette_jobs.worker"):
+            ids = await jobs.enqueue_many(logged, [{}, {}])  # one statement: one claim takes both
+            await jobs.drain()
+    claimed = [r for r in caplog.records if "claimed" in r.message]
+    assert [(r.levelno, r.message) for r in claimed] == [
+        (logging.DEBUG, f"queue 'logged-claims': claimed 2 job(s): {ids}")
+    ]
