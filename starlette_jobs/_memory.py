@@ -92,6 +92,10 @@ class MemoryStore:
     def name(self) -> str:
         return "memory"
 
+    @property
+    def database(self) -> object:
+        return self.data
+
     async def migrate(self) -> list[str]:
         return []
 
