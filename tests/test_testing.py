@@ -102,3 +102,17 @@ def test_the_sync_helpers_need_the_lifespan_running() -> None:
     client = TestClient(Starlette())
     with pytest.raises(TypeError, match="with TestClient"):
         run_enqueued_now(client)
+
+
+async def test_a_database_can_be_taken_from_inside_an_async_test(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`request.getfixturevalue("jobs_database")` runs the fixture inside the test's running
+    event loop: it creates the database all the same."""
+    dsn: str = request.getfixturevalue("jobs_database")
+    async with Jobs(dsn, queues={}) as jobs:
+        job_id = await first_step.enqueue(order="9")
+        await run_enqueued(jobs)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED
