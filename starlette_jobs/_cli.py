@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._config import JobsConfig
-from ._errors import StarletteJobsError
+from ._errors import MemoryStoreUnsupportedError, StarletteJobsError
 from ._jobs import Jobs
+from ._memory import is_memory_dsn
 from ._version import __version__
 
 logger = logging.getLogger("starlette_jobs.cli")
@@ -168,7 +169,17 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
         changes["queues"] = {}  # migrate and status run no worker
         changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
         changes["require_database"] = True  # a one-off command has nothing to wait for
-    return found.replace(**changes)
+    jobs = found.replace(**changes)
+    dsn = jobs.config.dsn or os.environ.get("DATABASE_URL")
+    if dsn and is_memory_dsn(dsn):
+        # A store in this process's memory: a worker would idle on jobs no other process can
+        # enqueue, and `status` would count an empty store.
+        source = "--dsn" if args.dsn else "the Jobs' dsn" if found.config.dsn else "DATABASE_URL"
+        raise MemoryStoreUnsupportedError(
+            f"{dsn!r} ({source}) is the in-memory store, which lives inside one process; "
+            f"`starlette-jobs {args.command}` needs PostgreSQL (a postgresql:// URL)"
+        )
+    return jobs
 
 
 def _parse_queues(specs: list[str]) -> dict[str, int]:

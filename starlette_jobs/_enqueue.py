@@ -84,7 +84,7 @@ class Enqueuer:
         )
         connection = options.connection
         if options.on_success:
-            held = request_jobs()
+            held = request_jobs(store)
             try:
                 ids, taken = await store.reserve_ids(new)
             except DATABASE_ERRORS as error:

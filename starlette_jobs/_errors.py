@@ -124,7 +124,8 @@ class MemoryStoreUnsupportedError(StarletteJobsError, NotImplementedError):
 
 class OnSuccessError(StarletteJobsError, RuntimeError):
     """`configure(on_success=True)` was used outside a request that `OnSuccessMiddleware`
-    watches, or after the request's response started."""
+    watches, or after the request's response started, or for another database than the jobs
+    the request holds already (they are written in one transaction)."""
 
 
 class JobFailedError(StarletteJobsError):

@@ -26,7 +26,10 @@ from ._storable import MAX_UNIQUE_KEY_LENGTH, unstorable
 
 HEADER = "Idempotency-Key"
 MAX_HEADER_LENGTH = 255
-"""The longest header value accepted, in characters (as Stripe's API does)."""
+"""The longest header value accepted, in characters (as Stripe's API does). Characters, not
+bytes: the scoped key is what PostgreSQL's unique index holds, and it is bounded on its own
+(`MAX_UNIQUE_KEY_LENGTH` characters, at most 4 bytes each, well within the index's 2,704
+bytes; a longer one is hashed), so the header's limit is only the contract with clients."""
 
 
 def idempotency_key(
@@ -42,7 +45,8 @@ def idempotency_key(
         header: the header to read.
 
     Raises:
-        HTTPException: 400 for an empty header, or one over 255 characters.
+        HTTPException: 400 for an empty header, one over 255 characters, or one whose bytes
+            are not UTF-8.
 
     Example:
         >>> key = idempotency_key(request, scope=request.user.identity)
@@ -51,6 +55,12 @@ def idempotency_key(
     value = request.headers.get(header)
     if value is None:
         return None
+    try:
+        # Starlette decodes headers as Latin-1, a character per byte: the characters the client
+        # sent are the bytes read as UTF-8, which also makes the limit count characters.
+        value = value.encode("latin-1").decode()
+    except UnicodeDecodeError:
+        raise HTTPException(400, f"the {header} header must be UTF-8 text") from None
     if not 1 <= len(value) <= MAX_HEADER_LENGTH or unstorable(value) is not None:
         raise HTTPException(
             400, f"the {header} header must be 1 to {MAX_HEADER_LENGTH} printable characters"

@@ -11,7 +11,10 @@ joining a caller's transaction (`connection=`), migrations of a real schema asid
 processes cannot share it: `starlette-jobs worker` needs PostgreSQL.
 
 `Jobs("memory://")` gets a store of its own; `Jobs("memory://name")` shares one with every
-other `Jobs` of the process that names it (a producer and a worker in one test, say).
+other `Jobs` of the process that names it (a producer and a worker in one test, say). What they
+share is the data (`MemoryData`: rows, ids, who listens); each `Jobs` gets a `MemoryStore` of its
+own over it, as each gets connections of its own on PostgreSQL, so that its own settings
+(`events`) apply to its own writes, and closing it closes only its own listeners.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from ._records import (
 SCHEME = "memory://"
 _LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
 
-# Stores shared by name in this process, while a `Jobs` holds them.
-_named: weakref.WeakValueDictionary[str, MemoryStore] = weakref.WeakValueDictionary()
+# The data of stores shared by name in this process, while a `Jobs` holds them.
+_named: weakref.WeakValueDictionary[str, MemoryData] = weakref.WeakValueDictionary()
 
 
 def is_memory_dsn(dsn: str) -> bool:
@@ -54,29 +57,44 @@ def memory_store(dsn: str) -> MemoryStore:
     name = dsn[len(SCHEME) :]
     if not name:
         return MemoryStore()
-    store = _named.get(name)
-    if store is None:
-        store = _named[name] = MemoryStore()
-    return store
+    data = _named.get(name)
+    if data is None:
+        data = _named[name] = MemoryData()
+    return MemoryStore(data)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class MemoryData:
+    """What every `MemoryStore` of one name shares: the database, on PostgreSQL."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+        self.ids = itertools.count(1)
+        self.listeners: set[QueueListener] = set()
+        self.outcome_listeners: set[OutcomeListener] = set()
+
+
 class MemoryStore:
     """The `Store` protocol on a dict; see the module's docstring."""
 
-    def __init__(self) -> None:
-        self._rows: dict[int, Row] = {}
-        self._ids = itertools.count(1)
-        self._listeners: set[QueueListener] = set()
-        self._outcome_listeners: set[OutcomeListener] = set()
+    def __init__(self, data: MemoryData | None = None) -> None:
+        self.data = data or MemoryData()
+        self._rows, self._ids = self.data.rows, self.data.ids
+        self._listeners, self._outcome_listeners = self.data.listeners, self.data.outcome_listeners
+        # This store's own, closed with it; the other stores' on the data are left listening.
+        self._opened: list[QueueListener | OutcomeListener] = []
         self.record_events = True
 
     @property
     def name(self) -> str:
         return "memory"
+
+    @property
+    def database(self) -> object:
+        return self.data
 
     async def migrate(self) -> list[str]:
         return []
@@ -290,11 +308,13 @@ class MemoryStore:
     ) -> QueueListener:
         listener = QueueListener(self._listeners, queues, on_notify, on_cancel)
         self._listeners.add(listener)
+        self._opened.append(listener)
         return listener
 
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> OutcomeListener:
         listener = OutcomeListener(self._outcome_listeners, on_finished)
         self._outcome_listeners.add(listener)
+        self._opened.append(listener)
         return listener
 
     async def want_outcome(self, job_id: int) -> JobStatus | None:
@@ -395,12 +415,12 @@ class MemoryStore:
     # -- closing -------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        self._listeners.clear()
-        self._outcome_listeners.clear()
+        self.terminate()
 
     def terminate(self) -> None:
-        self._listeners.clear()
-        self._outcome_listeners.clear()
+        opened, self._opened = self._opened, []
+        for listener in opened:
+            listener.terminate()
 
 
 def _canonical_json(text: str) -> str:

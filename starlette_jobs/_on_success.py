@@ -2,10 +2,13 @@
 
 With `OnSuccessMiddleware` around the app, `configure(on_success=True).enqueue(...)` validates
 the job and reserves its id at once (so the handler can put the id in its response), but holds
-the row back. When the response starts, the held jobs are written, in one round trip per store,
-if its status is below 400, before the response goes out; otherwise (a 4xx, a 5xx, an
-exception, no response at all) they are dropped. Unlike Starlette's `BackgroundTasks`, what is
-written is durable: it survives a crash of the process that answered.
+the row back. When the response starts, the held jobs are written, all or none in one
+transaction, if its status is below 400, before the response goes out; otherwise (a 4xx, a 5xx,
+an exception, no response at all) they are dropped. One transaction needs one database: the
+jobs of one request may go through several `Jobs` on one database, but a job for another
+database is refused as it is enqueued (all-or-none across two would take two-phase commit).
+Unlike Starlette's `BackgroundTasks`, what is written is durable: it survives a crash of the
+process that answered.
 
 If writing them fails, the response does not claim a success it cannot stand for: the client
 gets a 503 instead when the database is unavailable (500 for any other error; 409 when a job's
@@ -32,12 +35,12 @@ logger = logging.getLogger("starlette_jobs")
 _current: ContextVar[RequestJobs | None] = ContextVar("starlette_jobs_request_jobs", default=None)
 
 
-def request_jobs() -> RequestJobs:
-    """The jobs held for the current request.
+def request_jobs(store: Store) -> RequestJobs:
+    """The jobs held for the current request, which `store`'s are to join.
 
     Raises:
         OnSuccessError: no request is in progress under `OnSuccessMiddleware`, or its response
-            has started already.
+            has started already, or it holds jobs for another database than `store`'s.
     """
     held = _current.get()
     if held is None:
@@ -51,6 +54,7 @@ def request_jobs() -> RequestJobs:
             f"the response of this request has started already (status {held.status}): "
             "on_success=True is for jobs enqueued before it; enqueue without it"
         )
+    held.check_database(store)
     return held
 
 
@@ -74,6 +78,15 @@ class RequestJobs:
         if after_write is not None and after_write not in self._after_write:
             self._after_write.append(after_write)
 
+    def check_database(self, store: Store) -> None:
+        """Raises `OnSuccessError` if the jobs held are for another database than `store`'s."""
+        if self._held and self._held[0][0].database != store.database:
+            raise OnSuccessError(
+                "this request holds on_success=True jobs for another database already: they "
+                "are written all or none, in one transaction, which cannot span two databases; "
+                "enqueue the jobs of one request through Jobs on one database (the same dsn)"
+            )
+
     @property
     def ids(self) -> list[int]:
         return [job_id for _, new in self._held for job_id in new.ids]
@@ -89,13 +102,12 @@ class RequestJobs:
             ids = [job_id for _, new in held for job_id in new.ids]
             logger.info("jobs %s are not written: the response's status is %s", ids, status)
             return None
-        missing: list[int] = []
         try:
             with unavailable_as_error("write the jobs of the request"):
-                for store in {id(store): store for store, _ in held}.values():
-                    batch = [new for owner, new in held if owner is store]
-                    written = await store.insert_reserved(batch)
-                    missing += [i for new in batch for i in new.ids if i not in written]
+                # All on one database (`request_jobs` saw to it): any of its stores writes all.
+                batch = [new for _, new in held]
+                written = await held[0][0].insert_reserved(batch)
+                missing = [i for new in batch for i in new.ids if i not in written]
         except Exception as error:
             # Not the app's success: the client must not take the work for done.
             ids = [job_id for _, new in held for job_id in new.ids]

@@ -69,6 +69,10 @@ class PostgresStore:
     def name(self) -> str:
         return "PostgreSQL"
 
+    @property
+    def database(self) -> object:
+        return self.dsn
+
     @classmethod
     async def open(
         cls,

@@ -211,6 +211,8 @@ def python_text_problems(
 ) -> Iterator[tuple[tuple[Any, ...], str]]:
     """NUL characters and lone surrogates in the strings and keys of plain Python containers:
     where a value that cannot even be written as JSON text holds them."""
+    if len(loc) > MAX_DEPTH:  # too deep to store anyway, or a value that holds itself
+        return
     if isinstance(value, str):
         reason = unstorable(value)
         if reason is not None:
@@ -241,7 +243,7 @@ def storable_json(value: object, max_bytes: int) -> bytes:
     except (pydantic_core.PydanticSerializationError, ValueError) as error:
         # A lone surrogate cannot even be encoded: say where it is rather than how it failed.
         _refuse(list(python_text_problems(value)))
-        raise ValueError(f"not JSON: {error}") from None
+        _refuse([(_unserializable_at(value), f"not JSON: {error}")])
     if len(text) > max_bytes:
         # First: the cheapest test, and the one that spares scanning a huge text.
         raise ValueError(f"{len(text):,} bytes of JSON, over the limit of {max_bytes:,} bytes")
@@ -252,6 +254,28 @@ def storable_json(value: object, max_bytes: int) -> bytes:
             problems += python_text_problems(value)
         _refuse(problems)
     return text
+
+
+def _unserializable_at(value: Any) -> tuple[Any, ...]:
+    """Where in `value`, which JSON cannot hold, the part it cannot hold is: the first item of
+    a list or dict that fails alone, followed down. Only on the way to an error, so trying
+    each item again costs nothing that matters."""
+    loc: tuple[Any, ...] = ()
+    on_the_way = {id(value)}  # a value that holds itself fails at every step: stop there
+    while isinstance(value, dict | list | tuple) and len(loc) <= MAX_DEPTH:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            try:
+                pydantic_core.to_json(item)
+            except (pydantic_core.PydanticSerializationError, ValueError):
+                loc, value = (*loc, key), item
+                break
+        else:
+            break  # none fails alone: a key of a dict, say
+        if id(value) in on_the_way:
+            break
+        on_the_way.add(id(value))
+    return loc
 
 
 def _refuse(problems: list[tuple[tuple[Any, ...], str]]) -> None:

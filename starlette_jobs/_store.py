@@ -46,6 +46,12 @@ class Store(Protocol):
     record_events: bool
     """Whether each change of a job's state also writes its event (`Jobs(events=...)`)."""
 
+    @property
+    def database(self) -> object:
+        """Equal for two stores on the same jobs (the DSN; one memory store's data): either can
+        write, in one transaction, what the other reserved (`insert_reserved`)."""
+        ...
+
     # -- the schema ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:

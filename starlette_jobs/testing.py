@@ -36,7 +36,8 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,23 @@ def _with_database(dsn: str, database: str) -> str:
     return urlunsplit(urlsplit(dsn)._replace(path="/" + database))
 
 
+def _run(statements: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Runs the coroutine `statements()` makes to its end, from a sync fixture: on a loop of its
+    own, in a thread of its own when this thread runs a loop already (an async test that takes
+    the fixture through `request.getfixturevalue`), since `asyncio.run` cannot run inside one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(statements())
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="starlette-jobs-fixture") as thread:
+        thread.submit(lambda: asyncio.run(statements())).result()
+
+
+def _admin(server: str, statement: str) -> None:
+    _run(lambda: run_admin_statements(server, statement))
+
+
 @pytest.fixture(scope="session")
 def jobs_server() -> Iterator[str]:
     """The URL of the server this test session's databases live on: `DATABASE_URL`'s, or an
@@ -100,9 +118,9 @@ def jobs_template_database(jobs_server: str) -> Iterator[str]:
         finally:
             await store.close()
 
-    asyncio.run(create())
+    _run(create)
     yield name
-    asyncio.run(run_admin_statements(jobs_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _admin(jobs_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 _database_numbers = itertools.count()
@@ -113,9 +131,9 @@ def jobs_database(jobs_server: str, jobs_template_database: str) -> Iterator[str
     """The URL of a fresh, migrated database of this test's own; dropped after it."""
     name = f"sj_test_{os.getpid()}_{next(_database_numbers)}"
     create = f'CREATE DATABASE "{name}" TEMPLATE "{jobs_template_database}"'
-    asyncio.run(run_admin_statements(jobs_server, create))
+    _admin(jobs_server, create)
     yield _with_database(jobs_server, name)
-    asyncio.run(run_admin_statements(jobs_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    _admin(jobs_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -200,3 +200,36 @@ def test_python_dash_m_runs_the_same_command() -> None:
         0,
         f"starlette-jobs {starlette_jobs.__version__}",
     )
+
+
+MEMORY_APP = """
+from starlette_jobs import Jobs
+jobs = Jobs("memory://shared", queues={"emails": 3})
+"""
+
+
+@pytest.mark.parametrize("command", ["worker", "migrate", "status"])
+@pytest.mark.parametrize("where", ["--dsn", "DATABASE_URL", "Jobs"])
+def test_a_command_on_the_in_memory_store_is_refused_since_no_other_process_sees_it(
+    module: Module,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    where: str,
+) -> None:
+    """A worker on `memory://` would start and idle on a store that only it can see."""
+    name = module(
+        "cli_unit_memory",
+        MEMORY_APP if where == "Jobs" else APP.replace('"postgresql://app@db/app", ', ""),
+    )
+    argv = ["--log-level", "error", command, name]
+    if where == "--dsn":
+        argv += ["--dsn", "memory://"]
+    elif where == "DATABASE_URL":
+        monkeypatch.setenv("DATABASE_URL", "memory://shared")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("starlette-jobs: error: ")
+    assert "the in-memory store" in err
+    assert "needs PostgreSQL" in err
+    assert err.count("\n") == 1

@@ -12,6 +12,7 @@ from typing import Any
 import httpx2
 import pytest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -219,3 +220,20 @@ def test_a_key_too_long_to_store_is_hashed() -> None:
     assert long.startswith("sha256:")
     assert len(long) == 7 + 64
     assert long == idempotency_key(request(key("k" * 255)), scope="u" * 300)
+
+
+def test_the_header_limit_counts_characters_not_bytes() -> None:
+    """255 characters of 2 bytes each in UTF-8 (510 on the wire) are a key, kept as the
+    characters sent; the 256th is one too many."""
+    assert idempotency_key(request(key("é" * 255))) == f'["POST","/p",null,"{"é" * 255}"]'
+    with pytest.raises(HTTPException) as refused:
+        idempotency_key(request(key("é" * 256)))
+    assert refused.value.status_code == 400
+
+
+def test_a_header_that_is_not_utf8_is_a_400() -> None:
+    raw = [(b"idempotency-key", b"k\xff")]
+    with pytest.raises(HTTPException) as refused:
+        idempotency_key(Request({"type": "http", "method": "POST", "path": "/p", "headers": raw}))
+    assert refused.value.status_code == 400
+    assert "UTF-8" in str(refused.value.detail)

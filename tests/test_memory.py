@@ -32,12 +32,16 @@ def test_an_unnamed_url_gets_a_store_of_its_own_each_time() -> None:
     assert memory_store("memory://") is not memory_store("memory://")
 
 
-async def test_a_named_url_shares_one_store_while_something_holds_it() -> None:
+async def test_a_named_url_shares_one_stores_data_while_something_holds_it() -> None:
     held = memory_store("memory://test-memory-shared")
-    assert memory_store("memory://test-memory-shared") is held
-    assert memory_store("memory://test-memory-other") is not held
+    again = memory_store("memory://test-memory-shared")
+    # A store each (each `Jobs` its own settings), over one set of rows.
+    assert again is not held
+    assert again.data is held.data
+    assert memory_store("memory://test-memory-other").data is not held.data
     await held.insert_jobs(new_jobs(1))
-    del held
+    assert len(await again.list_jobs(None, None, 10)) == 1
+    del held, again
     gc.collect()
     # Forgotten once no `Jobs` holds it: a later test with the same name starts empty.
     assert await memory_store("memory://test-memory-shared").list_jobs(None, None, 10) == []

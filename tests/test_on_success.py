@@ -385,3 +385,50 @@ async def test_a_job_enqueued_in_the_session_commits_or_rolls_back_with_it(
     assert status == 201
     assert emails == ["new@example.com", "taken@example.com"]
     assert welcomed == ["new@example.com"]
+
+
+async def test_jobs_of_two_jobs_on_one_database_are_written_all_or_none(jobs_dsn: str) -> None:
+    """Two `Jobs` on one database (one memory store's data): one transaction for both."""
+
+    async def both(request: Request) -> Response:
+        first = await receipt.configure(jobs=one, on_success=True).enqueue(order=1)
+        keyed = receipt.configure(jobs=other, on_success=True, idempotency_key="k")
+        second = await keyed.enqueue(order=2)
+        # Another request, with the same key, got its job written in the meantime.
+        taken = await receipt.configure(jobs=other, idempotency_key="k").enqueue(order=3)
+        return JSONResponse({"ids": [first, second], "taken": taken}, status_code=202)
+
+    async with Jobs(jobs_dsn, queues={}) as one, Jobs(jobs_dsn, queues={}) as other:
+        app = Starlette(routes=[Route("/", both)], middleware=[Middleware(OnSuccessMiddleware)])
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+            response = await client.get("/")
+        assert response.status_code == 409
+        [(_, arguments)] = await stored(one)
+        assert arguments == {"order": 3}  # the other request's; none of this one's
+
+
+async def test_jobs_for_two_databases_in_one_request_are_refused_as_enqueued(
+    jobs_dsn: str,
+) -> None:
+    """One transaction cannot span two databases: the second is refused before anything is
+    written, rather than risk the first's jobs written without the second's."""
+    refused: list[str] = []
+
+    async def both(request: Request) -> Response:
+        await receipt.configure(jobs=one, on_success=True).enqueue(order=1)
+        try:
+            await receipt.configure(jobs=elsewhere, on_success=True).enqueue(order=2)
+        except OnSuccessError as error:
+            refused.append(str(error))
+            raise
+        return Response(status_code=202)
+
+    async with Jobs(jobs_dsn, queues={}) as one, Jobs("memory://", queues={}) as elsewhere:
+        app = Starlette(routes=[Route("/", both)], middleware=[Middleware(OnSuccessMiddleware)])
+        transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+            assert (await client.get("/")).status_code == 500
+        assert (await stored(one), await stored(elsewhere)) == ([], [])
+    [message] = refused
+    assert "one database" in message

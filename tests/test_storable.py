@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from starlette_jobs._storable import MAX_DEPTH, json_problems, may_be_unstorable
+from starlette_jobs._storable import MAX_DEPTH, json_problems, may_be_unstorable, storable_json
 
 
 def nested(depth: int) -> object:
@@ -78,3 +78,32 @@ def test_what_is_not_storable_is_caught_by_both_tests(value: object) -> None:
     text = text.replace(b'{"n":0}', b'{"n":-1' + b"0" * 4300 + b"}")
     assert may_be_unstorable(text)
     assert json_problems(text, top_level_keys=False) != []
+
+
+class Opaque:
+    """A type that JSON does not know."""
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (Opaque(), "(the value)"),
+        ({"a": [1, Opaque()]}, "a.1"),
+        ([{"ok": 1}, {"b": (2, {"c": Opaque()})}], "1.b.1.c"),
+    ],
+    ids=["the-value", "in-a-list", "deep"],
+)
+def test_a_value_of_a_type_json_does_not_know_is_refused_naming_where(
+    value: object, where: str
+) -> None:
+    """As the other refusals do: a result or progress too big to search by eye says where."""
+    with pytest.raises(ValueError, match="Unable to serialize unknown type") as refused:
+        storable_json(value, 1 << 20)
+    assert str(refused.value).startswith(f"{where}: not JSON: ")
+
+
+def test_a_value_that_holds_itself_is_refused_naming_where_it_does() -> None:
+    looped: list[object] = [1]
+    looped.append({"again": looped})
+    with pytest.raises(ValueError, match=r"^1\.again: not JSON: .*[Cc]ircular"):
+        storable_json(looped, 1 << 20)

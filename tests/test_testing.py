@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -102,3 +108,51 @@ def test_the_sync_helpers_need_the_lifespan_running() -> None:
     client = TestClient(Starlette())
     with pytest.raises(TypeError, match="with TestClient"):
         run_enqueued_now(client)
+
+
+async def test_a_database_can_be_taken_from_inside_an_async_test(
+    request: pytest.FixtureRequest,
+) -> None:
+    """`request.getfixturevalue("jobs_database")` runs the fixture inside the test's running
+    event loop: it creates the database all the same."""
+    dsn: str = request.getfixturevalue("jobs_database")
+    async with Jobs(dsn, queues={}) as jobs:
+        job_id = await first_step.enqueue(order="9")
+        await run_enqueued(jobs)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert record.status is JobStatus.SUCCEEDED
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_testing_pages_tests_pass_as_written_in_a_project_of_their_own(
+    tmp_path: Path, jobs_server: str
+) -> None:
+    """docs/testing.md as a user copies it: its `conftest.py`, its `pyproject.toml` setting and
+    its app and tests in a test module, run by pytest in a process of its own, with nothing of
+    this project's configuration."""
+    page = (ROOT / "docs" / "testing.md").read_text("utf-8")
+    page = page.partition("## How this page's tests run")[0]  # what the docs test adds
+    blocks = re.findall(r"^```(python|toml)\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
+    [conftest] = [code for language, code in blocks if "pytest_plugins" in code]
+    [settings] = [code for language, code in blocks if language == "toml"]
+    tests = [code for language, code in blocks if language == "python" and code != conftest]
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "pyproject.toml").write_text(settings)
+    (tmp_path / "test_signup.py").write_text("\n\n".join(tests))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    # This checkout's code, and its test server (the plugin makes its own databases there).
+    env |= {"PYTHONPATH": str(ROOT), "DATABASE_URL": jobs_server}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_signup.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout

@@ -210,6 +210,20 @@ async def test_a_producer_waits_for_a_job_another_jobs_runs(jobs_dsn: str) -> No
             assert (await waiting).result == "2026-01-17"
 
 
+async def test_a_jobs_that_stops_leaves_the_others_on_its_store_listening(
+    jobs_dsn: str,
+) -> None:
+    """Stopping one `Jobs` closes its own connections only: a worker of another on the same
+    database is still woken at once by an enqueue, and its waits still end."""
+    async with Jobs(jobs_dsn, poll_interval=60) as worker:
+        async with Jobs(jobs_dsn, queues={}):
+            pass
+        job_id = await gated.configure(jobs=worker).enqueue(n=27)
+        gates.setdefault(27, asyncio.Event()).set()
+        async with asyncio.timeout(5):  # not the 60 s poll: the enqueue woke the worker
+            assert (await worker.wait(job_id)).status is JobStatus.SUCCEEDED
+
+
 # -- events ------------------------------------------------------------------------------------
 
 
@@ -245,6 +259,31 @@ async def test_with_events_off_only_the_enqueueing_is_told(jobs_dsn: str) -> Non
         assert kinds(await quiet.events(job_id)) == [EventKind.ENQUEUED]
         assert kinds(await quiet.events(cancelled)) == [EventKind.ENQUEUED]
         assert quiet._ready_store.record_events is False
+
+
+@pytest.mark.parametrize("quiet_first", [False, True])
+async def test_each_jobs_on_one_store_records_events_as_its_own_setting_says(
+    jobs_dsn: str, quiet_first: bool
+) -> None:
+    """Two `Jobs` on one database (on memory: one named store), whichever started last: the
+    writes of each follow its own `events`, as each has its own connections on PostgreSQL."""
+    loud = Jobs(jobs_dsn, poll_interval=0.05)
+    quiet = Jobs(jobs_dsn, queues={}, events=False)
+    first, second = (quiet, loud) if quiet_first else (loud, quiet)
+    async with first, second:
+        ran = await failing.configure(jobs=quiet).enqueue(n=24)
+        await loud.wait(ran, timeout=10)  # claimed and failed by loud's worker
+        told = await failing.configure(jobs=loud, delay=3600).enqueue(n=25)
+        untold = await failing.configure(jobs=quiet, delay=3600).enqueue(n=26)
+        assert await loud.cancel(told)
+        assert await quiet.cancel(untold)
+        assert kinds(await quiet.events(ran)) == [
+            EventKind.ENQUEUED,
+            EventKind.CLAIMED,
+            EventKind.FAILED,
+        ]
+        assert kinds(await quiet.events(told)) == [EventKind.ENQUEUED, EventKind.CANCELLED]
+        assert kinds(await loud.events(untold)) == [EventKind.ENQUEUED]
 
 
 async def test_an_unknown_jobs_history_is_empty(jobs: Jobs) -> None:
