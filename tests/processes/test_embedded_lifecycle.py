@@ -16,7 +16,7 @@ from tests.processes.cluster import _free_port
 from tests.processes.support import ROOT, LoggedProcess, wait_until
 
 Start = Callable[..., LoggedProcess]
-DATA = Path(".starlette_jobs") / "pgdata"  # the default embedded_data_dir
+DATA = Path(".starlette_jobs") / "example_app"  # the example app's embedded_data_dir
 
 
 def postmaster_pid(data_dir: Path) -> int:
@@ -82,7 +82,7 @@ def test_the_last_of_two_processes_on_the_same_data_stops_the_server(
     app.send(signal.SIGTERM)
     app.wait(30)
     # The worker still uses it: the same server still runs, and answers.
-    status = start("-m", "starlette_jobs", "status")
+    status = start("-m", "starlette_jobs", "status", "example_app.app:jobs")
     assert status.wait(60) == 0, status.output
     assert "left the embedded PostgreSQL" in status.output
     assert postmaster_pid(scratch_dir / DATA) == server
@@ -103,7 +103,7 @@ def test_a_server_left_by_a_killed_app_is_stopped_by_the_next_user_that_exits(
     app.kill()  # SIGKILL: no shutdown, no chance to stop the server
     assert alive(server)
 
-    status = start("-m", "starlette_jobs", "status")
+    status = start("-m", "starlette_jobs", "status", "example_app.app:jobs")
     assert status.wait(60) == 0, status.output
     wait_until(lambda: not alive(server), timeout=10, what="the embedded PostgreSQL to stop")
     assert f"user processes [{app.pid}]: gone" in status.output

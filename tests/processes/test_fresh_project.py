@@ -1,8 +1,8 @@
 """A user's own project, outside this repository, tests its app with the plugin while its dev
-worker runs on the default embedded database in the same directory.
+worker runs on an embedded database in the same directory (the example app's, here).
 
-Without a database of their own, the tests and the dev worker would share
-`.starlette_jobs/pgdata`: the dev worker, which does not know the tests' jobs, would claim and
+Without a database of their own, the tests and the dev worker would share the directory's
+embedded database: the dev worker, which does not know the tests' jobs, would claim and
 fail them. With `starlette_jobs.testing`, the tests never touch the dev server's data.
 """
 
@@ -64,7 +64,7 @@ def test_shout(word: str, jobs_database: str, monkeypatch: pytest.MonkeyPatch) -
 """
 
 
-def test_a_users_tests_pass_beside_a_dev_worker_on_the_default_embedded_database(
+def test_a_users_tests_pass_beside_a_dev_worker_on_the_projects_embedded_database(
     scratch_dir: Path,
 ) -> None:
     project = scratch_dir / "myproject"
@@ -74,7 +74,7 @@ def test_a_users_tests_pass_beside_a_dev_worker_on_the_default_embedded_database
     (project / "test_myapp.py").write_text(textwrap.dedent(TEST))
     env = {name: value for name, value in os.environ.items() if name != "DATABASE_URL"}
     env.pop("PYTHONPATH", None)  # the project sees the installed package only
-    # The dev worker: the example app's jobs, on the default embedded database of the directory.
+    # The dev worker: the example app's jobs, on its embedded database in the directory.
     dev = LoggedProcess(
         [sys.executable, "-m", "starlette_jobs", "worker", "example_app.app:jobs"],
         cwd=project,
@@ -82,7 +82,7 @@ def test_a_users_tests_pass_beside_a_dev_worker_on_the_default_embedded_database
     )
     try:
         dev.wait_for("started on queues", timeout=60)
-        assert (project / ".starlette_jobs" / "pgdata" / "PG_VERSION").exists()
+        assert (project / ".starlette_jobs" / "example_app" / "PG_VERSION").exists()
         tests = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:cov"],
             cwd=project,
