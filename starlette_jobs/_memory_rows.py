@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from ._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
+from ._storable import MAX_KEPT_ERRORS
 
 
 @dataclass(eq=False)
@@ -176,6 +177,7 @@ class Row:
         self.last_error = error
         entry = {"attempt": self.attempts, "error": error, "at": at.isoformat()}
         self.errors.append({**entry, "worker_id": self.worker_id})
+        del self.errors[:-MAX_KEPT_ERRORS]
 
     def give_back(self, now: datetime) -> EventKind:
         """A release: pending again, due now, the attempt given back; or cancelled, if the job

@@ -118,7 +118,7 @@ class JobRecord:
     last_error: str | None
     """The latest failed attempt's error; None once an attempt succeeded."""
     errors: list[dict[str, Any]]
-    """One entry per failed attempt: `attempt`, `error`, `at`, `worker_id`."""
+    """One entry per failed attempt, the latest 100: `attempt`, `error`, `at`, `worker_id`."""
     worker_id: str | None
     result: Any
     """What the job returned; for a job cancelled while it ran, what it returned when it caught

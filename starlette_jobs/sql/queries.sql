@@ -205,8 +205,11 @@ WITH outcome AS (
            -- A job that succeeded has no error to show; `errors` keeps every attempt's.
            last_error = CASE WHEN outcome.status = 'succeeded' THEN NULL
                              ELSE coalesce(outcome.error, job.last_error) END,
+           -- The latest 100 attempts' errors are kept (MAX_KEPT_ERRORS in _storable.py).
            errors = CASE WHEN outcome.error IS NULL THEN job.errors
-                         ELSE job.errors || jsonb_build_array(jsonb_build_object(
+                         ELSE CASE WHEN jsonb_array_length(job.errors) >= 100
+                                   THEN job.errors - 0 ELSE job.errors END
+                              || jsonb_build_array(jsonb_build_object(
                              'attempt', job.attempts, 'error', outcome.error,
                              'at', now(), 'worker_id', job.worker_id)) END,
            result = outcome.result::jsonb,
@@ -395,7 +398,9 @@ WITH expired AS (
            run_at = now(),
            last_error = 'lease expired: worker ' || coalesce(job.worker_id, '?')
                         || ' stopped renewing it (crashed or stalled)',
-           errors = job.errors || jsonb_build_array(jsonb_build_object(
+           errors = CASE WHEN jsonb_array_length(job.errors) >= 100
+                         THEN job.errors - 0 ELSE job.errors END  -- the latest 100, as above
+                    || jsonb_build_array(jsonb_build_object(
                'attempt', job.attempts,
                'error', 'lease expired: worker ' || coalesce(job.worker_id, '?')
                         || ' stopped renewing it (crashed or stalled)',

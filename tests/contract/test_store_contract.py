@@ -25,6 +25,7 @@ from starlette_jobs import (
 )
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import EventKind, Outcome, Renewal
+from starlette_jobs._storable import MAX_KEPT_ERRORS
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -149,6 +150,29 @@ async def test_a_job_that_succeeds_after_failing_shows_no_error_but_keeps_them_a
     assert record is not None
     assert (record.status, record.last_error) == (JobStatus.SUCCEEDED, None)
     assert [(e["attempt"], e["error"]) for e in record.errors] == [(1, "boom")]
+
+
+async def test_a_job_retried_without_end_keeps_the_errors_of_its_latest_attempts(
+    store: Store,
+) -> None:
+    # Every outcome rewrites the row: an `errors` list that grew by an entry an attempt for
+    # ever would make each write slower, until PostgreSQL refused the row.
+    [job_id] = await store.insert_jobs(new(max_attempts=MAX_KEPT_ERRORS + 10))
+    for attempt in range(1, MAX_KEPT_ERRORS + 6):
+        [claim] = await store.claim_batch("default", 1, "w", LEASE)
+        assert claim.attempts == attempt
+        failed = ended(claim, JobStatus.PENDING, delay=0, error=f"boom {attempt}")
+        assert await store.record_outcomes([failed]) == {job_id}
+    # Then its worker dies: the rescue's error is kept the same way.
+    [claim] = await store.claim_batch("default", 1, "w", 0.01)
+    await expire()
+    assert [rescued for rescued, _, _ in await store.rescue_expired(10)] == [job_id]
+    record = await store.get_job(job_id)
+    assert record is not None
+    kept = [entry["attempt"] for entry in record.errors]
+    assert kept == list(range(MAX_KEPT_ERRORS + 7 - MAX_KEPT_ERRORS, MAX_KEPT_ERRORS + 7))
+    assert record.errors[-2]["error"] == f"boom {MAX_KEPT_ERRORS + 5}"
+    assert "lease expired" in record.errors[-1]["error"]
 
 
 # -- leases and rescue -------------------------------------------------------------------------
