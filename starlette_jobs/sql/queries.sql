@@ -519,13 +519,19 @@ SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id
 -- while the flag is not set yet: should an outcome be committing at this moment, it waits for
 -- it and returns the status that outcome wrote, so that either the outcome sees the flag or this
 -- sees the outcome. Once set, the flag is only read: a waiter's periodic look writes nothing.
--- Returns the job's status, or nothing if there is no such job.
+-- The UPDATE locks the row for the statement: a claim at that moment skips the job (SKIP LOCKED)
+-- and may find nothing else, and its worker would leave the job to the next poll; so a job due
+-- now wakes its queue, once this commits. Returns the job's status, or nothing if there is no
+-- such job.
 -- $1 job id
 WITH wanted AS (
     UPDATE starlette_jobs SET outcome_wanted = true
      WHERE id = $1 AND NOT outcome_wanted
-    RETURNING status
+    RETURNING status, queue, run_at
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '') FROM wanted
+     WHERE status = 'pending' AND run_at <= now()
 )
-SELECT status FROM wanted
+SELECT status FROM wanted, (SELECT count(*) FROM woken) AS sent
 UNION ALL
 SELECT status FROM starlette_jobs WHERE id = $1 AND NOT EXISTS (SELECT FROM wanted);
