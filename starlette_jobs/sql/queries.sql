@@ -1,5 +1,9 @@
 -- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _postgres.py.
 -- Parameters are always bound ($1, $2, ...), never formatted into the text.
+-- The enqueue statements may run in the caller's transaction (`connection=`), where `now()` is
+-- when that transaction began, perhaps long ago: they read the clock with
+-- `statement_timestamp()`, so that `created_at` is the enqueue and a delay counts from it. The
+-- worker's statements run on their own, where the two are the same.
 -- Rows about to be updated are locked FOR NO KEY UPDATE, the strength of the UPDATE itself:
 -- FOR UPDATE would also conflict with the FOR KEY SHARE lock that an insert into an
 -- application's table with a foreign key to a job takes, and a lease renewal would skip a
@@ -30,8 +34,9 @@ INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
 -- the whole statement. Returns its id.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 max_attempts,
 -- $6 trace context (JSON text) or NULL
-INSERT INTO starlette_jobs (name, queue, payload, priority, max_attempts, trace_context)
-VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)
+INSERT INTO starlette_jobs
+    (name, queue, payload, priority, max_attempts, trace_context, created_at, run_at)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb, statement_timestamp(), statement_timestamp())
 RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
 
 -- name: insert_job
@@ -39,9 +44,11 @@ RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL,
 -- $9 whether to NOTIFY the queue's channel (false for delayed jobs)
-INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
-VALUES ($1, $2, $3::jsonb, $4, coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
-        $7, $8::jsonb)
+INSERT INTO starlette_jobs
+    (name, queue, payload, priority, run_at, max_attempts, trace_context, created_at)
+VALUES ($1, $2, $3::jsonb, $4,
+        coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
+        $7, $8::jsonb, statement_timestamp())
 RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified;
 
 -- name: insert_unique_job
@@ -56,10 +63,10 @@ RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') 
 WITH inserted AS (
     INSERT INTO starlette_jobs
         (name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key,
-         idempotency_key)
+         idempotency_key, created_at)
     VALUES ($1, $2, $3::jsonb, $4,
-            coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $7, $8::jsonb, $9, $11)
+            coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
+            $7, $8::jsonb, $9, $11, statement_timestamp())
     -- Whichever key is taken (no conflict target: any unique index).
     ON CONFLICT DO NOTHING
     RETURNING id
@@ -116,11 +123,11 @@ WITH given AS (
 ), inserted AS (
     INSERT INTO starlette_jobs
         (id, name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key,
-         idempotency_key)
+         idempotency_key, created_at)
     OVERRIDING SYSTEM VALUE
     SELECT id, name, queue, $4::jsonb -> (position - 1)::int, priority,
-           coalesce(run_at, now() + make_interval(secs => coalesce(delay, 0))), max_attempts,
-           trace_context::jsonb, unique_key, idempotency_key
+           coalesce(run_at, statement_timestamp() + make_interval(secs => coalesce(delay, 0))),
+           max_attempts, trace_context::jsonb, unique_key, idempotency_key, statement_timestamp()
       FROM given
      ORDER BY position
     ON CONFLICT DO NOTHING
@@ -138,9 +145,11 @@ SELECT id FROM inserted, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 -- text instead of one per row), $4 priority, $5 delay in seconds or NULL, $6 run_at or NULL,
 -- $7 max_attempts, $8 trace context (JSON text) or NULL, $9 whether to NOTIFY
 WITH inserted AS (
-    INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
+    INSERT INTO starlette_jobs
+        (name, queue, payload, priority, run_at, max_attempts, trace_context, created_at)
     SELECT $1, $2, payload, $4,
-           coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))), $7, $8::jsonb
+           coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
+           $7, $8::jsonb, statement_timestamp()
       FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS given(payload, position)
      ORDER BY position
     RETURNING id
