@@ -36,6 +36,7 @@ from ._records import (
     NewJobs,
     Outcome,
     Renewal,
+    Unfinished,
 )
 
 SCHEME = "memory://"
@@ -270,17 +271,29 @@ class MemoryStore:
             del self._rows[row.id]
         return len(old)
 
-    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
-        horizon = None if horizon_seconds is None else _now() + timedelta(seconds=horizon_seconds)
-        return sum(
-            1
-            for r in self._rows.values()
-            if r.queue in queues
-            and (
-                r.status is JobStatus.RUNNING
-                or (r.status is JobStatus.PENDING and (horizon is None or r.run_at <= horizon))
-            )
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        now = _now()
+        first, retry = (
+            None if seconds is None else now + timedelta(seconds=seconds)
+            for seconds in (horizon_seconds, retry_horizon_seconds)
         )
+        waited = scheduled = retries = 0
+        for r in self._rows.values():
+            if r.queue not in queues or r.status not in (JobStatus.PENDING, JobStatus.RUNNING):
+                continue
+            horizon = retry if r.attempts > 0 else first
+            if r.status is JobStatus.RUNNING or horizon is None or r.run_at <= horizon:
+                waited += 1
+            elif r.attempts > 0:
+                retries += 1
+            else:
+                scheduled += 1
+        return Unfinished(waited, scheduled, retries)
 
     async def listen(
         self,

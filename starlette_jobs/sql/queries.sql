@@ -442,14 +442,21 @@ SELECT status, count(*) AS jobs FROM starlette_jobs
  GROUP BY status;
 
 -- name: count_unfinished
--- Jobs of these queues that are running, or pending and due within $2 seconds (retries
--- waiting for their delay included): what `drain` waits for.
--- $1 queue names, $2 horizon in seconds (0: due now; NULL: any pending job)
-SELECT count(*) FROM starlette_jobs
- WHERE queue = ANY($1::text[])
-   AND (status = 'running'
-        OR (status = 'pending'
-            AND ($2::float8 IS NULL OR run_at <= now() + make_interval(secs => $2))));
+-- Jobs of these queues that are running, or pending and due within $2 seconds (a retry, a
+-- pending job with an attempt behind it: within $3 seconds): what `drain` waits for; and the
+-- pending jobs due later, first attempts and retries apart: what it leaves.
+-- $1 queue names, $2 horizon in seconds (0: due now; NULL: any pending job),
+-- $3 the same for retries
+SELECT count(*) FILTER (WHERE waited) AS waited,
+       count(*) FILTER (WHERE NOT waited AND attempts = 0) AS scheduled,
+       count(*) FILTER (WHERE NOT waited AND attempts > 0) AS retries
+  FROM (SELECT attempts,
+               status = 'running'
+               OR coalesce(run_at <= now() + make_interval(
+                      secs => CASE WHEN attempts > 0 THEN $3::float8 ELSE $2::float8 END),
+                   true) AS waited
+          FROM starlette_jobs
+         WHERE queue = ANY($1::text[]) AND status IN ('pending', 'running')) AS unfinished;
 
 -- name: cancel_job
 -- A pending job becomes cancelled; a running one is asked to stop (once), and its worker is

@@ -24,7 +24,7 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._memory import MemoryStore
-from starlette_jobs._records import EventKind, Outcome, Renewal
+from starlette_jobs._records import EventKind, Outcome, Renewal, Unfinished
 from starlette_jobs._store import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -117,9 +117,16 @@ async def test_a_failed_attempt_keeps_its_error_and_waits_for_its_retry(store: S
     assert (record.status, record.attempts, record.last_error) == (JobStatus.PENDING, 1, "boom")
     assert [(e["attempt"], e["error"], e["worker_id"]) for e in record.errors] == [(1, "boom", "w")]
     assert record.finished_at is None
-    assert await store.count_unfinished(["default"], 0) == 0
-    assert await store.count_unfinished(["default"], 7200) == 1
-    assert await store.count_unfinished(["default"], None) == 1
+    # A retry is counted apart from jobs scheduled by their enqueue, with a horizon of its own.
+    assert await store.count_unfinished(["default"], 0, 0) == Unfinished(0, 0, 1)
+    assert await store.count_unfinished(["default"], 0, 7200) == Unfinished(1, 0, 0)
+    assert await store.count_unfinished(["default"], 7200, 0) == Unfinished(0, 0, 1)
+    assert await store.count_unfinished(["default"], 0, None) == Unfinished(1, 0, 0)
+    [later] = await store.insert_jobs(new(delay=3600))
+    assert await store.count_unfinished(["default"], 0, None) == Unfinished(1, 1, 0)
+    assert await store.count_unfinished(["default"], 7200, 0) == Unfinished(1, 0, 1)
+    assert await store.count_unfinished(["default"], None, None) == Unfinished(2, 0, 0)
+    assert await store.cancel_job(later) is JobStatus.CANCELLED
 
 
 async def test_a_retry_after_a_short_delay_is_claimed_again(store: Store) -> None:
@@ -436,8 +443,8 @@ async def test_lists_are_newest_first_and_filtered_and_counts_cover_every_status
     assert [r.id for r in await store.list_jobs(None, None, 2)] == [other, ids[2]]
     counts = await store.count_by_status(None)
     assert counts == {**dict.fromkeys(JobStatus, 0), JobStatus.PENDING: 3, JobStatus.RUNNING: 1}
-    assert await store.count_unfinished(["default"], 0) == 3
-    assert await store.count_unfinished(["other", "default"], 0) == 4
+    assert await store.count_unfinished(["default"], 0, 0) == Unfinished(3, 0, 0)
+    assert await store.count_unfinished(["other", "default"], 0, 0) == Unfinished(4, 0, 0)
 
 
 async def test_a_listener_hears_of_due_jobs_of_its_queues_only(store: Store) -> None:
