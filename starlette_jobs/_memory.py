@@ -216,11 +216,15 @@ class MemoryStore:
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         released = set()
+        woken = set()
         for job_id, token in held:
             row = self._held(job_id, token)
             if row is not None:
-                self._give_back(row)
+                if self._give_back(row) is EventKind.RELEASED:
+                    woken.add(row.queue)
                 released.add(job_id)
+        for queue in woken:
+            self._notify(queue)
         return released
 
     async def release_unknown_claims(
@@ -255,6 +259,8 @@ class MemoryStore:
         for row in expired:
             self._changed(row, row.rescue(now), now, row.last_error)
             rescued.append((row.id, row.queue, row.status))
+        for queue in {queue for _, queue, status in rescued if status is JobStatus.PENDING}:
+            self._notify(queue)
         return rescued
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:

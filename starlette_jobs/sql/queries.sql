@@ -262,7 +262,9 @@ SELECT held.lease_token, held.lease_token IN (SELECT lease_token FROM renewed) A
 
 -- name: release_jobs
 -- Gives leased jobs back without using up an attempt (shutdown); a job asked to stop ends
--- cancelled instead. Returns the ids released.
+-- cancelled instead. The queues of the jobs given back are woken: the worker releasing them
+-- is stopping, and the others would find them only at their next poll. Returns the ids
+-- released.
 -- $1 ids, $2 lease tokens, $3 whether to record events
 WITH released AS (
     UPDATE starlette_jobs AS job
@@ -280,11 +282,14 @@ WITH released AS (
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
            worker_id, CASE WHEN status = 'pending' THEN run_at END
       FROM released WHERE $3::boolean
-), announced AS (
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') q
+     UNION ALL
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id FROM released, (SELECT count(*) FROM announced) AS sent;
+SELECT id FROM released, (SELECT count(*) FROM notified) AS sent;
 
 -- name: release_unknown_claims
 -- Running jobs of one queue that this worker holds under a lease token it does not know: a claim
@@ -384,7 +389,8 @@ SELECT count(*) FROM deleted;
 -- name: rescue_expired
 -- Jobs whose worker stopped renewing the lease (it crashed or stalled): back to pending, or
 -- failed when no attempt is left, or cancelled if asked to stop. The lost attempt is recorded
--- like any failed attempt.
+-- like any failed attempt. The queues of the jobs back to pending are woken: the worker that
+-- rescues them may not work those queues.
 -- $1 how many at most, $2 whether to record events
 WITH expired AS (
     SELECT id FROM starlette_jobs
@@ -417,11 +423,14 @@ WITH expired AS (
     SELECT id, CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'rescued' END, status,
            attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END
       FROM rescued WHERE $2::boolean
-), announced AS (
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM rescued WHERE status = 'pending') q
+     UNION ALL
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM rescued
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id, queue, status FROM rescued, (SELECT count(*) FROM announced) AS sent;
+SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 
 -- name: get_job
 -- $1 job id

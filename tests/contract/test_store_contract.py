@@ -26,6 +26,7 @@ from starlette_jobs import (
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import EventKind, Outcome, Renewal, Unfinished
 from starlette_jobs._store import Store
+from tests.conftest import eventually
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
 
@@ -163,6 +164,33 @@ async def test_rescue_takes_the_longest_expired_first_and_fails_those_out_of_att
     failed = await store.get_job(once)
     assert failed is not None
     assert (failed.status, failed.finished_at is not None) == (JobStatus.FAILED, True)
+
+
+async def test_a_job_given_back_to_pending_wakes_its_queue(store: Store) -> None:
+    """Released at a worker's shutdown, or rescued by any worker (even one that does not work
+    its queue): the queue's workers are told, not left to find it at their next poll."""
+    woken: list[str] = []
+
+    async def both_woken() -> bool:
+        return sorted(woken) == ["default", "other"]
+
+    async def told_both() -> None:
+        await eventually(both_woken, "both queues woken", timeout=5)
+        woken.clear()
+
+    listener = await store.listen(["default", "other"], woken.append)
+    try:
+        [released] = await store.insert_jobs(new(queue="other"))
+        [rescued] = await store.insert_jobs(new())
+        await told_both()  # the enqueues'
+        [held] = await store.claim_batch("other", 1, "stopping", LEASE)
+        await store.claim_batch("default", 1, "dead", 0.01)
+        assert await store.release_jobs([(released, held.lease_token)]) == {released}
+        await expire()
+        assert await store.rescue_expired(10) == [(rescued, "default", JobStatus.PENDING)]
+        await told_both()
+    finally:
+        await listener.close()
 
 
 async def test_a_renewed_lease_is_not_rescued(store: Store) -> None:
