@@ -34,8 +34,8 @@ INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
 -- the whole statement. Returns its id.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 max_attempts,
 -- $6 trace context (JSON text) or NULL
-INSERT INTO starlette_jobs
-    (name, queue, payload, priority, max_attempts, trace_context, created_at, run_at)
+INSERT INTO starlette_jobs (name, queue, payload, priority, max_attempts, trace_context,
+                            created_at, run_at)
 VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb, statement_timestamp(), statement_timestamp())
 RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
 
@@ -44,8 +44,8 @@ RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL,
 -- $9 whether to NOTIFY the queue's channel (false for delayed jobs)
-INSERT INTO starlette_jobs
-    (name, queue, payload, priority, run_at, max_attempts, trace_context, created_at)
+INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context,
+                            created_at)
 VALUES ($1, $2, $3::jsonb, $4,
         coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
         $7, $8::jsonb, statement_timestamp())
@@ -145,8 +145,8 @@ SELECT id FROM inserted, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 -- text instead of one per row), $4 priority, $5 delay in seconds or NULL, $6 run_at or NULL,
 -- $7 max_attempts, $8 trace context (JSON text) or NULL, $9 whether to NOTIFY
 WITH inserted AS (
-    INSERT INTO starlette_jobs
-        (name, queue, payload, priority, run_at, max_attempts, trace_context, created_at)
+    INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts,
+                                trace_context, created_at)
     SELECT $1, $2, payload, $4,
            coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
            $7, $8::jsonb, statement_timestamp()
