@@ -19,6 +19,7 @@ from ._errors import MemoryStoreUnsupportedError, StarletteJobsError
 from ._jobs import Jobs
 from ._memory import is_memory_dsn
 from ._version import __version__
+from ._worker import DEFAULT_RETRY_WAIT
 
 logger = logging.getLogger("starlette_jobs.cli")
 
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         jobs = _jobs_for(args)
         if args.command == "worker":
-            return asyncio.run(_worker(jobs, burst=args.burst))
+            return asyncio.run(_worker(jobs, burst=args.burst, retry_wait=args.retry_wait))
         if args.command == "migrate":
             return asyncio.run(_migrate(jobs))
         return asyncio.run(_status(jobs))
@@ -118,8 +119,17 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--burst",
         action="store_true",
-        help="exit once no job of the queues is due now or running, leaving delayed jobs "
+        help="exit once no job of the queues is due now or running, nor a retry due within "
+        "--retry-wait; jobs delayed by their enqueue are left, and counted as it exits "
         "(default: run until SIGTERM or SIGINT)",
+    )
+    worker.add_argument(
+        "--retry-wait",
+        type=float,
+        default=DEFAULT_RETRY_WAIT,
+        metavar="SECONDS",
+        help="with --burst, wait for retries due within this many seconds; 0 leaves every "
+        f"retry not due yet (default: {DEFAULT_RETRY_WAIT:g})",
     )
 
     for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
@@ -233,7 +243,7 @@ def _load_jobs(target: str) -> Jobs:
     return candidates[0]
 
 
-async def _worker(jobs: Jobs, *, burst: bool) -> int:
+async def _worker(jobs: Jobs, *, burst: bool, retry_wait: float = DEFAULT_RETRY_WAIT) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -248,7 +258,9 @@ async def _worker(jobs: Jobs, *, burst: bool) -> int:
         loop.add_signal_handler(signum, on_signal, signum)
     async with jobs:
         if burst:
-            drained = asyncio.create_task(jobs.drain(math.inf, include_scheduled=False))
+            drained = asyncio.create_task(
+                jobs.drain(math.inf, include_scheduled=False, retry_wait=retry_wait)
+            )
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({drained, stopped}, return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()

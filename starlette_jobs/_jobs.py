@@ -36,7 +36,7 @@ from ._startup import OutageReport, check_connection, resolve_dsn
 from ._store import Store
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
-from ._worker import Worker, WorkerSettings
+from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings
 
 logger = logging.getLogger("starlette_jobs")
 
@@ -364,15 +364,24 @@ class Jobs(JobQueries, JobWaiting):
         validated first, and one invalid item refuses the whole batch."""
         return await ConfiguredJob(_declared(job), NO_OPTIONS, self).enqueue_many(items)
 
-    async def drain(self, timeout: float = 30.0, *, include_scheduled: bool = True) -> None:
+    async def drain(
+        self,
+        timeout: float = 30.0,
+        *,
+        include_scheduled: bool = True,
+        retry_wait: float = DEFAULT_RETRY_WAIT,
+    ) -> None:
         """Runs this process's queues until no job of them is running, or pending and due before
         `timeout` ends (retries waiting for their delay included), and every outcome is
-        written. For tests and scripts.
+        written. For tests and scripts. Logs what it leaves pending.
 
         Args:
             timeout: seconds to wait at most; `math.inf` waits as long as it takes.
-            include_scheduled: False returns as soon as nothing is due now, however soon a
-                delayed job or a retry would come due.
+            include_scheduled: False waits only for what is due now, and for retries due within
+                `retry_wait` seconds (a short back-off is part of running a job); jobs
+                delayed with `delay=` or `run_at=` are left, however soon they come due.
+            retry_wait: with `include_scheduled=False`, how far ahead a retry is waited for
+                (never past `timeout`); 0 leaves every retry that is not due yet.
 
         Raises:
             TimeoutError: work was still left after `timeout` seconds.
@@ -387,7 +396,9 @@ class Jobs(JobQueries, JobWaiting):
             raise NotStartedError(
                 "drain needs a running worker: start Jobs with at least one queue in `queues=`"
             )
-        await self._worker.drain(deadline - loop.time(), include_scheduled=include_scheduled)
+        await self._worker.drain(
+            deadline - loop.time(), include_scheduled=include_scheduled, retry_wait=retry_wait
+        )
 
 
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:

@@ -39,6 +39,7 @@ from ._records import (
     NewJobs,
     Outcome,
     Renewal,
+    Unfinished,
 )
 
 SCHEME = "memory://"
@@ -233,11 +234,15 @@ class MemoryStore:
 
     async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
         released = set()
+        woken = set()
         for job_id, token in held:
             row = self._held(job_id, token)
             if row is not None:
-                self._give_back(row)
+                if self._give_back(row) is EventKind.RELEASED:
+                    woken.add(row.queue)
                 released.add(job_id)
+        for queue in woken:
+            self._notify(queue)
         return released
 
     async def release_unknown_claims(
@@ -272,6 +277,8 @@ class MemoryStore:
         for row in expired:
             self._changed(row, row.rescue(now), now, row.last_error)
             rescued.append((row.id, row.queue, row.status))
+        for queue in {queue for _, queue, status in rescued if status is JobStatus.PENDING}:
+            self._notify(queue)
         return rescued
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
@@ -288,17 +295,29 @@ class MemoryStore:
             del self._rows[row.id]
         return len(old)
 
-    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
-        horizon = None if horizon_seconds is None else _now() + timedelta(seconds=horizon_seconds)
-        return sum(
-            1
-            for r in self._rows.values()
-            if r.queue in queues
-            and (
-                r.status is JobStatus.RUNNING
-                or (r.status is JobStatus.PENDING and (horizon is None or r.run_at <= horizon))
-            )
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        now = _now()
+        first, retry = (
+            None if seconds is None else now + timedelta(seconds=seconds)
+            for seconds in (horizon_seconds, retry_horizon_seconds)
         )
+        waited = scheduled = retries = 0
+        for r in self._rows.values():
+            if r.queue not in queues or r.status not in (JobStatus.PENDING, JobStatus.RUNNING):
+                continue
+            horizon = retry if r.attempts > 0 else first
+            if r.status is JobStatus.RUNNING or horizon is None or r.run_at <= horizon:
+                waited += 1
+            elif r.attempts > 0:
+                retries += 1
+            else:
+                scheduled += 1
+        return Unfinished(waited, scheduled, retries)
 
     async def listen(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
 from uuid import UUID
 
 from ._connections import DATABASE_ERRORS
@@ -30,6 +31,8 @@ class OutcomeWriter:
         self._store = store
         self._buffer: list[Outcome] = []
         self._in_flight: list[Outcome] = []
+        # What to do once an outcome is written (by its attempt's lease token): few have any.
+        self._after: dict[UUID, Callable[[], None]] = {}
         self._pending = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -40,8 +43,12 @@ class OutcomeWriter:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="starlette_jobs outcome writer")
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Outcome, then: Callable[[], None] | None = None) -> None:
+        """Queues `outcome` for the next write; `then` is called once it is written (not if
+        the fence refused it)."""
         self._buffer.append(outcome)
+        if then is not None:
+            self._after[outcome.lease_token] = then
         self._idle.clear()
         self._pending.set()
 
@@ -119,7 +126,11 @@ class OutcomeWriter:
         """`outcomes`, the first of `_in_flight`, were sent: `written` are the ids written."""
         del self._in_flight[: len(outcomes)]
         for outcome in outcomes:
-            if outcome.id not in written:
+            then = self._after.pop(outcome.lease_token, None)
+            if outcome.id in written:
+                if then is not None:
+                    then()
+            else:
                 logger.warning(
                     "job %s: outcome %r not recorded: this worker no longer holds its lease "
                     "(it expired and the job was rescued, or it was released)",

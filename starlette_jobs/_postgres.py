@@ -25,7 +25,7 @@ from ._connectivity import STATEMENT_TIMEOUT
 from ._errors import IdempotencyKeyReusedError, UniqueKeyTakenError
 from ._lanes import Executor, Lane
 from ._migrations import apply_migrations, check_schema_version, queries
-from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
+from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 
 _UNIQUE_KEY_TRIES = 5
 T = TypeVar("T")
@@ -333,11 +333,20 @@ class PostgresStore:
             counts[JobStatus(status)] = jobs
         return counts
 
-    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
-        count: int = await self._read(
-            "fetchval", self._q["count_unfinished"], list(queues), horizon_seconds
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        row = await self._read(
+            "fetchrow",
+            self._q["count_unfinished"],
+            list(queues),
+            horizon_seconds,
+            retry_horizon_seconds,
         )
-        return count
+        return Unfinished(row["waited"], row["scheduled"], row["retries"])
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["cancel_job"], job_id, self.record_events)

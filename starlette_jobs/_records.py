@@ -1,6 +1,7 @@
 """The records: what users get back when they look at jobs (`JobStatus`, `JobRecord`, the
 `JobEvent`s of its history), and what the library hands between its parts (`NewJobs` to
-insert, a `Claim` a worker took, the `Outcome` of an attempt, a lease's `Renewal`)."""
+insert, a `Claim` a worker took, the `Outcome` of an attempt, a lease's `Renewal`, the jobs
+`Unfinished` that `drain` counts)."""
 
 from __future__ import annotations
 
@@ -256,3 +257,15 @@ class Renewal:
     """False: not this time, another transaction holds the row locked."""
     cancel_requested: bool
     """`jobs.cancel` asked for the job to stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """The unfinished jobs of some queues, as `drain` sees them."""
+
+    waited: int
+    """Running, or pending and due within the horizon: what `drain` waits for."""
+    scheduled: int
+    """First attempts due after the horizon (enqueued with `delay=` or `run_at=`)."""
+    retries: int
+    """Retries due after the retry horizon."""

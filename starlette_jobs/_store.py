@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
-from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal
+from ._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 
 
 class Listener(Protocol):
@@ -134,8 +134,14 @@ class Store(Protocol):
         """Deletes up to `limit` jobs finished longer than `retention_seconds` ago."""
         ...
 
-    async def count_unfinished(self, queues: Sequence[str], horizon_seconds: float | None) -> int:
-        """Jobs of `queues` running, or pending and due within `horizon_seconds` (None: any)."""
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        """Jobs of `queues` running, or pending and due within `horizon_seconds` (a retry:
+        within `retry_horizon_seconds`; None: any), and the pending jobs due after that."""
         ...
 
     async def listen(

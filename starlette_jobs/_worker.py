@@ -31,7 +31,7 @@ from ._loop_lag import LoopLagGuard
 from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
-from ._records import Claim
+from ._records import Claim, Outcome, Unfinished
 from ._running import RunningAttempts
 from ._shutdown import give_running_jobs_the_grace
 from ._store import Store
@@ -53,11 +53,16 @@ class WorkerSettings:
     loop_lag_target: float | None = None
 
 
-def _horizon(remaining: float, include_scheduled: bool) -> float | None:
-    """How far ahead `drain` looks for pending jobs; None is "any pending job"."""
-    if not include_scheduled:
-        return 0.0
-    return max(remaining, 0.0) if math.isfinite(remaining) else None
+DEFAULT_RETRY_WAIT = 60.0
+"""Seconds ahead that `drain(include_scheduled=False)`, `worker --burst` and `run_enqueued` look
+for retries to wait for: a back-off that short is part of running a job, not a job for later."""
+
+
+def _horizon(remaining: float, wait: float) -> float | None:
+    """How far ahead `drain` looks for pending jobs: `wait` seconds, never past its timeout;
+    None is "any pending job"."""
+    horizon = min(wait, max(remaining, 0.0))
+    return horizon if math.isfinite(horizon) else None
 
 
 def new_worker_id() -> str:
@@ -261,10 +266,20 @@ class Worker:
                 state.wake.set()
         if progress is not None:
             outcome = dataclasses.replace(outcome, progress=progress)
-        self._outcomes.add(outcome)
-        if outcome.retry_delay is not None and not self._stopping:
+        if outcome.retry_delay is None:
+            self._outcomes.add(outcome)
+        else:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
             # may claim it, and the poll still covers a retry whose wake-up is lost.
+            self._outcomes.add(outcome, functools.partial(self._retry_written, state, outcome))
+
+    def _retry_written(self, state: _QueueState, outcome: Outcome) -> None:
+        """The store counts a retry's delay from when it writes the outcome (PostgreSQL's
+        clock), which can be well after the attempt ended: the first write of a fresh worker
+        prepares its statement, and a busy worker's outcome waits for the write in flight. So
+        the wake-up counts from the reply, which comes after that clock was read: woken any
+        earlier, the claim finds the retry not due yet, and the queue sleeps a whole poll."""
+        if outcome.retry_delay is not None and not self._stopping:
             asyncio.get_running_loop().call_later(outcome.retry_delay, self.wake, state.name)
 
     # -- leases -------------------------------------------------------------------------------
@@ -320,24 +335,35 @@ class Worker:
 
     # -- drain and shutdown -------------------------------------------------------------------
 
-    async def drain(self, timeout: float, *, include_scheduled: bool) -> None:
+    async def drain(
+        self, timeout: float, *, include_scheduled: bool, retry_wait: float = 0.0
+    ) -> Unfinished:
         """Waits until no job of this worker's queues is running anywhere, or pending and due
-        now (or, with `include_scheduled`, before the timeout ends)."""
+        now, or a retry due within `retry_wait` seconds (with `include_scheduled`, any of them
+        due before the timeout ends). Returns, and logs, what it leaves pending."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        wait = math.inf if include_scheduled else 0.0
+        retry_wait = math.inf if include_scheduled else max(retry_wait, 0.0)
         async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
             while True:
                 for queue in self._queues:
                     self.wake(queue)
                 if self.running_count() == 0:
                     await self._outcomes.flush()
-                    horizon = _horizon(deadline - loop.time(), include_scheduled)
+                    remaining = deadline - loop.time()
+                    retry_horizon = _horizon(remaining, retry_wait)
                     try:
-                        if await self._store.count_unfinished(self.queue_names, horizon) == 0:
-                            return
+                        left = await self._store.count_unfinished(
+                            self.queue_names, _horizon(remaining, wait), retry_horizon
+                        )
                     except DATABASE_ERRORS as error:  # e.g. PostgreSQL restarting: keep going
                         logger.warning("drain: counting the jobs left failed, retrying: %s", error)
                         await asyncio.sleep(0.5)
+                    else:
+                        if left.waited == 0:
+                            _log_left(left, retry_horizon)
+                            return left
                 self._outcomes.written.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._outcomes.written.wait(), 0.05)
@@ -452,6 +478,16 @@ class _EarlyCancels:
     def pop(self, token: UUID) -> bool:
         """Whether a cancel request for `token` came (and is still remembered); forgets it."""
         return self._received.pop(token, None) is not None
+
+
+def _log_left(left: Unfinished, retry_horizon: float | None) -> None:
+    if left.scheduled or left.retries:
+        logger.info(
+            "drain: done; %d job(s) left pending: %d scheduled for later, %d %s due in more "
+            "than %.3g s",
+            left.scheduled + left.retries, left.scheduled, left.retries,
+            "retry" if left.retries == 1 else "retries", retry_horizon,
+        )  # fmt: skip
 
 
 def _is_async_job(name: str) -> bool:

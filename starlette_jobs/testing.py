@@ -16,8 +16,9 @@ Fixtures:
 Helpers, for a test that enqueued something (through its app, say):
 
 - `await run_enqueued(jobs)` (or `run_enqueued_now(client)` from a sync test with Starlette's
-  `TestClient`): runs every job enqueued so far, and those they enqueue, until nothing is due,
-  even when the app's own `Jobs` runs no worker (`queues={}`).
+  `TestClient`): runs every job enqueued so far, and those they enqueue, until nothing is due
+  (retries due within a minute included), even when the app's own `Jobs` runs no worker
+  (`queues={}`).
 - `await assert_enqueued(jobs, job, **arguments)` (or `assert_enqueued_now(client, ...)`): the
   job enqueued with these arguments, or an `AssertionError` that lists what was enqueued
   instead.
@@ -51,7 +52,7 @@ from ._job import Job, registered_jobs
 from ._jobs import Jobs
 from ._postgres import PostgresStore
 from ._records import JobRecord, JobStatus
-from ._worker import Worker, WorkerSettings
+from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings
 
 __all__ = [
     "assert_enqueued",
@@ -164,12 +165,18 @@ def _jobs_of(target: Any) -> Jobs:
     )
 
 
-async def run_enqueued(target: Jobs | Any, *, timeout: float = 30.0) -> None:
-    """Runs every job enqueued so far, and those they enqueue, until nothing is due now.
+async def run_enqueued(
+    target: Jobs | Any, *, timeout: float = 30.0, retry_wait: float = DEFAULT_RETRY_WAIT
+) -> None:
+    """Runs every job enqueued so far, and those they enqueue, until nothing is due now, nor a
+    retry within `retry_wait` seconds. Jobs enqueued with `delay=` or `run_at=` are left for
+    later; what is left is logged.
 
     Args:
         target: a started `Jobs`, or an app whose lifespan started one.
         timeout: seconds to wait at most.
+        retry_wait: how far ahead a retry is waited for (never past `timeout`); 0 leaves every
+            retry that is not due yet.
 
     Raises:
         TimeoutError: jobs were still due or running after `timeout` seconds.
@@ -196,14 +203,16 @@ async def run_enqueued(target: Jobs | Any, *, timeout: float = 30.0) -> None:
     try:
         await worker.start()
         try:
-            await worker.drain(timeout, include_scheduled=False)
+            await worker.drain(timeout, include_scheduled=False, retry_wait=retry_wait)
         finally:
             await worker.stop()
     finally:
         _running_enqueued.reset(token)
 
 
-def run_enqueued_now(client: Any, *, timeout: float = 30.0) -> None:
+def run_enqueued_now(
+    client: Any, *, timeout: float = 30.0, retry_wait: float = DEFAULT_RETRY_WAIT
+) -> None:
     """`run_enqueued` from a sync test, through Starlette's `TestClient` (entered with
     `with TestClient(app) as client:`, so that the app's lifespan has started its `Jobs`)."""
     portal = getattr(client, "portal", None)
@@ -212,7 +221,7 @@ def run_enqueued_now(client: Any, *, timeout: float = 30.0) -> None:
             "use `with TestClient(app) as client:`: outside the block the app's lifespan, and "
             "so its Jobs, is not running"
         )
-    portal.call(functools.partial(run_enqueued, client.app, timeout=timeout))
+    portal.call(functools.partial(run_enqueued, client.app, timeout=timeout, retry_wait=retry_wait))
 
 
 async def assert_enqueued(

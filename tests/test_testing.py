@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from starlette_jobs import Jobs, JobStatus, job
+from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
 from starlette_jobs.testing import (
     assert_enqueued,
     assert_enqueued_now,
@@ -43,6 +43,22 @@ async def second_step(order: str) -> None:
     done.append(f"second {order}")
 
 
+@job(queue="flaky", retry=Retry.fixed(max_attempts=3, delay=0.2))
+async def flaky_step(order: str) -> int:
+    """Fails its first two attempts."""
+    running = current_job()
+    assert running is not None
+    if running.attempt < 3:
+        raise RuntimeError(f"attempt {running.attempt}")
+    done.append(f"flaky {order}")
+    return running.attempt
+
+
+@job(queue="flaky", retry=Retry.fixed(max_attempts=2, delay=3600))
+async def retried_in_an_hour() -> None:
+    raise RuntimeError("not now")
+
+
 @pytest.fixture(params=["postgres", "memory"])
 def dsn(request: pytest.FixtureRequest) -> str:
     fixture = "jobs_database" if request.param == "postgres" else "jobs_memory"
@@ -61,6 +77,35 @@ async def test_run_enqueued_runs_every_queue_and_what_the_jobs_enqueue(dsn: str)
     assert record is not None
     assert record.status is JobStatus.SUCCEEDED
     assert counts[JobStatus.SUCCEEDED] == 2
+
+
+async def test_run_enqueued_waits_for_retries_that_come_due_soon(dsn: str) -> None:
+    async with Jobs(dsn, queues={}) as jobs:
+        job_id = await flaky_step.enqueue(order="8")
+        await run_enqueued(jobs)
+        record = await jobs.get(job_id)
+    assert record is not None
+    assert (record.status, record.attempts, record.result) == (JobStatus.SUCCEEDED, 3, 3)
+    assert done == ["flaky 8"]
+
+
+async def test_run_enqueued_says_what_it_leaves_pending(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A delayed job is not waited for, nor a retry due after the bound: both are counted."""
+    caplog.set_level("INFO", logger="starlette_jobs")
+    async with Jobs(dsn, queues={}) as jobs:
+        later = await first_step.configure(delay=3600).enqueue(order="9")
+        retried = await retried_in_an_hour.enqueue()
+        await run_enqueued(jobs, retry_wait=5)
+        records = [await jobs.get(later), await jobs.get(retried)]
+    assert [(r.status, r.attempts) for r in records if r is not None] == [
+        (JobStatus.PENDING, 0),
+        (JobStatus.PENDING, 1),
+    ]
+    assert (
+        "2 job(s) left pending: 1 scheduled for later, 1 retry due in more than 5 s" in caplog.text
+    )
 
 
 async def test_assert_enqueued_finds_the_job_or_says_what_was_enqueued(dsn: str) -> None:

@@ -5,6 +5,7 @@ asyncpg, commits or rolls back with it; anything else is refused before a row is
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -168,3 +169,39 @@ async def test_the_memory_store_refuses_a_session_clearly(
     async with Jobs(jobs_memory, queues={}), AsyncSession(engine) as session:
         with pytest.raises(MemoryStoreUnsupportedError, match="connection="):
             await welcome.configure(connection=session).enqueue(email="a")
+
+
+async def test_a_delay_in_an_old_transaction_counts_from_the_enqueue_not_the_transactions_start(
+    start_jobs: StartJobs, database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """PostgreSQL's `now()` is when the transaction began: a delay counted from it would run the
+    job early by the transaction's age, and `created_at` would be before the enqueue call."""
+    caller: asyncpg.Connection[Any] = await asyncpg.connect(database_dsn)
+    try:
+        async with start_jobs(queues={}), caller.transaction():
+            await caller.execute("SELECT pg_sleep(1.5)")  # the transaction grows old
+            before = datetime.now(UTC)
+            ids = [
+                await welcome.configure(connection=caller).enqueue(email="now@example.com"),
+                await welcome.configure(connection=caller, delay=5).enqueue(email="d@x.org"),
+                await welcome.configure(connection=caller, delay=5, unique_key="k").enqueue(
+                    email="unique@example.com"
+                ),
+                *await welcome.configure(connection=caller, delay=5).enqueue_many(
+                    [{"email": "many1@example.com"}, {"email": "many2@example.com"}]
+                ),
+            ]
+            after = datetime.now(UTC)
+    finally:
+        await caller.close()
+    rows = await connection.fetch(
+        "SELECT created_at, run_at FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id",
+        ids,
+    )
+    # The server's clock and this process's are the same machine's; a little slack for rounding.
+    slack = timedelta(seconds=0.05)
+    for created_at, _ in rows:
+        assert before - slack <= created_at <= after + slack
+    assert rows[0]["run_at"] == rows[0]["created_at"]
+    for created_at, run_at in rows[1:]:
+        assert run_at - created_at == timedelta(seconds=5)

@@ -27,6 +27,7 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._errors import _last_line
+from starlette_jobs._migrations import queries
 from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._waiting import OutcomeWaiters, _result_adapter
 from tests.conftest import eventually
@@ -326,3 +327,29 @@ async def test_a_dropped_listener_is_reopened_and_the_wait_still_ends(
 
 async def _one(pids: Awaitable[list[int]]) -> bool:
     return len(await pids) == 1
+
+
+async def test_a_claim_that_skipped_a_job_a_waiter_had_locked_is_woken_again(
+    store: PostgresStore, connection: asyncpg.Connection[Any]
+) -> None:
+    """`want_outcome` locks the job's row for its statement, and a claim at that moment skips
+    it (SKIP LOCKED) and finds nothing: unless it is woken again, the job waits for the poll.
+    The waiter's statement, held open here in a transaction, wakes the queue as it commits."""
+    woken: list[str] = []
+    listener = await store.listen(["default"], woken.append)
+    try:
+        [job_id] = await store.insert_jobs(new())
+        await eventually(lambda: _true(woken == ["default"]), "the enqueue's notification")
+        woken.clear()
+        async with connection.transaction():
+            status = await connection.fetchval(queries()["want_outcome"], job_id)
+            assert status == "pending"
+            assert await store.claim_batch("default", 1, "w", 30.0) == []  # skipped: locked
+        await eventually(lambda: _true(woken == ["default"]), "the waiter's wake-up", timeout=2)
+        assert [claim.id for claim in await store.claim_batch("default", 1, "w", 30.0)] == [job_id]
+    finally:
+        await listener.close()
+
+
+async def _true(value: bool) -> bool:
+    return value

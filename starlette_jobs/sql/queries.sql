@@ -1,5 +1,9 @@
 -- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _postgres.py.
 -- Parameters are always bound ($1, $2, ...), never formatted into the text.
+-- The enqueue statements may run in the caller's transaction (`connection=`), where `now()` is
+-- when that transaction began, perhaps long ago: they read the clock with
+-- `statement_timestamp()`, so that `created_at` is the enqueue and a delay counts from it. The
+-- worker's statements run on their own, where the two are the same.
 -- Rows about to be updated are locked FOR NO KEY UPDATE, the strength of the UPDATE itself:
 -- FOR UPDATE would also conflict with the FOR KEY SHARE lock that an insert into an
 -- application's table with a foreign key to a job takes, and a lease renewal would skip a
@@ -30,8 +34,9 @@ INSERT INTO starlette_jobs_migrations (version, name) VALUES ($1, $2);
 -- the whole statement. Returns its id.
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 max_attempts,
 -- $6 trace context (JSON text) or NULL
-INSERT INTO starlette_jobs (name, queue, payload, priority, max_attempts, trace_context)
-VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)
+INSERT INTO starlette_jobs (name, queue, payload, priority, max_attempts, trace_context,
+                            created_at, run_at)
+VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb, statement_timestamp(), statement_timestamp())
 RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
 
 -- name: insert_job
@@ -39,9 +44,11 @@ RETURNING id, pg_notify('starlette_jobs:' || $2, '') AS notified;
 -- $1 name, $2 queue, $3 payload (JSON text), $4 priority, $5 delay in seconds or NULL,
 -- $6 run_at or NULL, $7 max_attempts, $8 trace context (JSON text) or NULL,
 -- $9 whether to NOTIFY the queue's channel (false for delayed jobs)
-INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
-VALUES ($1, $2, $3::jsonb, $4, coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
-        $7, $8::jsonb)
+INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context,
+                            created_at)
+VALUES ($1, $2, $3::jsonb, $4,
+        coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
+        $7, $8::jsonb, statement_timestamp())
 RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') END AS notified;
 
 -- name: insert_unique_job
@@ -56,10 +63,10 @@ RETURNING id, CASE WHEN $9::boolean THEN pg_notify('starlette_jobs:' || $2, '') 
 WITH inserted AS (
     INSERT INTO starlette_jobs
         (name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key,
-         idempotency_key)
+         idempotency_key, created_at)
     VALUES ($1, $2, $3::jsonb, $4,
-            coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))),
-            $7, $8::jsonb, $9, $11)
+            coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
+            $7, $8::jsonb, $9, $11, statement_timestamp())
     -- Whichever key is taken (no conflict target: any unique index).
     ON CONFLICT DO NOTHING
     RETURNING id
@@ -116,11 +123,11 @@ WITH given AS (
 ), inserted AS (
     INSERT INTO starlette_jobs
         (id, name, queue, payload, priority, run_at, max_attempts, trace_context, unique_key,
-         idempotency_key)
+         idempotency_key, created_at)
     OVERRIDING SYSTEM VALUE
     SELECT id, name, queue, $4::jsonb -> (position - 1)::int, priority,
-           coalesce(run_at, now() + make_interval(secs => coalesce(delay, 0))), max_attempts,
-           trace_context::jsonb, unique_key, idempotency_key
+           coalesce(run_at, statement_timestamp() + make_interval(secs => coalesce(delay, 0))),
+           max_attempts, trace_context::jsonb, unique_key, idempotency_key, statement_timestamp()
       FROM given
      ORDER BY position
     ON CONFLICT DO NOTHING
@@ -138,9 +145,11 @@ SELECT id FROM inserted, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 -- text instead of one per row), $4 priority, $5 delay in seconds or NULL, $6 run_at or NULL,
 -- $7 max_attempts, $8 trace context (JSON text) or NULL, $9 whether to NOTIFY
 WITH inserted AS (
-    INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts, trace_context)
+    INSERT INTO starlette_jobs (name, queue, payload, priority, run_at, max_attempts,
+                                trace_context, created_at)
     SELECT $1, $2, payload, $4,
-           coalesce($6, now() + make_interval(secs => coalesce($5::float8, 0))), $7, $8::jsonb
+           coalesce($6, statement_timestamp() + make_interval(secs => coalesce($5::float8, 0))),
+           $7, $8::jsonb, statement_timestamp()
       FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS given(payload, position)
      ORDER BY position
     RETURNING id
@@ -258,7 +267,9 @@ SELECT held.lease_token, held.lease_token IN (SELECT lease_token FROM renewed) A
 
 -- name: release_jobs
 -- Gives leased jobs back without using up an attempt (shutdown); a job asked to stop ends
--- cancelled instead. Returns the ids released.
+-- cancelled instead. The queues of the jobs given back are woken: the worker releasing them
+-- is stopping, and the others would find them only at their next poll. Returns the ids
+-- released.
 -- $1 ids, $2 lease tokens, $3 whether to record events
 WITH released AS (
     UPDATE starlette_jobs AS job
@@ -276,11 +287,14 @@ WITH released AS (
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
            worker_id, CASE WHEN status = 'pending' THEN run_at END
       FROM released WHERE $3::boolean
-), announced AS (
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') q
+     UNION ALL
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id FROM released, (SELECT count(*) FROM announced) AS sent;
+SELECT id FROM released, (SELECT count(*) FROM notified) AS sent;
 
 -- name: release_unknown_claims
 -- Running jobs of one queue that this worker holds under a lease token it does not know: a claim
@@ -380,7 +394,8 @@ SELECT count(*) FROM deleted;
 -- name: rescue_expired
 -- Jobs whose worker stopped renewing the lease (it crashed or stalled): back to pending, or
 -- failed when no attempt is left, or cancelled if asked to stop. The lost attempt is recorded
--- like any failed attempt.
+-- like any failed attempt. The queues of the jobs back to pending are woken: the worker that
+-- rescues them may not work those queues.
 -- $1 how many at most, $2 whether to record events
 WITH expired AS (
     SELECT id FROM starlette_jobs
@@ -415,11 +430,14 @@ WITH expired AS (
     SELECT id, CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'rescued' END, status,
            attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END
       FROM rescued WHERE $2::boolean
-), announced AS (
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM rescued WHERE status = 'pending') q
+     UNION ALL
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM rescued
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id, queue, status FROM rescued, (SELECT count(*) FROM announced) AS sent;
+SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 
 -- name: get_job
 -- $1 job id
@@ -440,14 +458,21 @@ SELECT status, count(*) AS jobs FROM starlette_jobs
  GROUP BY status;
 
 -- name: count_unfinished
--- Jobs of these queues that are running, or pending and due within $2 seconds (retries
--- waiting for their delay included): what `drain` waits for.
--- $1 queue names, $2 horizon in seconds (0: due now; NULL: any pending job)
-SELECT count(*) FROM starlette_jobs
- WHERE queue = ANY($1::text[])
-   AND (status = 'running'
-        OR (status = 'pending'
-            AND ($2::float8 IS NULL OR run_at <= now() + make_interval(secs => $2))));
+-- Jobs of these queues that are running, or pending and due within $2 seconds (a retry, a
+-- pending job with an attempt behind it: within $3 seconds): what `drain` waits for; and the
+-- pending jobs due later, first attempts and retries apart: what it leaves.
+-- $1 queue names, $2 horizon in seconds (0: due now; NULL: any pending job),
+-- $3 the same for retries
+SELECT count(*) FILTER (WHERE waited) AS waited,
+       count(*) FILTER (WHERE NOT waited AND attempts = 0) AS scheduled,
+       count(*) FILTER (WHERE NOT waited AND attempts > 0) AS retries
+  FROM (SELECT attempts,
+               status = 'running'
+               OR coalesce(run_at <= now() + make_interval(
+                      secs => CASE WHEN attempts > 0 THEN $3::float8 ELSE $2::float8 END),
+                   true) AS waited
+          FROM starlette_jobs
+         WHERE queue = ANY($1::text[]) AND status IN ('pending', 'running')) AS unfinished;
 
 -- name: cancel_job
 -- A pending job becomes cancelled; a running one is asked to stop (once), and its worker is
@@ -526,13 +551,19 @@ SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id
 -- while the flag is not set yet: should an outcome be committing at this moment, it waits for
 -- it and returns the status that outcome wrote, so that either the outcome sees the flag or this
 -- sees the outcome. Once set, the flag is only read: a waiter's periodic look writes nothing.
--- Returns the job's status, or nothing if there is no such job.
+-- The UPDATE locks the row for the statement: a claim at that moment skips the job (SKIP LOCKED)
+-- and may find nothing else, and its worker would leave the job to the next poll; so a job due
+-- now wakes its queue, once this commits. Returns the job's status, or nothing if there is no
+-- such job.
 -- $1 job id
 WITH wanted AS (
     UPDATE starlette_jobs SET outcome_wanted = true
      WHERE id = $1 AND NOT outcome_wanted
-    RETURNING status
+    RETURNING status, queue, run_at
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '') FROM wanted
+     WHERE status = 'pending' AND run_at <= now()
 )
-SELECT status FROM wanted
+SELECT status FROM wanted, (SELECT count(*) FROM woken) AS sent
 UNION ALL
 SELECT status FROM starlette_jobs WHERE id = $1 AND NOT EXISTS (SELECT FROM wanted);

@@ -24,9 +24,10 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._memory import MemoryStore
-from starlette_jobs._records import EventKind, Outcome, Renewal
+from starlette_jobs._records import EventKind, Outcome, Renewal, Unfinished
 from starlette_jobs._storable import MAX_KEPT_ERRORS
 from starlette_jobs._store import Store
+from tests.conftest import eventually
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
 
@@ -118,9 +119,16 @@ async def test_a_failed_attempt_keeps_its_error_and_waits_for_its_retry(store: S
     assert (record.status, record.attempts, record.last_error) == (JobStatus.PENDING, 1, "boom")
     assert [(e["attempt"], e["error"], e["worker_id"]) for e in record.errors] == [(1, "boom", "w")]
     assert record.finished_at is None
-    assert await store.count_unfinished(["default"], 0) == 0
-    assert await store.count_unfinished(["default"], 7200) == 1
-    assert await store.count_unfinished(["default"], None) == 1
+    # A retry is counted apart from jobs scheduled by their enqueue, with a horizon of its own.
+    assert await store.count_unfinished(["default"], 0, 0) == Unfinished(0, 0, 1)
+    assert await store.count_unfinished(["default"], 0, 7200) == Unfinished(1, 0, 0)
+    assert await store.count_unfinished(["default"], 7200, 0) == Unfinished(0, 0, 1)
+    assert await store.count_unfinished(["default"], 0, None) == Unfinished(1, 0, 0)
+    [later] = await store.insert_jobs(new(delay=3600))
+    assert await store.count_unfinished(["default"], 0, None) == Unfinished(1, 1, 0)
+    assert await store.count_unfinished(["default"], 7200, 0) == Unfinished(1, 0, 1)
+    assert await store.count_unfinished(["default"], None, None) == Unfinished(2, 0, 0)
+    assert await store.cancel_job(later) is JobStatus.CANCELLED
 
 
 async def test_a_retry_after_a_short_delay_is_claimed_again(store: Store) -> None:
@@ -195,6 +203,33 @@ async def test_rescue_takes_the_longest_expired_first_and_fails_those_out_of_att
     failed = await store.get_job(once)
     assert failed is not None
     assert (failed.status, failed.finished_at is not None) == (JobStatus.FAILED, True)
+
+
+async def test_a_job_given_back_to_pending_wakes_its_queue(store: Store) -> None:
+    """Released at a worker's shutdown, or rescued by any worker (even one that does not work
+    its queue): the queue's workers are told, not left to find it at their next poll."""
+    woken: list[str] = []
+
+    async def both_woken() -> bool:
+        return sorted(woken) == ["default", "other"]
+
+    async def told_both() -> None:
+        await eventually(both_woken, "both queues woken", timeout=5)
+        woken.clear()
+
+    listener = await store.listen(["default", "other"], woken.append)
+    try:
+        [released] = await store.insert_jobs(new(queue="other"))
+        [rescued] = await store.insert_jobs(new())
+        await told_both()  # the enqueues'
+        [held] = await store.claim_batch("other", 1, "stopping", LEASE)
+        await store.claim_batch("default", 1, "dead", 0.01)
+        assert await store.release_jobs([(released, held.lease_token)]) == {released}
+        await expire()
+        assert await store.rescue_expired(10) == [(rescued, "default", JobStatus.PENDING)]
+        await told_both()
+    finally:
+        await listener.close()
 
 
 async def test_a_renewed_lease_is_not_rescued(store: Store) -> None:
@@ -475,8 +510,8 @@ async def test_lists_are_newest_first_and_filtered_and_counts_cover_every_status
     assert [r.id for r in await store.list_jobs(None, None, 2)] == [other, ids[2]]
     counts = await store.count_by_status(None)
     assert counts == {**dict.fromkeys(JobStatus, 0), JobStatus.PENDING: 3, JobStatus.RUNNING: 1}
-    assert await store.count_unfinished(["default"], 0) == 3
-    assert await store.count_unfinished(["other", "default"], 0) == 4
+    assert await store.count_unfinished(["default"], 0, 0) == Unfinished(3, 0, 0)
+    assert await store.count_unfinished(["other", "default"], 0, 0) == Unfinished(4, 0, 0)
 
 
 async def test_a_listener_hears_of_due_jobs_of_its_queues_only(store: Store) -> None:

@@ -16,7 +16,7 @@ import pytest
 import starlette_jobs
 from starlette_jobs import Jobs, JobStatus
 from starlette_jobs._cli import _load_jobs, _parser, main
-from tests.integration.cli_app import record_run
+from tests.integration.cli_app import fails_twice, record_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +58,28 @@ async def test_two_worker_processes_run_a_thousand_jobs_each_exactly_once(
     assert len({pid for _, pid in runs}) == 2, "both workers should have taken jobs"
     assert counts[JobStatus.SUCCEEDED] == 1000
     assert all("started on queues {'default': 5}" in output for output in outputs)
+
+
+async def test_burst_waits_for_retries_due_soon_and_says_what_it_leaves(
+    database_dsn: str, tmp_path: Path
+) -> None:
+    """A retry 0.2 s away is part of the work: --burst runs it. A job delayed by the user is
+    not: it is left, and counted as the worker exits."""
+    log = tmp_path / "runs.log"
+    async with Jobs(database_dsn, queues={}) as jobs:
+        flaky = await fails_twice.enqueue(n=1)
+        later = await record_run.configure(delay=3600).enqueue(n=2)
+        output = finish(
+            cli("worker", "tests.integration.cli_app:jobs", "--burst", dsn=database_dsn,
+                RUN_LOG=str(log))
+        )  # fmt: skip
+        records = [await jobs.get(flaky), await jobs.get(later)]
+    assert [(r.status, r.attempts) for r in records if r is not None] == [
+        (JobStatus.SUCCEEDED, 3),
+        (JobStatus.PENDING, 0),
+    ]
+    assert log.read_text().split()[0] == "1"
+    assert "1 job(s) left pending: 1 scheduled for later, 0 retries due in more than 60 s" in output
 
 
 def test_sigterm_stops_a_worker_cleanly(database_dsn: str, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ EXPECTED: dict[str, list[str]] = {
     "get_job": ["int8"],
     "list_jobs": ["text", "text", "int8"],
     "count_by_status": ["text"],
-    "count_unfinished": ["text[]", "float8"],
+    "count_unfinished": ["text[]", "float8", "float8"],
     "cancel_job": ["int8", "bool"],
     "retry_job": ["int8", "bool"],
     "job_status": ["int8"],

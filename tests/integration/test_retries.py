@@ -150,3 +150,25 @@ async def test_a_timeout_error_raised_by_the_job_itself_is_an_ordinary_failure(
     assert stored.status == JobStatus.FAILED
     assert "TimeoutError: upstream took too long" in (stored.last_error or "")
     assert "timed out after" not in (stored.last_error or "")
+
+
+@job(retry=Retry.fixed(max_attempts=2, delay=0.1))
+async def fails_once() -> int:
+    running = current_job()
+    assert running is not None
+    if running.attempt == 1:
+        raise Flaky("first try")
+    return running.attempt
+
+
+async def test_a_fresh_workers_first_retry_runs_when_due_not_at_the_next_poll(
+    jobs_dsn: str,
+) -> None:
+    """The worker wakes its queue when a retry comes due: with a 30 s poll, a retry due in
+    0.1 s runs within seconds, the first retry of a fresh worker included."""
+    async with Jobs(jobs_dsn, poll_interval=30) as jobs:
+        began = time.monotonic()
+        record = await jobs.wait(await fails_once.enqueue(), timeout=25)
+        took = time.monotonic() - began
+    assert (record.status, record.attempts, record.result) == (JobStatus.SUCCEEDED, 2, 2)
+    assert took < 10, f"the retry waited for the poll: {took:.1f} s"
