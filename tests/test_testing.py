@@ -200,4 +200,4 @@ def test_the_testing_pages_tests_pass_as_written_in_a_project_of_their_own(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed" in done.stdout
+    assert "5 passed" in done.stdout
