@@ -54,7 +54,8 @@ class Lane:
         self._connection: Connection | None = None
         self._expired = False
         self._lock = asyncio.Lock()
-        self._closing: set[asyncio.Task[None]] = set()
+        # Connections being closed in the background, by the task that closes each.
+        self._closing: dict[asyncio.Task[None], Connection] = {}
         # The statement in flight: when its time is up, on which connection. The watchdog
         # timer is armed while a statement runs, at most one at a time.
         self._deadline = 0.0
@@ -142,8 +143,11 @@ class Lane:
         # request for it; terminating the connection now would drop that request, so close it
         # in the background instead.
         task = asyncio.create_task(self._close_quietly(connection))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._closing[task] = connection
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        del self._closing[task]
 
     async def _close_quietly(self, connection: Connection) -> None:
         try:
@@ -181,13 +185,15 @@ class Lane:
             self._watchdog.cancel()
             self._watchdog = None
         if self._closing:
-            await asyncio.wait(self._closing, timeout=self._statement_timeout)
+            await asyncio.wait(list(self._closing), timeout=self._statement_timeout)
 
     def terminate(self) -> None:
         if self._connection is not None:
             self._connection.terminate()
-        for task in self._closing:
+        for task, closing in self._closing.items():
             task.cancel()
+            # Cancelled before its first step, the task would never run its own `terminate`.
+            closing.terminate()
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None

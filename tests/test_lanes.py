@@ -69,3 +69,18 @@ async def test_a_second_caller_goes_to_the_pool_while_the_lane_is_busy(database_
         assert pooled == ["SELECT 2"]
     finally:
         await lane.close()
+
+
+async def test_terminating_a_lane_cuts_a_connection_it_was_closing_even_before_that_began(
+    database_dsn: str,
+) -> None:
+    """A connection given up gracefully is closed by a task of its own; `terminate` cancels
+    that task. Cancelled before its first step, the task never runs at all: the lane cuts the
+    connection itself, or it would stay open, the server's backend with it."""
+    lane = Lane(database_dsn, "test", 5.0, no_pool, nothing)
+    assert await lane.fetchval("SELECT 1") == 1
+    connection = lane._connection
+    assert connection is not None
+    lane._retire(connection, gracefully=True)  # as when a caller gave up on a statement
+    lane.terminate()  # before the closing task took a step
+    assert connection.is_closed()

@@ -211,7 +211,7 @@ WITH outcome AS (
                          ELSE job.run_at END,
            finished_at = CASE WHEN outcome.status = 'pending' AND job.cancel_requested_at IS NULL
                               THEN NULL ELSE now() END,
-           -- A job that succeeded has no error to show; `errors` keeps every attempt's.
+           -- A job that succeeded has no error to show; `errors` keeps the failed attempts'.
            last_error = CASE WHEN outcome.status = 'succeeded' THEN NULL
                              ELSE coalesce(outcome.error, job.last_error) END,
            -- The latest 100 attempts' errors are kept (MAX_KEPT_ERRORS in _storable.py).

@@ -127,6 +127,24 @@ async def test_a_worker_that_loses_a_lease_cancels_its_own_attempt(
     )
 
 
+async def refuse_poison_in(connection: asyncpg.Connection[Any], column: str) -> None:
+    """A trigger that refuses to write a job whose `column` holds the text "poison"."""
+    assert column in ("result", "progress")  # a column name, not a value: formatted in
+    await connection.execute(
+        f"""
+        CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.{column}::text LIKE '%poison%' THEN
+                RAISE EXCEPTION 'this {column} is not allowed';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_poison BEFORE UPDATE ON starlette_jobs
+            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+        """
+    )
+
+
 @job(retry=Retry.none())
 async def returns(value: str) -> str:
     return value
@@ -136,19 +154,7 @@ async def test_a_row_the_database_refuses_is_written_without_its_result_and_othe
     start_jobs: StartJobs, connection: asyncpg.Connection[Any]
 ) -> None:
     # A trigger of the user's (an audit rule, a constraint) refuses one outcome outright.
-    await connection.execute(
-        """
-        CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            IF NEW.result::text LIKE '%poison%' THEN
-                RAISE EXCEPTION 'this result is not allowed';
-            END IF;
-            RETURN NEW;
-        END $$;
-        CREATE TRIGGER refuse_poison BEFORE UPDATE ON starlette_jobs
-            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
-        """
-    )
+    await refuse_poison_in(connection, "result")
     async with start_jobs(queues={}) as producer:
         ids = await returns.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
         async with start_jobs() as worker:
@@ -174,19 +180,7 @@ async def test_an_outcome_refused_for_its_progress_is_written_without_it_and_run
 ) -> None:
     # The stripped outcome must drop every value the database may refuse, progress included:
     # else it is refused again, the lease expires and the job that succeeded runs again.
-    await connection.execute(
-        """
-        CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            IF NEW.progress::text LIKE '%poison%' THEN
-                RAISE EXCEPTION 'this progress is not allowed';
-            END IF;
-            RETURN NEW;
-        END $$;
-        CREATE TRIGGER refuse_poison BEFORE UPDATE ON starlette_jobs
-            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
-        """
-    )
+    await refuse_poison_in(connection, "progress")
     async with start_jobs(queues={}) as producer:
         ids = await reports.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
         async with start_jobs(lease_duration=3) as worker:
