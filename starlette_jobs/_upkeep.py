@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
 
-from ._connections import DATABASE_ERRORS
+from ._connections import DATABASE_ERRORS, TOO_SLOW
 from ._store import Listener, Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -39,6 +39,8 @@ class Upkeep:
         self._interval = interval
         self._retention = retention
         self._wake = wake
+        # How many jobs a rescue takes: fewer after one ran out of time (see `rescue_expired`).
+        self._rescue_limit = _RESCUE_LIMIT
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -61,7 +63,18 @@ class Upkeep:
                 logger.exception("upkeep failed, retrying in %.1f s", self._interval)
 
     async def rescue_expired(self) -> None:
-        rescued = await self._store.rescue_expired(_RESCUE_LIMIT)
+        """Rescues up to `_RESCUE_LIMIT` jobs. A rescue rewrites each job's `errors` (up to
+        `MAX_KEPT_ERRORS` long texts): with many long histories the statement can run past the
+        statement timeout, and asking for as many again would time out every round, leaving
+        every expired job `running` for ever. So a rescue that ran out of time asks for half as
+        many next round, and as many until the backlog is worked off."""
+        try:
+            rescued = await self._store.rescue_expired(self._rescue_limit)
+        except TOO_SLOW:
+            self._rescue_limit = max(1, self._rescue_limit // 2)
+            raise
+        if len(rescued) < self._rescue_limit:
+            self._rescue_limit = _RESCUE_LIMIT  # none left over: the next ones are new
         for job_id, queue, status in rescued:
             logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
             self._wake(queue)

@@ -5,10 +5,12 @@ PostgreSQL: integration/test_release_and_retention.py and integration/test_silen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
 
+import asyncpg
 import pytest
 
 from starlette_jobs import JobStatus
@@ -117,6 +119,37 @@ async def test_once_started_upkeep_keeps_going_after_a_failure(
         finally:
             await upkeep.stop()
     assert "upkeep failed, retrying in 0.0 s: reset by peer" in caplog.messages
+
+
+class SlowRescues(MemoryStore):
+    """A rescue of more than `fits` jobs runs past the statement timeout: PostgreSQL rewrites
+    each job's `errors` (up to 100 entries of 8,000 characters), and 1,000 jobs with a long
+    history took more than the 8 s a worker's statement is given."""
+
+    def __init__(self, fits: int) -> None:
+        super().__init__()
+        self.fits = fits
+        self.limits: list[int] = []
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        self.limits.append(limit)
+        if limit > self.fits:
+            raise asyncpg.exceptions.QueryCanceledError("canceling statement due to timeout")
+        return await super().rescue_expired(limit)
+
+
+async def test_a_rescue_too_slow_for_its_batch_takes_fewer_jobs_until_it_fits() -> None:
+    store = SlowRescues(fits=100)
+    await store.insert_jobs(new_jobs(300, queue="mail", max_attempts=2))
+    await store.claim_batch("mail", 300, "w", 0.01)
+    await asyncio.sleep(0.03)  # every lease runs out
+    upkeep = Upkeep(store, 1, None, lambda _: None)
+    for _ in range(20):  # upkeep's rounds
+        with contextlib.suppress(asyncpg.exceptions.QueryCanceledError):
+            await upkeep.rescue_expired()
+    # On the old code every round asked for 1,000 again and timed out: none was ever rescued.
+    counts = await store.count_by_status("mail")
+    assert (counts[JobStatus.PENDING], counts[JobStatus.RUNNING]) == (300, 0)
 
 
 # -- wake-ups --------------------------------------------------------------------------------
