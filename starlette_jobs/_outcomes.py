@@ -6,7 +6,8 @@ an outcome as soon as the job ends (there is no timer to wait for).
 No outcome may hold up the others: one the database refuses is written again alone, without its
 values; values are bounded where they are made (`_storable`), and a batch whose values add up to
 more than `MAX_STATEMENT_LENGTH` goes in several statements, so that none runs long enough to be
-taken for an outage and retried, batch and all, for ever.
+taken for an outage and retried, batch and all, for ever; and a batch that runs out of time all
+the same (many jobs with a long `errors` history) is sent again in halves until it fits.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
-from ._connections import DATABASE_ERRORS
+from ._connections import DATABASE_ERRORS, TOO_SLOW
 from ._connectivity import Backoff
 from ._records import Outcome
 from ._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
@@ -37,6 +38,9 @@ class OutcomeWriter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        # The most outcomes a statement takes while a batch is written after one ran out of
+        # time (None: no bound but their values'). See `_write_in_flight`.
+        self._most: int | None = None
         self.written = asyncio.Event()
         """Set after each write; `drain` waits on it."""
 
@@ -96,6 +100,7 @@ class OutcomeWriter:
                 await backoff.wait()
                 continue
             backoff.reset()
+            self._most = None  # the batch that was too slow is written
             if not self._buffer:
                 self._idle.set()
             self.written.set()
@@ -105,9 +110,20 @@ class OutcomeWriter:
         large), taking each outcome off it once it is written or refused: a database error
         leaves only those not written yet to try again."""
         while self._in_flight:
-            statement = self._in_flight[: _next_statement(self._in_flight)]
+            count = _next_statement(self._in_flight)
+            if self._most is not None:
+                count = min(count, self._most)
+            statement = self._in_flight[:count]
             try:
                 written = await self._store.record_outcomes(statement)
+            except TOO_SLOW:
+                # Ran out of time. Each outcome rewrites its job's row, `errors` included (up
+                # to 100 long texts), so many jobs with a long history can make a statement
+                # slow whatever the values sent: sent again whole, it would time out again,
+                # for ever, and hold back every outcome of this worker. Half as many next time,
+                # until this batch is written.
+                self._most = max(1, len(statement) // 2)
+                raise
             except DATABASE_ERRORS:
                 raise
             except Exception:
