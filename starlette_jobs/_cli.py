@@ -125,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument(
         "--retry-wait",
-        type=float,
+        type=_seconds,
         default=DEFAULT_RETRY_WAIT,
         metavar="SECONDS",
         help="with --burst, wait for retries due within this many seconds; 0 leaves every "
@@ -190,6 +190,17 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
             f"`starlette-jobs {args.command}` needs PostgreSQL (a postgresql:// URL)"
         )
     return jobs
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds >= 0 from the command line (`inf` allowed, `nan` not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def _parse_queues(specs: list[str]) -> dict[str, int]:

@@ -36,7 +36,7 @@ from ._startup import OutageReport, check_connection, resolve_dsn
 from ._store import Store
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
-from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings
+from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
 
 logger = logging.getLogger("starlette_jobs")
 
@@ -385,7 +385,9 @@ class Jobs(JobQueries, JobWaiting):
 
         Raises:
             TimeoutError: work was still left after `timeout` seconds.
+            ValueError: `timeout` or `retry_wait` is NaN or negative.
         """
+        check_drain_durations(timeout, retry_wait)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if self._preparing is not None:

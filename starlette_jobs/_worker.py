@@ -58,6 +58,20 @@ DEFAULT_RETRY_WAIT = 60.0
 for retries to wait for: a back-off that short is part of running a job, not a job for later."""
 
 
+def check_drain_durations(timeout: float, retry_wait: float) -> None:
+    """Refuses what no drain can wait for: NaN (it compares false with everything, so it would
+    mean no deadline at all) and negative times.
+
+    Raises:
+        ValueError: `timeout` or `retry_wait` is not a number of seconds >= 0 (`math.inf` is).
+    """
+    for name, value in (("timeout", timeout), ("retry_wait", retry_wait)):
+        if not isinstance(value, int | float) or math.isnan(value) or value < 0:
+            raise ValueError(
+                f"{name} must be a number of seconds >= 0 (math.inf: no limit), got {value!r}"
+            )
+
+
 def _horizon(remaining: float, wait: float) -> float | None:
     """How far ahead `drain` looks for pending jobs: `wait` seconds, never past its timeout;
     None is "any pending job"."""
@@ -341,6 +355,7 @@ class Worker:
         """Waits until no job of this worker's queues is running anywhere, or pending and due
         now, or a retry due within `retry_wait` seconds (with `include_scheduled`, any of them
         due before the timeout ends). Returns, and logs, what it leaves pending."""
+        check_drain_durations(timeout, retry_wait)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         wait = math.inf if include_scheduled else 0.0

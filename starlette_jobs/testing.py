@@ -52,7 +52,7 @@ from ._job import Job, registered_jobs
 from ._jobs import Jobs
 from ._postgres import PostgresStore
 from ._records import JobRecord, JobStatus
-from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings
+from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
 
 __all__ = [
     "assert_enqueued",
@@ -180,11 +180,13 @@ async def run_enqueued(
 
     Raises:
         TimeoutError: jobs were still due or running after `timeout` seconds.
+        ValueError: `timeout` or `retry_wait` is NaN or negative.
 
     Example:
         >>> response = client.post("/signup", json={"email": "ada@example.com"})
         >>> await run_enqueued(app)
     """
+    check_drain_durations(timeout, retry_wait)
     jobs = _jobs_of(target)
     store = jobs._ready_store
     queues = {job.queue for job in registered_jobs()} | set(jobs.config.queues)

@@ -175,7 +175,15 @@ def test_an_error_is_one_line_on_stderr_and_exit_status_2(
 
 
 @pytest.mark.parametrize(
-    "argv", [[], ["worker"], ["frobnicate"], ["--log-level", "loud", "status"]]
+    "argv",
+    [
+        [],
+        ["worker"],
+        ["frobnicate"],
+        ["--log-level", "loud", "status"],
+        ["worker", "app:jobs", "--burst", "--retry-wait", "nan"],
+        ["worker", "app:jobs", "--burst", "--retry-wait", "-1"],
+    ],
 )
 def test_usage_mistakes_are_argparses_exit_status_2(
     argv: list[str], capsys: pytest.CaptureFixture[str]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -77,6 +78,20 @@ async def test_run_enqueued_runs_every_queue_and_what_the_jobs_enqueue(dsn: str)
     assert record is not None
     assert record.status is JobStatus.SUCCEEDED
     assert counts[JobStatus.SUCCEEDED] == 2
+
+
+@pytest.mark.parametrize(
+    ("timeout", "retry_wait"), [(math.nan, 1.0), (1.0, math.nan), (-1.0, 1.0), (1.0, -0.5)]
+)
+async def test_a_drain_refuses_times_it_cannot_wait_for(
+    jobs_memory: str, timeout: float, retry_wait: float
+) -> None:
+    # NaN compares false with everything: taken as it is, it would mean no deadline at all.
+    async with Jobs(jobs_memory) as jobs:
+        with pytest.raises(ValueError, match="must be a number of seconds >= 0"):
+            await jobs.drain(timeout, include_scheduled=False, retry_wait=retry_wait)
+        with pytest.raises(ValueError, match="must be a number of seconds >= 0"):
+            await run_enqueued(jobs, timeout=timeout, retry_wait=retry_wait)
 
 
 async def test_run_enqueued_waits_for_retries_that_come_due_soon(dsn: str) -> None:
