@@ -50,6 +50,7 @@ from ._connections import run_admin_statements
 from ._embedded import release_embedded_postgres, start_embedded_postgres
 from ._job import Job, registered_jobs
 from ._jobs import Jobs
+from ._memory import is_memory_dsn
 from ._postgres import PostgresStore
 from ._records import JobRecord, JobStatus
 from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
@@ -90,11 +91,20 @@ def _admin(server: str, statement: str) -> None:
     _run(lambda: run_admin_statements(server, statement))
 
 
+def _configured_server() -> str | None:
+    """`DATABASE_URL`, unless it is unset or names an in-memory store (`memory://`, which a
+    project may set for its app's own tests): no PostgreSQL server to make databases on."""
+    configured = os.environ.get("DATABASE_URL")
+    if not configured or is_memory_dsn(configured):
+        return None
+    return configured
+
+
 @pytest.fixture(scope="session")
 def jobs_server() -> Iterator[str]:
     """The URL of the server this test session's databases live on: `DATABASE_URL`'s, or an
     embedded PostgreSQL in a temporary directory, stopped at the end of the session."""
-    configured = os.environ.get("DATABASE_URL")
+    configured = _configured_server()
     if configured:
         yield configured
         return

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
+from starlette_jobs import Jobs, JobStatus, Retry, current_job, job, testing
 from starlette_jobs.testing import (
     assert_enqueued,
     assert_enqueued_now,
@@ -216,3 +216,22 @@ def test_the_testing_pages_tests_pass_as_written_in_a_project_of_their_own(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5 passed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("configured", "server"),
+    [
+        (None, None),
+        ("", None),
+        ("memory://app-tests", None),  # an app's own tests may run on it: no server there
+        ("postgresql://ci@127.0.0.1:5432/ci", "postgresql://ci@127.0.0.1:5432/ci"),
+    ],
+)
+def test_the_sessions_server_is_database_urls_unless_that_names_no_server(
+    monkeypatch: pytest.MonkeyPatch, configured: str | None, server: str | None
+) -> None:
+    if configured is None:
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("DATABASE_URL", configured)
+    assert testing._configured_server() == server
