@@ -18,6 +18,7 @@ from ._config import JobsConfig
 from ._errors import MemoryStoreUnsupportedError, StarletteJobsError
 from ._jobs import Jobs
 from ._memory import is_memory_dsn
+from ._startup import configured_dsn
 from ._version import __version__
 from ._worker import DEFAULT_RETRY_WAIT
 
@@ -180,11 +181,12 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
         changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
         changes["require_database"] = True  # a one-off command has nothing to wait for
     jobs = found.replace(**changes)
-    dsn = jobs.config.dsn or os.environ.get("DATABASE_URL")
-    if dsn and is_memory_dsn(dsn):
+    configured = configured_dsn(jobs.config.dsn)
+    if configured is not None and is_memory_dsn(configured[0]):
         # A store in this process's memory: a worker would idle on jobs no other process can
         # enqueue, and `status` would count an empty store.
-        source = "--dsn" if args.dsn else "the Jobs' dsn" if found.config.dsn else "DATABASE_URL"
+        dsn, source = configured
+        source = "from --dsn" if args.dsn else source
         raise MemoryStoreUnsupportedError(
             f"{dsn!r} ({source}) is the in-memory store, which lives inside one process; "
             f"`starlette-jobs {args.command}` needs PostgreSQL (a postgresql:// URL)"

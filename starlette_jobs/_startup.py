@@ -41,18 +41,24 @@ async def resolve_dsn(given: str | None, embedded_data_dir: Path) -> tuple[str, 
     """The DSN to use (`given`, else `DATABASE_URL`, else the embedded server's, started now),
     checked to be a PostgreSQL URL; where it came from, for error messages; and the embedded
     server's data directory when that is the one in use."""
-    configured = given or os.environ.get("DATABASE_URL")
-    if configured and is_memory_dsn(configured):
-        return configured, "the in-memory store", None
-    if given:
-        source, dsn = "from the dsn argument", given
-    elif os.environ.get("DATABASE_URL"):
-        source, dsn = "from DATABASE_URL", os.environ["DATABASE_URL"]
-    else:
+    configured = configured_dsn(given)
+    if configured is None:
         dsn = await asyncio.to_thread(start_embedded_postgres, embedded_data_dir)
         return dsn, "the embedded PostgreSQL", embedded_data_dir
+    dsn, source = configured
+    if is_memory_dsn(dsn):
+        return dsn, "the in-memory store", None
     check_dsn(dsn, source)
     return dsn, source, None
+
+
+def configured_dsn(given: str | None) -> tuple[str, str] | None:
+    """The DSN set for `Jobs`, `given` else `DATABASE_URL`'s, and where it came from; None when
+    neither is set (the embedded PostgreSQL is used then)."""
+    if given:
+        return given, "from the dsn argument"
+    from_environment = os.environ.get("DATABASE_URL")
+    return (from_environment, "from DATABASE_URL") if from_environment else None
 
 
 def check_dsn(dsn: str, source: str) -> None:

@@ -31,7 +31,7 @@ from ._loop_lag import LoopLagGuard
 from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
-from ._records import Claim, Outcome, Unfinished
+from ._records import Claim, Unfinished
 from ._running import RunningAttempts
 from ._shutdown import give_running_jobs_the_grace
 from ._store import Store
@@ -280,21 +280,23 @@ class Worker:
                 state.wake.set()
         if progress is not None:
             outcome = dataclasses.replace(outcome, progress=progress)
-        if outcome.retry_delay is None:
+        delay = outcome.retry_delay
+        if delay is None:
             self._outcomes.add(outcome)
         else:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
             # may claim it, and the poll still covers a retry whose wake-up is lost.
-            self._outcomes.add(outcome, functools.partial(self._retry_written, state, outcome))
+            self._outcomes.add(outcome, functools.partial(self._wake_after, delay, state.name))
 
-    def _retry_written(self, state: _QueueState, outcome: Outcome) -> None:
-        """The store counts a retry's delay from when it writes the outcome (PostgreSQL's
-        clock), which can be well after the attempt ended: the first write of a fresh worker
-        prepares its statement, and a busy worker's outcome waits for the write in flight. So
-        the wake-up counts from the reply, which comes after that clock was read: woken any
-        earlier, the claim finds the retry not due yet, and the queue sleeps a whole poll."""
-        if outcome.retry_delay is not None and not self._stopping:
-            asyncio.get_running_loop().call_later(outcome.retry_delay, self.wake, state.name)
+    def _wake_after(self, delay: float, queue: str) -> None:
+        """Called once a retry's outcome is written. The store counts the delay from that write
+        (PostgreSQL's clock), which can be well after the attempt ended: the first write of a
+        fresh worker prepares its statement, and a busy worker's outcome waits for the write in
+        flight. So the wake-up counts from the reply, which comes after that clock was read:
+        woken any earlier, the claim finds the retry not due yet, and the queue sleeps a whole
+        poll."""
+        if not self._stopping:
+            asyncio.get_running_loop().call_later(delay, self.wake, queue)
 
     # -- leases -------------------------------------------------------------------------------
 

@@ -148,6 +148,14 @@ async def test_a_handler_that_raises_writes_nothing(jobs: Jobs, outcome: str, st
     assert await stored(jobs) == [(response.json()["job_id"], {"order": 8})]
 
 
+async def get_once(endpoint: Any, *, raise_app_exceptions: bool = True) -> httpx2.Response:
+    """One GET of `endpoint`, served at "/" by an app under `OnSuccessMiddleware`."""
+    app = Starlette(routes=[Route("/", endpoint)], middleware=[Middleware(OnSuccessMiddleware)])
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        return await client.get("/")
+
+
 async def test_a_batch_is_written_whole(jobs: Jobs) -> None:
     _, client = app_for(jobs)
     async with client:
@@ -166,10 +174,7 @@ async def test_bad_arguments_are_refused_during_the_handler() -> None:
         return Response(status_code=202)
 
     async with Jobs("memory://", queues={}) as jobs:
-        app = Starlette(routes=[Route("/", bad)], middleware=[Middleware(OnSuccessMiddleware)])
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
-            response = await client.get("/")
+        response = await get_once(bad)
         assert (response.status_code, response.json()) == (422, {"errors": 1})
         assert await stored(jobs) == []
 
@@ -194,10 +199,7 @@ async def test_after_the_response_started_the_option_is_refused_clearly() -> Non
         return Response(status_code=202, background=BackgroundTask(after))
 
     async with Jobs("memory://", queues={}) as jobs:
-        app = Starlette(routes=[Route("/", late)], middleware=[Middleware(OnSuccessMiddleware)])
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
-            assert (await client.get("/")).status_code == 202
+        assert (await get_once(late)).status_code == 202
         assert len(refused) == 1
         assert "has started already (status 202)" in refused[0]
         assert await stored(jobs) == []
@@ -250,10 +252,7 @@ async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs)
         other = await receipt.configure(idempotency_key="k").enqueue(order=2)
         return JSONResponse({"job_id": job_id, "other": other}, status_code=202)
 
-    app = Starlette(routes=[Route("/", racing)], middleware=[Middleware(OnSuccessMiddleware)])
-    transport = httpx2.ASGITransport(app=app)
-    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
-        response = await client.get("/")
+    response = await get_once(racing)
     assert response.status_code == 409
     [(_, arguments)] = await stored(jobs)
     assert arguments == {"order": 2}  # the other request's; none of this one's
@@ -399,10 +398,7 @@ async def test_jobs_of_two_jobs_on_one_database_are_written_all_or_none(jobs_dsn
         return JSONResponse({"ids": [first, second], "taken": taken}, status_code=202)
 
     async with Jobs(jobs_dsn, queues={}) as one, Jobs(jobs_dsn, queues={}) as other:
-        app = Starlette(routes=[Route("/", both)], middleware=[Middleware(OnSuccessMiddleware)])
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
-            response = await client.get("/")
+        response = await get_once(both)
         assert response.status_code == 409
         [(_, arguments)] = await stored(one)
         assert arguments == {"order": 3}  # the other request's; none of this one's
@@ -425,10 +421,7 @@ async def test_jobs_for_two_databases_in_one_request_are_refused_as_enqueued(
         return Response(status_code=202)
 
     async with Jobs(jobs_dsn, queues={}) as one, Jobs("memory://", queues={}) as elsewhere:
-        app = Starlette(routes=[Route("/", both)], middleware=[Middleware(OnSuccessMiddleware)])
-        transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
-            assert (await client.get("/")).status_code == 500
+        assert (await get_once(both, raise_app_exceptions=False)).status_code == 500
         assert (await stored(one), await stored(elsewhere)) == ([], [])
     [message] = refused
     assert "one database" in message

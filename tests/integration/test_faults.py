@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import JobStatus, Retry, current_job, job
+from starlette_jobs import Job, JobRecord, JobStatus, Retry, current_job, job
 from tests.conftest import StartJobs, eventually
 
 
@@ -145,6 +145,18 @@ async def refuse_poison_in(connection: asyncpg.Connection[Any], column: str) -> 
     )
 
 
+async def run_ok_poison_ok(
+    start_jobs: StartJobs, job_: Job[..., Any], **worker_settings: Any
+) -> list[JobRecord]:
+    """Runs `job_` on "ok-1", "poison" and "ok-2" in a worker of its own; their records."""
+    async with start_jobs(queues={}) as producer:
+        ids = await job_.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
+        async with start_jobs(**worker_settings) as worker:
+            await worker.drain(timeout=10)
+        records = [await producer.get(i) for i in ids]
+    return [record for record in records if record is not None]
+
+
 @job(retry=Retry.none())
 async def returns(value: str) -> str:
     return value
@@ -155,12 +167,8 @@ async def test_a_row_the_database_refuses_is_written_without_its_result_and_othe
 ) -> None:
     # A trigger of the user's (an audit rule, a constraint) refuses one outcome outright.
     await refuse_poison_in(connection, "result")
-    async with start_jobs(queues={}) as producer:
-        ids = await returns.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
-        async with start_jobs() as worker:
-            await worker.drain(timeout=10)
-        records = [await producer.get(i) for i in ids]
-    assert [(r.status, r.result) for r in records if r] == [
+    records = await run_ok_poison_ok(start_jobs, returns)
+    assert [(r.status, r.result) for r in records] == [
         (JobStatus.SUCCEEDED, "ok-1"),
         (JobStatus.SUCCEEDED, None),
         (JobStatus.SUCCEEDED, "ok-2"),
@@ -181,12 +189,8 @@ async def test_an_outcome_refused_for_its_progress_is_written_without_it_and_run
     # The stripped outcome must drop every value the database may refuse, progress included:
     # else it is refused again, the lease expires and the job that succeeded runs again.
     await refuse_poison_in(connection, "progress")
-    async with start_jobs(queues={}) as producer:
-        ids = await reports.enqueue_many([{"value": v} for v in ("ok-1", "poison", "ok-2")])
-        async with start_jobs(lease_duration=3) as worker:
-            await worker.drain(timeout=10)
-        records = [await producer.get(i) for i in ids]
-    assert [(r.status, r.attempts, r.result, r.progress) for r in records if r] == [
+    records = await run_ok_poison_ok(start_jobs, reports, lease_duration=3)
+    assert [(r.status, r.attempts, r.result, r.progress) for r in records] == [
         (JobStatus.SUCCEEDED, 1, "ok-1", "ok-1"),
         (JobStatus.SUCCEEDED, 1, None, None),
         (JobStatus.SUCCEEDED, 1, "ok-2", "ok-2"),
