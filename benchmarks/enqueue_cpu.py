@@ -36,8 +36,8 @@ import _reference
 from _worker import noop
 
 from starlette_jobs import Jobs
-from starlette_jobs._migrations import queries
-from starlette_jobs._postgres import PostgresStore
+from starlette_jobs.postgres._migrations import queries
+from starlette_jobs.postgres._store import PostgresStore
 
 
 async def measure(dsn: str, jobs_count: int, rounds: int) -> dict[str, float]:

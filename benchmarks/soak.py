@@ -63,7 +63,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
-from starlette_jobs._embedded import start_embedded_postgres
+from starlette_jobs.postgres._embedded import start_embedded_postgres
 
 RETENTION_ENV = "SOAK_RETENTION"
 HERE = str(Path(__file__).resolve().parent)  # goes on the worker's PYTHONPATH, to import `soak`

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from ._config import JobsConfig as JobsConfig
-from ._context import RunningJob as RunningJob
-from ._context import current_job as current_job
-from ._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from ._correlation import correlation_id as correlation_id
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
@@ -24,19 +21,22 @@ from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
 from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
 from ._errors import UnknownJobError as UnknownJobError
-from ._idempotency import idempotency_key as idempotency_key
 from ._job import ConfiguredJob as ConfiguredJob
 from ._job import Job as Job
 from ._job import JobId as JobId
 from ._job import job as job
 from ._jobs import Jobs as Jobs
-from ._on_success import OnSuccessMiddleware as OnSuccessMiddleware
 from ._records import EventKind as EventKind
 from ._records import JobEvent as JobEvent
 from ._records import JobRecord as JobRecord
 from ._records import JobStatus as JobStatus
 from ._retry import Retry as Retry
 from ._version import __version__ as __version__
+from .web._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
+from .web._idempotency import idempotency_key as idempotency_key
+from .web._on_success import OnSuccessMiddleware as OnSuccessMiddleware
+from .worker._context import RunningJob as RunningJob
+from .worker._context import current_job as current_job
 
 __all__ = [
     "ConfigurationError",

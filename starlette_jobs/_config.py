@@ -9,9 +9,9 @@ from pathlib import Path
 from opentelemetry.trace import TracerProvider
 
 from ._dsn import masked_dsn
-from ._embedded import DEFAULT_DATA_DIR
 from ._errors import JobDefinitionError
 from ._job import check_queue_name
+from .postgres._embedded import DEFAULT_DATA_DIR
 
 DAY = 24 * 3600.0
 

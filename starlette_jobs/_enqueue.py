@@ -12,14 +12,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ._connections import DATABASE_ERRORS, unavailable
 from ._errors import JobArgumentsError
+from ._held_jobs import request_jobs
 from ._job import EnqueueOptions, Job, JobId
-from ._on_success import request_jobs
 from ._records import NewJobs
-from ._store import Store
 from ._tracing import Tracing, stored_context
-from ._transactions import driver_connection
+from .postgres._connections import DATABASE_ERRORS, unavailable
+from .postgres._transactions import driver_connection
+from .store._protocol import Store
 
 
 class Enqueuer:

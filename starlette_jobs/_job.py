@@ -20,7 +20,7 @@ from ._options import check_queue_name as check_queue_name
 from ._retry import Retry
 
 if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
-    from ._transactions import CallerTransaction
+    from .postgres._transactions import CallerTransaction
 
 P = ParamSpec("P")
 R = TypeVar("R")

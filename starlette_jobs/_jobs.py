@@ -17,10 +17,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._config import DAY, JobsConfig
-from ._connections import DATABASE_ERRORS
-from ._connectivity import Backoff, worker_statement_timeout
 from ._dsn import masked_dsn
-from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from ._enqueue import Enqueuer
 from ._errors import (
     ConfigurationError,
@@ -28,15 +25,18 @@ from ._errors import (
     NotStartedError,
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
-from ._memory import is_memory_dsn, memory_store
-from ._postgres import PostgresStore
 from ._queries import JobQueries
-from ._shutdown import CLOSE_SECONDS
 from ._startup import OutageReport, check_connection, resolve_dsn
-from ._store import Store
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
-from ._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
+from .memory._store import is_memory_dsn, memory_store
+from .postgres._connections import DATABASE_ERRORS
+from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
+from .postgres._store import PostgresStore
+from .store._connectivity import Backoff, worker_statement_timeout
+from .store._protocol import Store
+from .worker._shutdown import CLOSE_SECONDS
+from .worker._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
 
 logger = logging.getLogger("starlette_jobs")
 

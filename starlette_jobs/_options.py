@@ -12,7 +12,7 @@ from ._errors import JobDefinitionError
 from ._storable import MAX_DELAY, MAX_UNIQUE_KEY_LENGTH, unstorable
 
 if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
-    from ._transactions import CallerTransaction
+    from .postgres._transactions import CallerTransaction
 
 _QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,48}")
 _PRIORITY_RANGE = range(-(2**31), 2**31)

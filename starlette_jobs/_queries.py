@@ -6,11 +6,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Iterable
 
-from ._connections import unavailable_as_error
 from ._errors import JobNotFoundError
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
-from ._store import Store
+from .postgres._connections import unavailable_as_error
+from .store._protocol import Store
 
 
 class JobQueries:

@@ -16,15 +16,15 @@ import socket
 import time
 from pathlib import Path
 
-from ._connections import (
+from ._dsn import masked_dsn
+from ._errors import ConfigurationError
+from .memory._store import is_memory_dsn
+from .postgres._connections import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
     connect_plain,
 )
-from ._dsn import masked_dsn
-from ._embedded import start_embedded_postgres
-from ._errors import ConfigurationError
-from ._memory import is_memory_dsn
+from .postgres._embedded import start_embedded_postgres
 
 logger = logging.getLogger("starlette_jobs")
 

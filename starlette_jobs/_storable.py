@@ -55,7 +55,7 @@ MAX_KEPT_ERRORS = 100
 """How many entries a job's `errors` keeps: the latest attempts'. Each outcome rewrites the row,
 and a job retried without end (`max_attempts` goes up to 2**31 - 1) would otherwise grow it by
 up to 8,000 characters an attempt, until every write of it ran slow and then was refused. The
-SQL in sql/queries.sql says 100 too; tests/contract pins both."""
+SQL in postgres/sql/queries.sql says 100 too; tests/contract pins both."""
 
 MAX_OUTCOME_LENGTH = MAX_RESULT_BYTES + MAX_PROGRESS_BYTES + 2 * MAX_ERROR_LENGTH
 """The most characters of values (result, progress, error) one outcome can hold when every

@@ -20,7 +20,6 @@ from typing import Any, TypeVar, overload
 
 import pydantic
 
-from ._connections import DATABASE_ERRORS, unavailable_as_error
 from ._errors import (
     JobCancelledError,
     JobFailedError,
@@ -31,7 +30,8 @@ from ._errors import (
 from ._job import Job, JobId
 from ._queries import _row_id
 from ._records import FINISHED, JobRecord, JobStatus
-from ._store import Listener, Store
+from .postgres._connections import DATABASE_ERRORS, unavailable_as_error
+from .store._protocol import Listener, Store
 
 logger = logging.getLogger("starlette_jobs")
 

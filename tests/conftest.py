@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs
-from starlette_jobs._postgres import PostgresStore
+from starlette_jobs.postgres._store import PostgresStore
 from tests.faultproxy import fault_proxy as fault_proxy  # a fixture, for every test
 
 pytest_plugins = ["starlette_jobs.testing"]

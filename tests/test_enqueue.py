@@ -20,10 +20,10 @@ from starlette_jobs import (
 )
 from starlette_jobs._enqueue import Enqueuer
 from starlette_jobs._job import NO_OPTIONS, EnqueueOptions
-from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import NewJobs
-from starlette_jobs._store import Store
 from starlette_jobs._tracing import Tracing
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.store._protocol import Store
 
 
 @job(queue="mail", priority=2, retry=Retry.fixed(max_attempts=4, delay=1))

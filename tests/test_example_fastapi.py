@@ -25,7 +25,7 @@ from example_fastapi.app import app as example_app
 from example_fastapi.app import jobs as fastapi_example_jobs
 from example_fastapi.jobs import build_report
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs._embedded import DEFAULT_DATA_DIR
+from starlette_jobs.postgres._embedded import DEFAULT_DATA_DIR
 from tests.conftest import eventually
 from tests.test_docs import DOCS, ROOT, python_blocks
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from starlette_jobs import JobDefinitionError, Jobs
-from starlette_jobs._cli import main
 from starlette_jobs._dsn import masked_dsn
+from starlette_jobs.cli._main import main
 
 DAY = 24 * 3600.0
 

@@ -14,7 +14,7 @@ TESTS = Path(__file__).resolve().parent
 # Modules whose tests are not in tests/test_<name>.py, and where they are instead.
 TESTED_ELSEWHERE = {
     "__init__": "test_public_api.py",  # re-exports only: the exported names are pinned there
-    "__main__": "test_cli.py",  # two lines that hand over to `_cli.main`
+    "__main__": "cli/test_main.py",  # two lines that hand over to `cli._main.main`
 }
 
 # Top-level test files that are not one module's: what each tests.
@@ -39,7 +39,7 @@ def modules() -> list[str]:
 
 
 def unit_tests_of(module: str) -> Path:
-    """tests/test_worker.py for `_worker`; tests/stores/test_memory.py for `stores._memory`."""
+    """tests/test_jobs.py for `_jobs`; tests/memory/test_store.py for `memory._store`."""
     *folders, name = module.split(".")
     if module in TESTED_ELSEWHERE:
         return TESTS / TESTED_ELSEWHERE[module]
@@ -48,7 +48,7 @@ def unit_tests_of(module: str) -> Path:
 
 def test_the_package_is_found_whole() -> None:
     found = modules()
-    assert {"__init__", "__main__", "_worker", "_store", "testing"} <= set(found)
+    assert {"__init__", "__main__", "worker._worker", "store._protocol", "_jobs"} <= set(found)
 
 
 def test_every_module_has_its_unit_tests() -> None:

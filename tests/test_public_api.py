@@ -77,11 +77,11 @@ PACKAGE = Path(starlette_jobs.__file__).parent
 
 
 def test_the_driver_is_imported_by_one_module_only() -> None:
-    """asyncpg (and the errors it raises) stays behind `_connections.py`: the rest of the
-    library speaks the store protocol and the library's own errors."""
+    """asyncpg (and the errors it raises) stays behind `postgres/_connections.py`: the rest of
+    the library speaks the store protocol and the library's own errors."""
     importing = sorted(
-        path.name
-        for path in PACKAGE.glob("*.py")
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
         if re.search(r"^\s*(import asyncpg|from asyncpg)", path.read_text(), re.MULTILINE)
     )
-    assert importing == ["_connections.py"]
+    assert importing == ["postgres/_connections.py"]

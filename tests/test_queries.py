@@ -15,9 +15,9 @@ from starlette_jobs import (
     JobStatus,
     UniqueKeyTakenError,
 )
-from starlette_jobs._memory import MemoryStore
 from starlette_jobs._queries import JobQueries
-from starlette_jobs._store import Store
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.store._protocol import Store
 from tests.records import new_jobs, outcome
 
 

@@ -9,16 +9,16 @@ import socket
 import pytest
 
 from starlette_jobs import ConfigurationError
-from starlette_jobs._connections import (
-    InvalidAuthorizationSpecificationError,
-    InvalidCatalogNameError,
-)
 from starlette_jobs._startup import (
     REPORT_EVERY,
     OutageReport,
     check_connection,
     check_dsn,
     configuration_mistake,
+)
+from starlette_jobs.postgres._connections import (
+    InvalidAuthorizationSpecificationError,
+    InvalidCatalogNameError,
 )
 from tests.conftest import with_database
 

@@ -27,9 +27,9 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._errors import _last_line
-from starlette_jobs._migrations import queries
-from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._waiting import OutcomeWaiters, _result_adapter
+from starlette_jobs.postgres._migrations import queries
+from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
 from tests.records import new_jobs as new
 from tests.records import outcome as ended

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from starlette_jobs._memory import MemoryStore
-from starlette_jobs._postgres import PostgresStore
-from starlette_jobs._store import Store
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.postgres._store import PostgresStore
+from starlette_jobs.store._protocol import Store
 
 
 @pytest.fixture(params=["postgres", "memory"])

@@ -12,7 +12,7 @@ import pytest
 
 from starlette_jobs import IdempotencyKeyReusedError, JobStatus
 from starlette_jobs._records import NewJobs
-from starlette_jobs._store import Store
+from starlette_jobs.store._protocol import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
 

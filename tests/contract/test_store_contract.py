@@ -23,10 +23,10 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._memory import MemoryStore
 from starlette_jobs._records import EventKind, Outcome, Renewal, Unfinished
 from starlette_jobs._storable import MAX_KEPT_ERRORS
-from starlette_jobs._store import Store
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.store._protocol import Store
 from tests.conftest import eventually
 from tests.records import new_jobs as new
 from tests.records import outcome as ended

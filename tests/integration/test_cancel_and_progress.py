@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import EventKind, Jobs, JobStatus, Retry, current_job, job
-from starlette_jobs._progress import PROGRESS_INTERVAL
+from starlette_jobs.worker._progress import PROGRESS_INTERVAL
 from tests.conftest import eventually, on_postgres
 
 StartOn = Callable[..., Any]

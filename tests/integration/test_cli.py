@@ -15,7 +15,7 @@ import pytest
 
 import starlette_jobs
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs._cli import _load_jobs, _parser, main
+from starlette_jobs.cli._main import _load_jobs, _parser, main
 from tests.integration.cli_app import fails_twice, record_run
 
 ROOT = Path(__file__).resolve().parents[2]

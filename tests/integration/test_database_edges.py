@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, Retry, job
-from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim
+from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import StartJobs, eventually
 from tests.faultproxy import FaultProxy
 
@@ -177,7 +177,7 @@ async def test_shutdown_with_a_silent_pool_connection_ends_within_the_bound(
     takes grace + 0.5 + ~10 s + close instead of the documented grace + 0.5 + 2 + 2 (measured:
     12.5 s against a 5.0 s bound). Meanwhile the cancelled job, no longer renewed nor released,
     is rescued with its attempt burned. `_upkeep.stop()` (unbounded) can hang the same way."""
-    from starlette_jobs._shutdown import shutdown_bound
+    from starlette_jobs.worker._shutdown import shutdown_bound
 
     lease, grace = 6.0, 0.5
     jobs = Jobs(

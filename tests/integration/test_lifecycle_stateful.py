@@ -37,9 +37,9 @@ from hypothesis.stateful import (
 
 from starlette_jobs import JobStatus
 from starlette_jobs._errors import UniqueKeyTakenError
-from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim, EventKind, NewJobs, Renewal
-from starlette_jobs._running import RunningAttempts
+from starlette_jobs.postgres._store import PostgresStore
+from starlette_jobs.worker._running import RunningAttempts
 from tests.records import new_jobs, outcome
 
 T = TypeVar("T")

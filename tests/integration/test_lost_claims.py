@@ -14,10 +14,10 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, JobStatus, Retry, job
-from starlette_jobs._connectivity import worker_statement_timeout
-from starlette_jobs._postgres import PostgresStore
 from starlette_jobs._records import Claim
-from starlette_jobs._shutdown import CLOSE_SECONDS
+from starlette_jobs.postgres._store import PostgresStore
+from starlette_jobs.store._connectivity import worker_statement_timeout
+from starlette_jobs.worker._shutdown import CLOSE_SECONDS
 from tests.conftest import StartJobs, eventually
 
 ran: list[int] = []

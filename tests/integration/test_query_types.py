@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import job
-from starlette_jobs._migrations import queries
+from starlette_jobs.postgres._migrations import queries
 from tests.conftest import StartJobs
 
 INSERT = ["text", "text", "jsonb", "int4", "float8", "timestamptz", "int4", "jsonb"]

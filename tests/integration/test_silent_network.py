@@ -26,8 +26,8 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, Jobs, Retry, current_job, job
-from starlette_jobs._connectivity import STATEMENT_TIMEOUT
-from starlette_jobs._shutdown import shutdown_bound
+from starlette_jobs.store._connectivity import STATEMENT_TIMEOUT
+from starlette_jobs.worker._shutdown import shutdown_bound
 from tests.faultproxy import FaultProxy, opened_before, ran
 
 # The longest a call of `Jobs` may take on a silent network before it raises
@@ -269,7 +269,7 @@ async def test_an_idle_worker_notices_its_silent_listen_connection_within_a_thir
 
 # -- d: a reset of each kind of connection --------------------------------------------------------
 
-# The SQL that tells each connection of a worker apart (see starlette_jobs/sql/queries.sql).
+# The SQL that tells each connection of a worker apart (see starlette_jobs/postgres/sql/).
 CONNECTION_KINDS = {
     "claims": "WITH picked AS",
     "outcomes": "AS outcome(id, lease_token, status",

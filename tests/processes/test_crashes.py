@@ -10,7 +10,7 @@ from pathlib import Path
 import asyncpg
 
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs._migrations import queries
+from starlette_jobs.postgres._migrations import queries
 from tests.processes.conftest import StartWorker
 from tests.processes.support import count, eventually, read_run_log, wait_until
 from tests.processes.worker_app import work

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs
-from starlette_jobs._shutdown import shutdown_bound
+from starlette_jobs.worker._shutdown import shutdown_bound
 from tests.faultproxy import FaultProxy
 from tests.integration.test_silent_network import SHUTDOWN_SLACK
 from tests.processes.conftest import StartWorker

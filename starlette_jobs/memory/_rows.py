@@ -1,0 +1,256 @@
+"""The rows and subscriptions of the in-memory store (`_memory.py`): one job as the PostgreSQL
+table holds it, its events, and the listeners its notifications go to."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID, uuid4
+
+from .._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
+from .._storable import MAX_KEPT_ERRORS
+
+
+@dataclass(eq=False)
+class Row:
+    """One job, as the PostgreSQL table holds it, and its events."""
+
+    id: int
+    name: str
+    queue: str
+    payload: str
+    priority: int
+    run_at: datetime
+    max_attempts: int
+    trace_context: str | None
+    unique_key: str | None
+    created_at: datetime
+    status: JobStatus = JobStatus.PENDING
+    attempts: int = 0
+    lease_token: UUID | None = None
+    lease_expires_at: datetime | None = None
+    worker_id: str | None = None
+    last_error: str | None = None
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    result: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    progress: str | None = None
+    cancel_requested_at: datetime | None = None
+    outcome_wanted: bool = False
+    idempotency_key: str | None = None
+    events: list[JobEvent] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, new: NewJobs, job_id: int, payload: str, now: datetime) -> Row:
+        """A job of `new`, as its insert writes it (the payload in jsonb's form)."""
+        return cls(
+            id=job_id,
+            name=new.name,
+            queue=new.queue,
+            payload=json.dumps(json.loads(payload)),
+            priority=new.priority,
+            run_at=new.run_at or now + timedelta(seconds=new.delay or 0.0),
+            max_attempts=new.max_attempts,
+            trace_context=new.trace_context,
+            unique_key=new.unique_key,
+            idempotency_key=new.idempotency_key,
+            created_at=now,
+        )
+
+    def holds_idempotency_key(self, new: NewJobs) -> bool:
+        """Whether this job holds the idempotency key of `new` (under the same job name,
+        whatever the status)."""
+        return new.idempotency_key is not None and (self.name, self.idempotency_key) == (
+            new.name,
+            new.idempotency_key,
+        )
+
+    def holds_unique_key(self, new: NewJobs) -> bool:
+        """Whether this job holds the unique key of `new`: it is live and has it."""
+        return (
+            new.unique_key is not None
+            and self.unique_key == new.unique_key
+            and self.status in (JobStatus.PENDING, JobStatus.RUNNING)
+        )
+
+    def has_payload(self, payload: str) -> bool:
+        """Whether `payload` (JSON text) is this job's, as jsonb's `=` decides: objects
+        whatever their key order, numbers by value (1 and 1.0 alike), true never 1."""
+        return bool(_as_jsonb(self.payload) == _as_jsonb(payload))
+
+    def record(self) -> JobRecord:
+        return JobRecord._from_row(
+            {
+                **{name: getattr(self, name) for name in self.__dataclass_fields__},
+                "status": self.status.value,
+                "errors": json.dumps(self.errors),
+            }
+        )
+
+    def log(self, kind: EventKind, at: datetime, *, error: str | None = None) -> None:
+        """Records the change just made, as the PostgreSQL store's statement would."""
+        self.events.append(
+            JobEvent(
+                job_id=self.id,
+                kind=kind,
+                at=at,
+                status=self.status,
+                attempt=self.attempts,
+                worker_id=None if kind is EventKind.RETRIED else self.worker_id,
+                error=error,
+                run_at=self.run_at if self.status is JobStatus.PENDING else None,
+            )
+        )
+
+    def history(self) -> list[JobEvent]:
+        enqueued = JobEvent(
+            job_id=self.id,
+            kind=EventKind.ENQUEUED,
+            at=self.created_at,
+            status=JobStatus.PENDING,
+            attempt=0,
+        )
+        return [enqueued, *self.events]
+
+    def claim(self, worker_id: str, lease_expires_at: datetime, now: datetime) -> Claim:
+        self.status, self.attempts, self.worker_id = JobStatus.RUNNING, self.attempts + 1, worker_id
+        self.lease_token, self.lease_expires_at = uuid4(), lease_expires_at
+        self.started_at, self.progress = now, None
+        return Claim(
+            id=self.id,
+            name=self.name,
+            queue=self.queue,
+            payload=self.payload,
+            attempts=self.attempts,
+            max_attempts=self.max_attempts,
+            lease_token=self.lease_token,
+            trace_context=self.trace_context,
+        )
+
+    def end(self, outcome: Outcome, now: datetime) -> EventKind:
+        """The attempt's outcome (its lease already checked); returns the event to record."""
+        self.status = outcome.status
+        if outcome.status is JobStatus.PENDING and self.cancel_requested_at is not None:
+            self.status = JobStatus.CANCELLED  # asked to stop: not retried
+        if self.status is JobStatus.PENDING:
+            self.run_at = now + timedelta(seconds=outcome.retry_delay or 0.0)
+            self.finished_at = None
+        else:
+            self.finished_at = now
+        if outcome.error is not None:
+            self.failed_attempt(outcome.error, now)
+        elif self.status is JobStatus.SUCCEEDED:
+            self.last_error = None  # what went wrong before is in `errors`
+        self.result = outcome.result
+        if outcome.progress is not None:
+            self.progress = outcome.progress
+        self.lease_token = self.lease_expires_at = None
+        if self.status is JobStatus.PENDING:
+            return EventKind.ATTEMPT_FAILED
+        return EventKind(self.status.value)
+
+    def rescue(self, now: datetime) -> EventKind:
+        """Its lease expired: pending again, failed with no attempt left, or cancelled if it
+        was asked to stop; the lost attempt recorded as failed. Returns the event to record."""
+        if self.cancel_requested_at is not None:
+            self.status = JobStatus.CANCELLED
+        elif self.attempts >= self.max_attempts:
+            self.status = JobStatus.FAILED
+        else:
+            self.status = JobStatus.PENDING
+        self.finished_at = None if self.status is JobStatus.PENDING else now
+        self.run_at = now
+        self.failed_attempt(
+            f"lease expired: worker {self.worker_id or '?'} stopped renewing it "
+            "(crashed or stalled)",
+            now,
+        )
+        self.lease_token = self.lease_expires_at = None
+        return EventKind.CANCELLED if self.status is JobStatus.CANCELLED else EventKind.RESCUED
+
+    def failed_attempt(self, error: str, at: datetime) -> None:
+        self.last_error = error
+        entry = {"attempt": self.attempts, "error": error, "at": at.isoformat()}
+        self.errors.append({**entry, "worker_id": self.worker_id})
+        del self.errors[:-MAX_KEPT_ERRORS]
+
+    def give_back(self, now: datetime) -> EventKind:
+        """A release: pending again, due now, the attempt given back; or cancelled, if the job
+        was asked to stop. Returns the event to record."""
+        self.attempts, self.run_at = max(self.attempts - 1, 0), now
+        self.lease_token = self.lease_expires_at = None
+        if self.cancel_requested_at is None:
+            self.status = JobStatus.PENDING
+            return EventKind.RELEASED
+        self.status, self.finished_at = JobStatus.CANCELLED, now
+        return EventKind.CANCELLED
+
+
+class QueueListener:
+    """`MemoryStore.listen`: a worker's wake-ups and cancel requests."""
+
+    def __init__(
+        self,
+        registry: set[QueueListener],
+        queues: Sequence[str],
+        wake: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None,
+    ) -> None:
+        # `registry`: the store's set of listeners, which this one leaves when it closes.
+        self._registry, self._queues, self._wake = registry, set(queues), wake
+        self._on_cancel = on_cancel
+
+    def notify(self, queue: str) -> None:
+        if queue in self._queues:
+            self._wake(queue)
+
+    def cancel(self, token: UUID) -> None:
+        if self._on_cancel is not None:
+            self._on_cancel(token)
+
+    async def alive(self, timeout: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        self._registry.discard(self)
+
+    def terminate(self) -> None:
+        self._registry.discard(self)
+
+
+class OutcomeListener:
+    """`MemoryStore.listen_for_outcomes`."""
+
+    def __init__(self, registry: set[OutcomeListener], on_finished: Callable[[int], None]) -> None:
+        self._registry = registry  # the store's set of them, left on closing
+        self.on_finished = on_finished
+
+    async def alive(self, timeout: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        self._registry.discard(self)
+
+    def terminate(self) -> None:
+        self._registry.discard(self)
+
+
+def _as_jsonb(text: str) -> Any:
+    """JSON text as a value that compares as jsonb does: numbers exact (`Decimal`), and true
+    and false apart from 1 and 0 (which Python's `==` confuses)."""
+
+    def mark_booleans(value: Any) -> Any:
+        if isinstance(value, bool):
+            return (bool, value)
+        if isinstance(value, dict):
+            return {key: mark_booleans(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [mark_booleans(item) for item in value]
+        return value
+
+    return mark_booleans(json.loads(text, parse_float=Decimal))

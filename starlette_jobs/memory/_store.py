@@ -1,0 +1,447 @@
+"""The in-memory store: `Jobs("memory://")`, for tests that want no database.
+
+It keeps the PostgreSQL store's semantics (claim order, leases and their expiry, the fence of
+every write by lease token, retries, unique and idempotency keys, ids reserved ahead of the
+write, release, retention, counts), held to them by the same contract suite. It lives in one
+process and one event loop: every method runs to its end without awaiting, so no two of them
+interleave, as PostgreSQL's row locks would ensure.
+
+What only PostgreSQL does, it refuses with `MemoryStoreUnsupportedError` rather than pretend:
+joining a caller's transaction (`connection=`), migrations of a real schema aside. Several
+processes cannot share it: `starlette-jobs worker` needs PostgreSQL.
+
+`Jobs("memory://")` gets a store of its own; `Jobs("memory://name")` shares one with every
+other `Jobs` of the process that names it (a producer and a worker in one test, say). What they
+share is the data (`MemoryData`: rows, ids, who listens); each `Jobs` gets a `MemoryStore` of its
+own over it, as each gets connections of its own on PostgreSQL, so that its own settings
+(`events`) apply to its own writes, and closing it closes only its own listeners.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import weakref
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from .._errors import IdempotencyKeyReusedError, MemoryStoreUnsupportedError, UniqueKeyTakenError
+from .._records import (
+    FINISHED,
+    Claim,
+    EventKind,
+    JobEvent,
+    JobRecord,
+    JobStatus,
+    NewJobs,
+    Outcome,
+    Renewal,
+    Unfinished,
+)
+from ._rows import OutcomeListener, QueueListener, Row
+
+SCHEME = "memory://"
+_LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
+
+# The data of stores shared by name in this process, while a `Jobs` holds them.
+_named: weakref.WeakValueDictionary[str, MemoryData] = weakref.WeakValueDictionary()
+
+
+def is_memory_dsn(dsn: str) -> bool:
+    return dsn.startswith(SCHEME)
+
+
+def memory_store(dsn: str) -> MemoryStore:
+    """The store `dsn` ("memory://" or "memory://name") names."""
+    name = dsn[len(SCHEME) :]
+    if not name:
+        return MemoryStore()
+    data = _named.get(name)
+    if data is None:
+        data = _named[name] = MemoryData()
+    return MemoryStore(data)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryData:
+    """What every `MemoryStore` of one name shares: the database, on PostgreSQL."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+        self.ids = itertools.count(1)
+        self.listeners: set[QueueListener] = set()
+        self.outcome_listeners: set[OutcomeListener] = set()
+
+
+class MemoryStore:
+    """The `Store` protocol on a dict; see the module's docstring."""
+
+    def __init__(self, data: MemoryData | None = None) -> None:
+        self.data = data or MemoryData()
+        self._rows, self._ids = self.data.rows, self.data.ids
+        self._listeners, self._outcome_listeners = self.data.listeners, self.data.outcome_listeners
+        # This store's own, closed with it; the other stores' on the data are left listening.
+        self._opened: list[QueueListener | OutcomeListener] = []
+        self.record_events = True
+
+    @property
+    def name(self) -> str:
+        return "memory"
+
+    @property
+    def database(self) -> object:
+        return self.data
+
+    async def migrate(self) -> list[str]:
+        return []
+
+    async def check_schema(self, *, complete: bool) -> None:
+        return None
+
+    # -- producers -----------------------------------------------------------------------------
+
+    async def insert_jobs(self, new: NewJobs, connection: Any | None = None) -> list[int]:
+        if connection is not None:
+            raise MemoryStoreUnsupportedError(
+                "the in-memory store cannot join a PostgreSQL transaction (connection=): "
+                "test that code on PostgreSQL (starlette_jobs.testing's `jobs_database`)"
+            )
+        holder = self._holder(new, check_arguments=True)
+        if holder is not None:
+            return [holder.id]
+        return self._insert(new, [next(self._ids) for _ in new.payloads])
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        holder = self._holder(new, check_arguments=True)
+        if holder is not None:
+            return [holder.id], True
+        return [next(self._ids) for _ in new.payloads], False
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        # All or nothing, as PostgreSQL's transaction does: a key taken, or one taken twice.
+        keys = [(new.name, new.idempotency_key) for new in batch if new.idempotency_key]
+        keys += [("", new.unique_key) for new in batch if new.unique_key]  # "": no job's name
+        if len(set(keys)) < len(keys) or any(self._holder(new) for new in batch):
+            return set()
+        return {i for new in batch for i in self._insert(new, list(new.ids))}
+
+    def _insert(self, new: NewJobs, ids: list[int]) -> list[int]:
+        now = _now()
+        for job_id, payload in zip(ids, new.payloads, strict=True):
+            self._rows[job_id] = Row.new(new, job_id, payload, now)
+        if new.notify:
+            self._notify(new.queue)
+        return ids
+
+    def _holder(self, new: NewJobs, *, check_arguments: bool = False) -> Row | None:
+        """The job holding a key of `new`, its idempotency key's holder first (as on
+        PostgreSQL). With `check_arguments`, raises `IdempotencyKeyReusedError` if that holder
+        has another payload."""
+        if new.idempotency_key is not None:
+            holder = next((r for r in self._rows.values() if r.holds_idempotency_key(new)), None)
+            if holder is not None:
+                if check_arguments and not holder.has_payload(new.payloads[0]):
+                    raise IdempotencyKeyReusedError(new.name, holder.id, new.idempotency_key)
+                return holder
+        if new.unique_key is None:
+            return None
+        return next((r for r in self._rows.values() if r.holds_unique_key(new)), None)
+
+    def _live_holder(self, unique_key: str) -> Row | None:
+        return next(
+            (r for r in self._rows.values() if r.unique_key == unique_key and r.status in _LIVE),
+            None,
+        )
+
+    def _notify(self, queue: str) -> None:
+        for listener in list(self._listeners):
+            listener.notify(queue)
+
+    def _changed(self, row: Row, kind: EventKind, now: datetime, error: str | None = None) -> None:
+        """What follows every change of a row's state in the same statement on PostgreSQL: its
+        event, and the NOTIFY of a finished job that someone waits for."""
+        if self.record_events:
+            row.log(kind, now, error=error)
+        if row.outcome_wanted and row.status in FINISHED:
+            for listener in list(self._outcome_listeners):
+                listener.on_finished(row.id)
+
+    # -- workers -------------------------------------------------------------------------------
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        now = _now()
+        claims = []
+        for row in self._due(queue, limit):
+            claims.append(row.claim(worker_id, now + timedelta(seconds=lease_seconds), now))
+            self._changed(row, EventKind.CLAIMED, now)
+        return claims
+
+    def _due(self, queue: str, limit: int, exclude: set[int] | None = None) -> list[Row]:
+        """What a claim of `queue` takes, in claim order."""
+        now = _now()
+        return sorted(
+            (
+                r
+                for r in self._rows.values()
+                if r.queue == queue
+                and r.status is JobStatus.PENDING
+                and r.run_at <= now
+                and (not exclude or r.id not in exclude)
+            ),
+            key=lambda r: (-r.priority, r.run_at, r.id),
+        )[:limit]
+
+    def _held(self, job_id: int, token: UUID) -> Row | None:
+        row = self._rows.get(job_id)
+        return row if row is not None and row.lease_token == token else None
+
+    async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
+        now = _now()
+        written = set()
+        for outcome in outcomes:
+            row = self._held(outcome.id, outcome.lease_token)
+            if row is not None:
+                self._changed(row, row.end(outcome, now), now, outcome.error)
+                written.add(row.id)
+        return written
+
+    async def extend_leases(
+        self, held: Sequence[tuple[int, UUID]], lease_seconds: float
+    ) -> dict[UUID, Renewal]:
+        renewed = {}
+        for job_id, token in held:
+            row = self._held(job_id, token)
+            if row is not None:
+                row.lease_expires_at = _now() + timedelta(seconds=lease_seconds)
+                renewed[token] = Renewal(True, row.cancel_requested_at is not None)
+        return renewed
+
+    async def record_progress(self, progress: Sequence[tuple[int, UUID, str]]) -> set[int]:
+        written = set()
+        for job_id, token, text in progress:
+            row = self._held(job_id, token)
+            if row is not None:
+                row.progress = _canonical_json(text)
+                written.add(job_id)
+        return written
+
+    async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
+        released = set()
+        woken = set()
+        for job_id, token in held:
+            row = self._held(job_id, token)
+            if row is not None:
+                if self._give_back(row) is EventKind.RELEASED:
+                    woken.add(row.queue)
+                released.add(job_id)
+        for queue in woken:
+            self._notify(queue)
+        return released
+
+    async def release_unknown_claims(
+        self, queue: str, worker_id: str, known: Sequence[UUID]
+    ) -> list[int]:
+        known_tokens = set(known)
+        rows = [
+            r
+            for r in self._running()
+            if r.queue == queue and r.worker_id == worker_id and r.lease_token not in known_tokens
+        ]
+        for row in rows:
+            self._give_back(row)
+        return sorted(row.id for row in rows)
+
+    def _give_back(self, row: Row) -> EventKind:
+        now = _now()
+        kind = row.give_back(now)
+        self._changed(row, kind, now)
+        return kind
+
+    def _running(self) -> list[Row]:
+        return [r for r in self._rows.values() if r.status is JobStatus.RUNNING]
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        now = _now()
+        expired = sorted(
+            (r for r in self._running() if r.lease_expires_at and r.lease_expires_at < now),
+            key=lambda r: (r.lease_expires_at, r.id),
+        )[:limit]
+        rescued = []
+        for row in expired:
+            self._changed(row, row.rescue(now), now, row.last_error)
+            rescued.append((row.id, row.queue, row.status))
+        for queue in {queue for _, queue, status in rescued if status is JobStatus.PENDING}:
+            self._notify(queue)
+        return rescued
+
+    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        cutoff = _now() - timedelta(seconds=retention_seconds)
+        old = sorted(
+            (
+                r
+                for r in self._rows.values()
+                if r.status in FINISHED and r.finished_at and r.finished_at < cutoff
+            ),
+            key=lambda r: (r.finished_at, r.id),
+        )[:limit]
+        for row in old:
+            del self._rows[row.id]
+        return len(old)
+
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        now = _now()
+        first, retry = (
+            None if seconds is None else now + timedelta(seconds=seconds)
+            for seconds in (horizon_seconds, retry_horizon_seconds)
+        )
+        waited = scheduled = retries = 0
+        for r in self._rows.values():
+            if r.queue not in queues or r.status not in (JobStatus.PENDING, JobStatus.RUNNING):
+                continue
+            horizon = retry if r.attempts > 0 else first
+            if r.status is JobStatus.RUNNING or horizon is None or r.run_at <= horizon:
+                waited += 1
+            elif r.attempts > 0:
+                retries += 1
+            else:
+                scheduled += 1
+        return Unfinished(waited, scheduled, retries)
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> QueueListener:
+        listener = QueueListener(self._listeners, queues, on_notify, on_cancel)
+        self._listeners.add(listener)
+        self._opened.append(listener)
+        return listener
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> OutcomeListener:
+        listener = OutcomeListener(self._outcome_listeners, on_finished)
+        self._outcome_listeners.add(listener)
+        self._opened.append(listener)
+        return listener
+
+    async def want_outcome(self, job_id: int) -> JobStatus | None:
+        row = self._rows.get(job_id)
+        if row is None:
+            return None
+        row.outcome_wanted = True
+        return row.status
+
+    async def expire_connections(self) -> None:
+        return None
+
+    # -- operators and users ---------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> JobRecord | None:
+        row = self._rows.get(job_id)
+        return None if row is None else row.record()
+
+    async def list_jobs(
+        self, status: JobStatus | None, queue: str | None, limit: int
+    ) -> list[JobRecord]:
+        rows = [
+            r
+            for r in sorted(self._rows.values(), key=lambda r: -r.id)
+            if status in (None, r.status) and queue in (None, r.queue)
+        ]
+        return [row.record() for row in rows[:limit]]
+
+    async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
+        counts = dict.fromkeys(JobStatus, 0)
+        for row in self._rows.values():
+            if queue in (None, row.queue):
+                counts[row.status] += 1
+        return counts
+
+    async def job_status(self, job_id: int) -> JobStatus | None:
+        row = self._rows.get(job_id)
+        return None if row is None else row.status
+
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
+        row = self._rows.get(job_id)
+        now = _now()
+        if row is None:
+            return None
+        if row.status is JobStatus.PENDING:
+            row.status, row.finished_at = JobStatus.CANCELLED, now
+            self._changed(row, EventKind.CANCELLED, now)
+            return row.status
+        if row.status is JobStatus.RUNNING and row.cancel_requested_at is None:
+            row.cancel_requested_at = now
+            self._changed(row, EventKind.CANCEL_REQUESTED, now)
+            for listener in list(self._listeners):
+                assert row.lease_token is not None
+                listener.cancel(row.lease_token)
+            return row.status
+        return None
+
+    async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
+        return [row.record() for row in self._due(queue, limit, set(exclude))]
+
+    async def job_events(self, job_id: int) -> list[JobEvent]:
+        row = self._rows.get(job_id)
+        return [] if row is None else row.history()
+
+    async def retry_job(self, job_id: int) -> bool:
+        row = self._rows.get(job_id)
+        if row is None or row.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
+            return False
+        if row.unique_key is not None and self._live_holder(row.unique_key) is not None:
+            raise UniqueKeyTakenError(
+                f"job {job_id} cannot be retried: another pending or running job holds its "
+                "unique key; retry it once that job has finished"
+            )
+        now = _now()
+        row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
+        row.finished_at = row.result = row.progress = row.cancel_requested_at = None
+        row.outcome_wanted = False
+        self._changed(row, EventKind.RETRIED, now)
+        self._notify(row.queue)
+        return True
+
+    async def release_job(self, job_id: int) -> bool:
+        row = self._rows.get(job_id)
+        if row is None or row.status is not JobStatus.RUNNING:
+            return False
+        if self._give_back(row) is EventKind.RELEASED:
+            self._notify(row.queue)
+        return True
+
+    async def release_worker_jobs(self, worker_id: str) -> list[int]:
+        rows = [r for r in self._running() if r.worker_id == worker_id]
+        for row in rows:
+            self._give_back(row)
+        for queue in {row.queue for row in rows if row.status is JobStatus.PENDING}:
+            self._notify(queue)
+        return sorted(row.id for row in rows)
+
+    # -- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        self.terminate()
+
+    def terminate(self) -> None:
+        opened, self._opened = self._opened, []
+        for listener in opened:
+            listener.terminate()
+
+
+def _canonical_json(text: str) -> str:
+    """A JSON text in the form jsonb gives it back."""
+    return json.dumps(json.loads(text))

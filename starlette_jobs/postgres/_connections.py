@@ -1,0 +1,285 @@
+"""The only module that imports the driver (asyncpg): the connections, and what its errors mean.
+
+- Connections (`connect`, for the lanes of `_lanes.py`), one for LISTEN, and the shared pool
+  for everything else. Each is opened on first use and again after it was lost or expired, and
+  gives a statement up on the server before the client stops waiting for it (see
+  `_connectivity.session_settings`).
+- The driver's errors sorted into what the library needs to know (the connection is lost, got
+  no answer, or the statement never left), and `unavailable_as_error`, which turns them into
+  the library's own `DatabaseUnavailableError` for callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeAlias, TypeGuard, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from .._errors import DatabaseUnavailableError
+from ..store._connectivity import CONNECT_TIMEOUT, session_settings
+
+Connection: TypeAlias = "asyncpg.Connection[Any]"
+"""A connection of the driver's: what `configure(connection=...)` takes."""
+Pool: TypeAlias = "asyncpg.Pool[Any]"
+Record: TypeAlias = "asyncpg.Record"
+# The driver's errors that the store turns into the library's meaning.
+UniqueViolationError = asyncpg.UniqueViolationError
+UndefinedTableError = asyncpg.UndefinedTableError
+InvalidCatalogNameError = asyncpg.InvalidCatalogNameError
+InvalidAuthorizationSpecificationError = asyncpg.InvalidAuthorizationSpecificationError
+PostgresError = asyncpg.PostgresError
+
+# The connection is gone: the server dropped it, or the network did.
+CONNECTION_LOST: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    # A server that ends an idle connection (pg_terminate_backend, a restart, an idle timeout)
+    # says so before it closes the socket; asyncpg leaves such a connection in an error state,
+    # and it fails its next statement with this, until the closing is read.
+    asyncpg.InternalClientError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+)
+# The server is there but did not do the work in time: the statement ran past the server's
+# statement_timeout (blocked by a lock, or too large), or a lock could not be had.
+TOO_SLOW: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+# What makes a call fail for want of the database rather than for what it asked: raised as
+# `DatabaseUnavailableError` to callers; the worker keeps what it has and tries again.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_LOST,
+    *TOO_SLOW,
+    TimeoutError,  # no answer in time: the network went silent, or the server hangs
+    asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
+)
+
+
+def is_driver_connection(candidate: object) -> TypeGuard[Connection]:
+    """Whether `candidate` is an asyncpg connection (or a pool's proxy of one)."""
+    return isinstance(candidate, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy)
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether `error` says the connection is gone (the server dropped it, or the network did),
+    rather than that a statement ran out of time on a connection that may still be good."""
+    # TimeoutError is an OSError: exclude it by name.
+    return isinstance(error, CONNECTION_LOST) and not isinstance(error, TimeoutError)
+
+
+def no_answer(error: BaseException) -> bool:
+    """Whether the connection is gone or did not answer at all: it, and likely every other
+    connection of the process, should be replaced."""
+    return isinstance(error, (*CONNECTION_LOST, TimeoutError))
+
+
+def never_sent(error: BaseException) -> bool:
+    """Whether the statement failed before anything of it reached the server, so that running
+    it again on a new connection cannot run it twice: asyncpg refuses to start it on a
+    connection that the server already said it would end."""
+    return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
+
+
+class unavailable_as_error:  # lower case: used like the context-manager function it was
+    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`.
+
+    A class rather than a generator: every enqueue enters one, and this costs a third as much.
+    """
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: str) -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is not None and isinstance(error, DATABASE_ERRORS):
+            raise unavailable(self._action, error) from error
+
+
+def unavailable(action: str, error: BaseException) -> DatabaseUnavailableError:
+    """The library's error for one of `DATABASE_ERRORS` that made `action` fail."""
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if isinstance(error, TOO_SLOW):
+        why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
+    else:
+        why = "PostgreSQL is unreachable or stopped answering"
+    return DatabaseUnavailableError(f"could not {action}: {why} ({detail})")
+
+
+async def connect_plain(dsn: str) -> Connection:
+    """A connection without a statement timeout (migrations may take long on a large table)."""
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+    return connection
+
+
+async def run_admin_statements(dsn: str, *statements: str) -> None:
+    """Runs `statements` (CREATE DATABASE, say: our own text, never a user's) one by one on the
+    `postgres` database of the server `dsn` names."""
+    parts = urlsplit(dsn)
+    connection = await connect_plain(urlunsplit(parts._replace(path="/postgres")))
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+def channel_for(queue: str) -> str:
+    """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`)."""
+    return f"starlette_jobs:{queue}"
+
+
+# The channels of sql/queries.sql that are not a queue's (a queue's name has no ':' in front).
+CANCEL_CHANNEL = "starlette_jobs.cancel"
+"""Payload: the lease token of a running attempt asked to stop."""
+OUTCOMES_CHANNEL = "starlette_jobs.outcomes"
+"""Payload: the id of a finished job that someone waits for."""
+
+
+async def connect(
+    dsn: str,
+    statement_timeout: float,
+    purpose: str,
+    extra: dict[str, str] | None = None,
+    *,
+    client_timeout: bool = True,
+) -> asyncpg.Connection[Any]:
+    """A connection whose server gives a statement up at 80 % of `statement_timeout`, and whose
+    client (unless `client_timeout` is false: the caller keeps time itself) stops waiting at
+    `statement_timeout`."""
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(
+        dsn,
+        timeout=CONNECT_TIMEOUT,
+        command_timeout=statement_timeout if client_timeout else None,
+        server_settings={**session_settings(statement_timeout, purpose), **(extra or {})},
+    )
+    return connection
+
+
+class _PooledConnection(asyncpg.Connection):
+    """A pool connection that remembers the pool generation it was opened in."""
+
+    generation: int | None = None
+
+    def opened_in(self, generation: int) -> int:
+        """The generation this connection belongs to: `generation` on its first use."""
+        if self.generation is None:
+            self.generation = generation
+        return self.generation
+
+
+class SharedPool:
+    """asyncpg's pool, with an expiry that closes the expired connections as it meets them.
+
+    asyncpg's own `expire_connections` closes each in a task nobody awaits, which fails loudly
+    when the socket is already gone: the very case expiry is for.
+    """
+
+    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+        self.pool = pool
+        self._generation = 0
+
+    @classmethod
+    async def open(
+        cls, dsn: str, *, min_size: int, max_size: int, statement_timeout: float
+    ) -> SharedPool:
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            command_timeout=statement_timeout,
+            timeout=CONNECT_TIMEOUT,
+            server_settings=session_settings(statement_timeout, "pool"),
+            connection_class=_PooledConnection,
+        )
+        return cls(pool)
+
+    def expire(self) -> None:
+        """Every connection in the pool now is replaced on its next use."""
+        self._generation += 1
+
+    async def run(self, method: str, query: str, *args: Any, timeout: float | None = None) -> Any:
+        """`connection.<method>(query, *args)` on a pool connection that is not expired, given
+        up after `timeout` seconds (default: the pool's). A connection that is gone, did not
+        answer or whose caller gave up is closed at once, not handed back: the pool would wait
+        for asyncpg's cancel request first, which cannot cross a network that went silent."""
+        for _ in range(self.pool.get_max_size() + 1):
+            async with self.pool.acquire() as connection:
+                # The pool hands out a proxy of our connection class: its methods pass through.
+                if cast(_PooledConnection, connection).opened_in(self._generation) < (
+                    self._generation
+                ):
+                    connection.terminate()
+                    continue
+                try:
+                    return await getattr(connection, method)(query, *args, timeout=timeout)
+                except BaseException as error:
+                    if no_answer(error) or isinstance(error, asyncio.CancelledError):
+                        connection.terminate()
+                    raise
+        raise AssertionError("unreachable: the pool had more connections than its size")
+
+
+class Listener:
+    """The LISTEN connection: calls a channel's callback with each notification's payload."""
+
+    def __init__(self, connection: asyncpg.Connection[Any], statement_timeout: float) -> None:
+        self._connection = connection
+        self._statement_timeout = statement_timeout
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        statement_timeout: float,
+        channels: Mapping[str, Callable[[str], None]],
+    ) -> Listener:
+        connection = await connect(dsn, statement_timeout, "listen")
+        try:
+            for channel, on_payload in channels.items():
+                await connection.add_listener(channel, lambda *args, call=on_payload: call(args[3]))
+        except BaseException:
+            connection.terminate()
+            raise
+        return cls(connection, statement_timeout)
+
+    async def alive(self, timeout: float) -> bool:
+        """Whether the server still answers on this connection within `timeout` seconds. An
+        idle connection whose network went silent would otherwise look open, and notifications
+        would never come."""
+        if self._connection.is_closed():
+            return False
+        try:
+            await self._connection.execute("SELECT 1", timeout=timeout)
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._connection.is_closed():
+            return
+        try:
+            await self._connection.close(timeout=self._statement_timeout)
+        except Exception:  # the server already dropped it, or the network is gone
+            self._connection.terminate()
+
+    def terminate(self) -> None:
+        with contextlib.suppress(Exception):
+            self._connection.terminate()

@@ -1,0 +1,73 @@
+"""The SQL the PostgreSQL store runs: the named queries of sql/queries.sql, and the migrations
+of sql/migrations/, applied in order under an advisory lock, with a refusal to run against a
+schema newer than this code."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from .._errors import SchemaVersionError
+from ._connections import Connection
+
+# pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
+_MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
+
+
+@cache
+def queries() -> dict[str, str]:
+    """The named queries of sql/queries.sql, read once."""
+    text = resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
+    parts = _HEADER.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every shipped migration, in order."""
+    folder = resources.files(__package__).joinpath("sql", "migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.fullmatch(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def check_schema_version(applied: set[int], *, missing_is_error: bool = False) -> None:
+    known = {version: name for version, name, _ in migrations()}
+    newer = sorted(applied - known.keys())
+    if newer:
+        raise SchemaVersionError(
+            f"the database's schema is newer than this code: it has migration {newer[-1]}, "
+            f"this version of starlette-jobs knows migrations up to {max(known)}. Upgrade "
+            "starlette-jobs here (a newer release migrated this database); the older code would "
+            "misread its rows"
+        )
+    missing = sorted(known.keys() - applied)
+    if missing and missing_is_error:
+        raise SchemaVersionError(
+            f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
+            "`starlette-jobs migrate`, or start Jobs with migrate=True"
+        )
+
+
+async def apply_migrations(connection: Connection) -> list[str]:
+    """Applies the migrations the database lacks, in one transaction on `connection`; returns
+    their names."""
+    q = queries()
+    applied_now = []
+    async with connection.transaction():
+        await connection.execute(q["lock_migrations"], _MIGRATION_LOCK_KEY)
+        await connection.execute(q["create_migrations_table"])
+        done = {row[0] for row in await connection.fetch(q["applied_migrations"])}
+        check_schema_version(done)
+        for version, name, sql in migrations():
+            if version not in done:
+                await connection.execute(sql)
+                await connection.execute(q["record_migration"], version, name)
+                applied_now.append(name)
+    return applied_now

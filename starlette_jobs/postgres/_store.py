@@ -1,0 +1,426 @@
+"""The PostgreSQL store: the `Store` protocol as the named queries of sql/queries.sql (see
+`_migrations.py`), run over the connections of `_connections.py`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from .._errors import IdempotencyKeyReusedError, UniqueKeyTakenError
+from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from ..store._connectivity import STATEMENT_TIMEOUT
+from ._connections import (
+    CANCEL_CHANNEL,
+    OUTCOMES_CHANNEL,
+    Listener,
+    SharedPool,
+    UndefinedTableError,
+    UniqueViolationError,
+    channel_for,
+    connect_plain,
+    connection_lost,
+    never_sent,
+    no_answer,
+)
+from ._lanes import Executor, Lane
+from ._migrations import apply_migrations, check_schema_version, queries
+
+_UNIQUE_KEY_TRIES = 5
+T = TypeVar("T")
+
+
+class PostgresStore:
+    """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
+
+    def __init__(
+        self,
+        shared: SharedPool,
+        dsn: str,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
+        self._shared = shared
+        self.pool = shared.pool  # for tests and operators' own statements
+        self.dsn = dsn
+        self.worker_statement_timeout = worker_statement_timeout
+        self.record_events = True
+        self._q = queries()
+
+        def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
+            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, extra)
+
+        # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
+        # checkout costs a shielded task and timers per statement, and hops between backends.
+        self._producer = lane("enqueue", statement_timeout)
+        # PostgreSQL keeps planning the claim afresh (a custom plan for each LIMIT), which costs
+        # about as much as running it; its generic plan is as good. Only this connection runs
+        # claims, so forcing generic plans here changes nothing else.
+        self._claimer = lane(
+            "claims", worker_statement_timeout, {"plan_cache_mode": "force_generic_plan"}
+        )
+        self._writer = lane("outcomes", worker_statement_timeout)
+        # Lease renewals wait for nothing else: not for a busy outcome write, nor the pool.
+        self._leases = lane("leases", worker_statement_timeout)
+        self._lanes = (self._producer, self._claimer, self._writer, self._leases)
+
+    @property
+    def name(self) -> str:
+        return "PostgreSQL"
+
+    @property
+    def database(self) -> object:
+        return self.dsn
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        min_size: int,
+        max_size: int,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> PostgresStore:
+        """A pool on `dsn`. No statement of ours takes long: the timeouts keep a hung server or
+        a silent network from blocking a caller (or a worker's shutdown) for long.
+        With `min_size=0` the pool opens without reaching the server."""
+        shared = await SharedPool.open(
+            dsn, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout
+        )
+        return cls(shared, dsn, statement_timeout, worker_statement_timeout)
+
+    async def close(self) -> None:
+        for lane in self._lanes:
+            await lane.close()
+        await self.pool.close()
+
+    def terminate(self) -> None:
+        """Closes every connection at once, without waiting for statements in flight."""
+        for lane in self._lanes:
+            lane.terminate()
+        self.pool.terminate()
+
+    async def expire_connections(self) -> None:
+        """A connection found itself dropped, or got no answer in time. When the server
+        restarts (or an operator ends the backends) every connection is dropped, but asyncpg
+        notices only once it reads the closing, and until then a dropped connection is handed
+        out and fails its statement; when the network goes silent, every connection waits in
+        vain. Have all of them replaced on next use."""
+        self._shared.expire()
+        for lane in self._lanes:
+            lane.expire()
+
+    async def _read(self, method: str, query: str, *args: Any) -> Any:
+        """`SharedPool.run` for a statement that changes nothing, run once more if its connection
+        turned out dropped: a read is safe to repeat."""
+        try:
+            return await self._shared.run(method, query, *args)
+        except BaseException as error:
+            if not no_answer(error):
+                raise
+            await self.expire_connections()
+            if not connection_lost(error):
+                raise  # no answer in time: once more would double the wait
+        return await self._shared.run(method, query, *args)
+
+    async def _write(
+        self, method: str, query: str, *args: Any, timeout: float | None = None
+    ) -> Any:
+        """`SharedPool.run` for a statement that changes rows. Not repeated if its connection
+        turned out dropped, unless it never reached the server: the server may have run it."""
+        try:
+            return await self._shared.run(method, query, *args, timeout=timeout)
+        except BaseException as error:
+            if not no_answer(error):
+                raise
+            await self.expire_connections()
+            if not never_sent(error):
+                raise
+        return await self._shared.run(method, query, *args, timeout=timeout)
+
+    async def _worker_write(self, method: str, query: str, *args: Any) -> Any:
+        """`_write` for a worker's own statement, given up after a worker statement timeout
+        (not the pool's longer one), so that shutdown keeps its bound."""
+        return await self._write(method, query, *args, timeout=self.worker_statement_timeout)
+
+    async def migrate(self) -> list[str]:
+        """Applies the migrations this database lacks, in one transaction; returns their names."""
+        # A connection of its own, without the pool's statement timeout: a migration may
+        # legitimately take long on a large table.
+        connection = await connect_plain(self.dsn)
+        try:
+            return await apply_migrations(connection)
+        finally:
+            await connection.close()
+
+    async def check_schema(self, *, complete: bool) -> None:
+        """Raises `SchemaVersionError` if the database's schema is newer than this code, or,
+        with `complete`, if it lacks a migration (for a start with `migrate=False`)."""
+        try:
+            rows = await self._read("fetch", self._q["applied_migrations"])
+        except UndefinedTableError:
+            rows = []
+        check_schema_version({row[0] for row in rows}, missing_is_error=complete)
+
+    async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
+        """Inserts the jobs and returns their ids, in order. With `connection`, in its
+        transaction; otherwise on the producer connection, or the pool when it is busy."""
+        executor = connection or self._producer
+        keyed = new.unique_key is not None or new.idempotency_key is not None
+        if len(new.payloads) == 1 and not keyed:
+            if new.delay is None and new.run_at is None:
+                job_id: int = await executor.fetchval(
+                    self._q["insert_job_now"],
+                    new.name, new.queue, new.payloads[0], new.priority, new.max_attempts,
+                    new.trace_context,
+                )  # fmt: skip
+                return [job_id]
+            job_id = await executor.fetchval(
+                self._q["insert_job"],
+                new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                new.max_attempts, new.trace_context, new.notify,
+            )  # fmt: skip
+            return [job_id]
+        if len(new.payloads) == 1:
+            for _ in range(_UNIQUE_KEY_TRIES):
+                rows = await executor.fetch(
+                    self._q["insert_unique_job"],
+                    new.name, new.queue, new.payloads[0], new.priority, new.delay, new.run_at,
+                    new.max_attempts, new.trace_context, new.unique_key, new.notify,
+                    new.idempotency_key,
+                )  # fmt: skip
+                if rows:
+                    job_id, _, arguments_differ = rows[0]
+                    if arguments_differ and new.idempotency_key is not None:
+                        raise IdempotencyKeyReusedError(new.name, job_id, new.idempotency_key)
+                    return [job_id]
+                # The key's holder committed after this statement's snapshot was taken, so
+                # neither the insert nor the look-up saw it: a new statement will.
+            raise RuntimeError(
+                f"key {new.unique_key or new.idempotency_key!r}: could neither insert nor find "
+                "the job holding it (is the connection's transaction REPEATABLE READ or "
+                "SERIALIZABLE?)"
+            )
+        ids = await executor.fetchval(
+            self._q["insert_jobs"],
+            new.name, new.queue, f"[{','.join(new.payloads)}]", new.priority, new.delay, new.run_at,
+            new.max_attempts, new.trace_context, new.notify,
+        )  # fmt: skip
+        return list(ids)
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        keyed_payload = new.payloads[0] if new.idempotency_key is not None else None
+        rows = await self._producer.fetch(
+            self._q["reserve_job_ids"],
+            len(new.payloads), new.name, new.unique_key, new.idempotency_key, keyed_payload,
+        )  # fmt: skip
+        if rows and rows[0]["arguments_differ"] and new.idempotency_key is not None:
+            raise IdempotencyKeyReusedError(new.name, rows[0][0], new.idempotency_key)
+        return [row[0] for row in rows], bool(rows) and rows[0][1]
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        query, args = self._q["insert_reserved_jobs"], _reserved_columns(batch)
+        if not any(new.unique_key or new.idempotency_key for new in batch):
+            # Fresh ids and no key: nothing can conflict.
+            return {row[0] for row in await self._producer.fetch(query, *args)}
+        try:  # a key may have been taken meanwhile: all or nothing
+            async with self.pool.acquire() as connection, connection.transaction():
+                rows = await connection.fetch(query, *args)
+                if len(rows) < len(args[0]):
+                    raise UniqueKeyTakenError("a key of the batch is taken")  # rolls back
+        except UniqueKeyTakenError:
+            return set()
+        return {row[0] for row in rows}
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        rows = await self._claimer.fetch(
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events
+        )
+        return [Claim(**row) for row in rows]
+
+    async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
+        """Writes the outcomes whose lease is still held; returns the ids written."""
+        rows = await self._writer.fetch(
+            self._q["record_outcomes"],
+            [o.id for o in outcomes],
+            [o.lease_token for o in outcomes],
+            [o.status for o in outcomes],
+            [o.retry_delay for o in outcomes],
+            [o.error for o in outcomes],
+            [o.result for o in outcomes],
+            [o.progress for o in outcomes],
+            self.record_events,
+        )
+        return {row[0] for row in rows}
+
+    async def extend_leases(
+        self, held: Sequence[tuple[int, UUID]], lease_seconds: float
+    ) -> dict[UUID, Renewal]:
+        """Renews the leases still held; returns, for each token that still holds its job,
+        whether its lease was renewed (not if the row was locked by another transaction: to
+        be tried again next round) and whether a cancel was requested. A token left out has
+        lost its job."""
+        ids, tokens = zip(*held, strict=True)
+        rows = await self._leases.fetch(self._q["extend_leases"], ids, tokens, lease_seconds)
+        return {token: Renewal(renewed, cancel) for token, renewed, cancel in rows}
+
+    async def record_progress(self, progress: Sequence[tuple[int, UUID, str]]) -> set[int]:
+        ids, tokens, texts = zip(*progress, strict=True)
+        rows = await self._worker_write("fetch", self._q["record_progress"], ids, tokens, texts)
+        return {row[0] for row in rows}
+
+    async def release_unknown_claims(
+        self, queue: str, worker_id: str, known: Sequence[UUID]
+    ) -> list[int]:
+        """Gives back, attempt included, the jobs of `queue` that this worker holds under a
+        lease token it does not know: a claim that committed after its answer was lost."""
+        rows = await self._worker_write(
+            "fetch",
+            self._q["release_unknown_claims"],
+            queue,
+            worker_id,
+            list(known),
+            self.record_events,
+        )
+        return [row[0] for row in rows]
+
+    async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
+        ids, tokens = zip(*held, strict=True)
+        rows = await self._worker_write(
+            "fetch", self._q["release_jobs"], ids, tokens, self.record_events
+        )
+        return {row[0] for row in rows}
+
+    async def release_job(self, job_id: int) -> bool:
+        row = await self._write("fetchrow", self._q["release_job"], job_id, self.record_events)
+        return row is not None
+
+    async def release_worker_jobs(self, worker_id: str) -> list[int]:
+        rows = await self._write(
+            "fetch", self._q["release_worker_jobs"], worker_id, self.record_events
+        )
+        return [row[0] for row in rows]
+
+    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        deleted: int = await self._worker_write(
+            "fetchval", self._q["prune_finished"], retention_seconds, limit
+        )
+        return deleted
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        rows = await self._worker_write(
+            "fetch", self._q["rescue_expired"], limit, self.record_events
+        )
+        return [(row[0], row[1], JobStatus(row[2])) for row in rows]
+
+    async def get_job(self, job_id: int) -> JobRecord | None:
+        row = await self._read("fetchrow", self._q["get_job"], job_id)
+        return None if row is None else JobRecord._from_row(row)
+
+    async def list_jobs(
+        self, status: JobStatus | None, queue: str | None, limit: int
+    ) -> list[JobRecord]:
+        rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit)
+        return [JobRecord._from_row(row) for row in rows]
+
+    async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
+        counts = dict.fromkeys(JobStatus, 0)
+        for status, jobs in await self._read("fetch", self._q["count_by_status"], queue):
+            counts[JobStatus(status)] = jobs
+        return counts
+
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        row = await self._read(
+            "fetchrow",
+            self._q["count_unfinished"],
+            list(queues),
+            horizon_seconds,
+            retry_horizon_seconds,
+        )
+        return Unfinished(row["waited"], row["scheduled"], row["retries"])
+
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
+        status = await self._write("fetchval", self._q["cancel_job"], job_id, self.record_events)
+        return None if status is None else JobStatus(status)
+
+    async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
+        rows = await self._read("fetch", self._q["peek_jobs"], queue, limit, list(exclude))
+        return [JobRecord._from_row(row) for row in rows]
+
+    async def job_events(self, job_id: int) -> list[JobEvent]:
+        rows = await self._read("fetch", self._q["job_events"], job_id)
+        return [JobEvent._from_row(row) for row in rows]
+
+    async def want_outcome(self, job_id: int) -> JobStatus | None:
+        status = await self._write("fetchval", self._q["want_outcome"], job_id)
+        return None if status is None else JobStatus(status)
+
+    async def retry_job(self, job_id: int) -> bool:
+        try:
+            row = await self._write("fetchrow", self._q["retry_job"], job_id, self.record_events)
+            return row is not None
+        except UniqueViolationError:
+            raise UniqueKeyTakenError(
+                f"job {job_id} cannot be retried: another pending or running job holds its "
+                "unique key; retry it once that job has finished"
+            ) from None
+
+    async def job_status(self, job_id: int) -> JobStatus | None:
+        status = await self._read("fetchval", self._q["job_status"], job_id)
+        return None if status is None else JobStatus(status)
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Listener:
+        """A connection of its own that calls `on_notify(queue)` when a queue's channel fires,
+        and `on_cancel(lease_token)` when a running job is asked to stop."""
+        channels: dict[str, Callable[[str], None]] = {
+            channel_for(queue): functools.partial(_wake, on_notify, queue) for queue in queues
+        }
+        if on_cancel is not None:
+            channels[CANCEL_CHANNEL] = functools.partial(_call_with, on_cancel, UUID)
+        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
+        channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
+        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+
+_RESERVED_FIELDS = (
+    *("name", "queue", "priority", "delay", "run_at", "max_attempts", "trace_context"),
+    *("unique_key", "idempotency_key", "notify"),
+)
+
+
+def _reserved_columns(batch: Sequence[NewJobs]) -> list[Any]:
+    """The parameters of `insert_reserved_jobs`: a column per field, a row per job."""
+    rows = [(new, i, text) for new in batch for i, text in zip(new.ids, new.payloads, strict=True)]
+    columns = [[getattr(n, field) for n, _, _ in rows] for field in _RESERVED_FIELDS]
+    payloads = f"[{','.join(text for _, _, text in rows)}]"
+    return [[i for _, i, _ in rows], *columns[:2], payloads, *columns[2:]]
+
+
+def _wake(on_notify: Callable[[str], None], queue: str, _payload: str) -> None:
+    on_notify(queue)
+
+
+def _call_with(callback: Callable[[T], None], parse: Callable[[str], T], payload: str) -> None:
+    """`callback(parse(payload))`; a payload that does not parse (a NOTIFY sent by hand on our
+    channel) is ignored."""
+    try:
+        value = parse(payload)
+    except ValueError:
+        return
+    callback(value)

@@ -1,0 +1,216 @@
+"""The `Store` protocol: what the rest of the library asks of wherever jobs are kept.
+
+It speaks of jobs, claims, leases and outcomes, never of SQL, so that a second implementation
+stays small. Two implement it: `PostgresStore` (`_postgres.py`), and `MemoryStore`
+(`_memory.py`) for tests that want no database. The contract suite
+(`tests/contract/test_store_contract.py`) runs the same tests against both.
+
+Every change after a claim is fenced by the lease token the claim handed out: a caller that no
+longer holds it changes nothing.
+
+Every change of a job's state writes its event (`JobEvent`) in the same statement, unless
+`record_events` is off: the history cannot disagree with the state. A job asked to stop
+(`cancel_job` on a running job) never goes back to pending: where it would (a retry, a release,
+a rescue), it ends `cancelled` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+from uuid import UUID
+
+from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+
+
+class Listener(Protocol):
+    """A subscription to queues' wake-ups (LISTEN/NOTIFY on PostgreSQL)."""
+
+    async def alive(self, timeout: float) -> bool:
+        """Whether wake-ups still arrive (a connection may have gone silent)."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def terminate(self) -> None: ...
+
+
+class Store(Protocol):
+    """Where jobs are kept; see the module's docstring."""
+
+    @property
+    def name(self) -> str:
+        """What the store is, for messages: "PostgreSQL", "memory"."""
+        ...
+
+    record_events: bool
+    """Whether each change of a job's state also writes its event (`Jobs(events=...)`)."""
+
+    @property
+    def database(self) -> object:
+        """Equal for two stores on the same jobs (the DSN; one memory store's data): either can
+        write, in one transaction, what the other reserved (`insert_reserved`)."""
+        ...
+
+    # -- the schema ----------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Brings the schema up to date; returns the names of the migrations applied."""
+        ...
+
+    async def check_schema(self, *, complete: bool) -> None:
+        """Raises `SchemaVersionError` for a schema newer than this code, or (with `complete`)
+        one that lacks a migration."""
+        ...
+
+    # -- producers -----------------------------------------------------------------------------
+
+    async def insert_jobs(self, new: NewJobs, connection: Any | None = None) -> list[int]:
+        """Writes the jobs; returns their ids in order. With a unique key a live job already
+        holds, or an idempotency key a job of the same name holds (in any status, until it is
+        pruned; that holder first), writes nothing and returns that job's id. `connection`: a
+        transaction of the caller's to join (PostgreSQL only).
+
+        Raises `IdempotencyKeyReusedError`, writing nothing, if the idempotency key's holder has
+        another payload (compared as JSON values: key order aside); a unique key's does not
+        matter."""
+        ...
+
+    async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
+        """Ids for the jobs of `new`, written later by `insert_reserved` (or never: a gap);
+        with a key that a job already holds (as `insert_jobs` decides), that job's id and
+        True, and nothing reserved; `IdempotencyKeyReusedError` as `insert_jobs` raises it."""
+        ...
+
+    async def insert_reserved(self, batch: Sequence[NewJobs]) -> set[int]:
+        """Writes the jobs of `batch` under the ids each `NewJobs.ids` holds, in one go;
+        returns the ids written: all of them, or none if a unique or idempotency key of the
+        batch is taken by then."""
+        ...
+
+    # -- workers -------------------------------------------------------------------------------
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        """Leases up to `limit` due pending jobs of `queue`, by priority (highest first), then
+        `run_at`, then id; each gets a new lease token and one more attempt."""
+        ...
+
+    async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
+        """Writes the outcomes whose lease token still holds its job; returns their ids."""
+        ...
+
+    async def extend_leases(
+        self, held: Sequence[tuple[int, UUID]], lease_seconds: float
+    ) -> dict[UUID, Renewal]:
+        """For each token that still holds its job: whether its lease was renewed (not if the
+        row was busy elsewhere), and whether a cancel was requested. A token left out has lost
+        its job."""
+        ...
+
+    async def record_progress(self, progress: Sequence[tuple[int, UUID, str]]) -> set[int]:
+        """Writes each (job id, lease token, JSON text) whose token still holds its job;
+        returns their ids."""
+        ...
+
+    async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
+        """Gives back, attempt included, the jobs these tokens still hold (shutdown)."""
+        ...
+
+    async def release_unknown_claims(
+        self, queue: str, worker_id: str, known: Sequence[UUID]
+    ) -> list[int]:
+        """Gives back, attempt included, the running jobs of `queue` that `worker_id` holds
+        under a token not in `known` (a claim whose answer was lost)."""
+        ...
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        """Running jobs whose lease expired: back to pending, or failed with no attempt left.
+        Returns (id, queue, new status) of each."""
+        ...
+
+    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        """Deletes up to `limit` jobs finished longer than `retention_seconds` ago."""
+        ...
+
+    async def count_unfinished(
+        self,
+        queues: Sequence[str],
+        horizon_seconds: float | None,
+        retry_horizon_seconds: float | None,
+    ) -> Unfinished:
+        """Jobs of `queues` running, or pending and due within `horizon_seconds` (a retry:
+        within `retry_horizon_seconds`; None: any), and the pending jobs due after that."""
+        ...
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Listener:
+        """Calls `on_notify(queue)` when a job of one of `queues` may be due, and
+        `on_cancel(lease_token)` when a running job is asked to stop (any worker's)."""
+        ...
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
+        """Calls `on_finished(job_id)` when a job that `want_outcome` named has finished."""
+        ...
+
+    async def want_outcome(self, job_id: int) -> JobStatus | None:
+        """Asks to be told (see `listen_for_outcomes`) when the job finishes; returns its
+        status now (None: no such job). A job already finished is not announced again."""
+        ...
+
+    async def expire_connections(self) -> None:
+        """The network looks gone: open new connections on next use (nothing in memory)."""
+        ...
+
+    # -- operators and users ---------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> JobRecord | None: ...
+
+    async def list_jobs(
+        self, status: JobStatus | None, queue: str | None, limit: int
+    ) -> list[JobRecord]:
+        """Most recent first."""
+        ...
+
+    async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...
+
+    async def job_status(self, job_id: int) -> JobStatus | None: ...
+
+    async def cancel_job(self, job_id: int) -> JobStatus | None:
+        """A pending job becomes cancelled (returns CANCELLED); a running one is asked to stop,
+        its worker told (returns RUNNING); None if it was neither, or was asked already."""
+        ...
+
+    async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
+        """The jobs the next claim of `queue` would take, in claim order, writing nothing."""
+        ...
+
+    async def job_events(self, job_id: int) -> list[JobEvent]:
+        """The job's history, oldest first: its enqueueing, then each event recorded."""
+        ...
+
+    async def retry_job(self, job_id: int) -> bool:
+        """A failed or cancelled job runs again from its first attempt; False in any other
+        status. Raises `UniqueKeyTakenError` if a live job holds its unique key."""
+        ...
+
+    async def release_job(self, job_id: int) -> bool:
+        """A running job back to pending, attempt given back, whoever holds it."""
+        ...
+
+    async def release_worker_jobs(self, worker_id: str) -> list[int]:
+        """`release_job` for every job `worker_id` runs; returns their ids."""
+        ...
+
+    # -- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None: ...
+
+    def terminate(self) -> None:
+        """Closes at once, without waiting for statements in flight."""
+        ...

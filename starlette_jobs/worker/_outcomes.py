@@ -1,0 +1,204 @@
+"""Group commit of job outcomes: whatever finished while one write was in flight goes in the next.
+
+A job therefore costs no transaction of its own on the hot path, and an idle worker still writes
+an outcome as soon as the job ends (there is no timer to wait for).
+
+No outcome may hold up the others: one the database refuses is written again alone, without its
+values; values are bounded where they are made (`_storable`), and a batch whose values add up to
+more than `MAX_STATEMENT_LENGTH` goes in several statements, so that none runs long enough to be
+taken for an outage and retried, batch and all, for ever; and a batch that runs out of time all
+the same (many jobs with a long `errors` history) is sent again in halves until it fits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from uuid import UUID
+
+from .._records import Outcome
+from .._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
+from ..postgres._connections import DATABASE_ERRORS, TOO_SLOW
+from ..store._connectivity import Backoff
+from ..store._protocol import Store
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+
+class OutcomeWriter:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._buffer: list[Outcome] = []
+        self._in_flight: list[Outcome] = []
+        # What to do once an outcome is written (by its attempt's lease token): few have any.
+        self._after: dict[UUID, Callable[[], None]] = {}
+        self._pending = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        # The most outcomes a statement takes while a batch is written after one ran out of
+        # time (None: no bound but their values'). See `_write_in_flight`.
+        self._most: int | None = None
+        self.written = asyncio.Event()
+        """Set after each write; `drain` waits on it."""
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="starlette_jobs outcome writer")
+
+    def add(self, outcome: Outcome, then: Callable[[], None] | None = None) -> None:
+        """Queues `outcome` for the next write; `then` is called once it is written (not if
+        the fence refused it)."""
+        self._buffer.append(outcome)
+        if then is not None:
+            self._after[outcome.lease_token] = then
+        self._idle.clear()
+        self._pending.set()
+
+    def held(self) -> list[tuple[int, UUID]]:
+        """Leases of jobs that have ended but whose outcome is not written yet: they must be
+        renewed like those of running jobs, or a long outage would hand finished jobs to
+        another worker."""
+        return [(o.id, o.lease_token) for o in (*self._in_flight, *self._buffer)]
+
+    async def flush(self) -> None:
+        """Returns once everything added so far is written (or refused by the fence)."""
+        await self._idle.wait()
+
+    async def stop(self, timeout: float) -> None:
+        """Flushes for at most `timeout` seconds (the database may be gone), then stops."""
+        try:
+            await asyncio.wait_for(self.flush(), timeout)
+        except TimeoutError:
+            logger.error(
+                "%d job outcome(s) could not be recorded before shutdown; those jobs will run "
+                "again once their lease expires",
+                len(self.held()),
+            )
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        backoff = Backoff()
+        while True:
+            await self._pending.wait()
+            self._pending.clear()
+            self._in_flight, self._buffer = self._buffer, []
+            try:
+                await self._write_in_flight()
+            except DATABASE_ERRORS as error:
+                # Keep those not written: they are written once the database answers again, and
+                # their leases are renewed meanwhile (see `held`).
+                self._buffer[:0] = self._in_flight
+                self._in_flight = []
+                self._pending.set()
+                logger.warning(
+                    "could not record %d job outcome(s), retrying: %s", len(self._buffer), error
+                )
+                await backoff.wait()
+                continue
+            backoff.reset()
+            self._most = None  # the batch that was too slow is written
+            if not self._buffer:
+                self._idle.set()
+            self.written.set()
+
+    async def _write_in_flight(self) -> None:
+        """Writes `_in_flight`, one statement after another (one, unless their values are
+        large), taking each outcome off it once it is written or refused: a database error
+        leaves only those not written yet to try again."""
+        while self._in_flight:
+            count = _next_statement(self._in_flight)
+            if self._most is not None:
+                count = min(count, self._most)
+            statement = self._in_flight[:count]
+            try:
+                written = await self._store.record_outcomes(statement)
+            except TOO_SLOW:
+                # Ran out of time. Each outcome rewrites its job's row, `errors` included (up
+                # to 100 long texts), so many jobs with a long history can make a statement
+                # slow whatever the values sent: sent again whole, it would time out again,
+                # for ever, and hold back every outcome of this worker. Half as many next time,
+                # until this batch is written.
+                self._most = max(1, len(statement) // 2)
+                raise
+            except DATABASE_ERRORS:
+                raise
+            except Exception:
+                # Not the connection: one outcome the database refuses (a value it cannot
+                # store) must not keep the others from being written. Write them one at a time.
+                logger.exception(
+                    "writing %d outcome(s) failed; writing them one by one", len(statement)
+                )
+                for outcome in statement:
+                    alone = len(statement) == 1
+                    self._done([outcome], await self._write_one(outcome, stripped=alone))
+                continue
+            self._done(statement, written)
+
+    def _done(self, outcomes: list[Outcome], written: set[int]) -> None:
+        """`outcomes`, the first of `_in_flight`, were sent: `written` are the ids written."""
+        del self._in_flight[: len(outcomes)]
+        for outcome in outcomes:
+            then = self._after.pop(outcome.lease_token, None)
+            if outcome.id in written:
+                if then is not None:
+                    then()
+            else:
+                logger.warning(
+                    "job %s: outcome %r not recorded: this worker no longer holds its lease "
+                    "(it expired and the job was rescued, or it was released)",
+                    outcome.id, outcome.status.value,
+                )  # fmt: skip
+
+    async def _write_one(self, outcome: Outcome, *, stripped: bool = False) -> set[int]:
+        """Writes `outcome` alone; if the database refuses it, writes it again without its
+        values (`stripped`: only that). Refused then too, it is given up (the ids written: none),
+        and the job is rescued once its lease expires."""
+        if stripped:
+            outcome = _without_values(outcome)
+        try:
+            return await self._store.record_outcomes([outcome])
+        except DATABASE_ERRORS:
+            raise
+        except Exception:
+            logger.exception("job %s: outcome refused by the database", outcome.id)
+            if stripped:
+                return set()
+            return await self._write_one(outcome, stripped=True)
+
+
+def _without_values(outcome: Outcome) -> Outcome:
+    """The outcome with only what happened (its status, and its retry delay): none of the
+    values the job made, which the database may refuse or take long to write. The progress
+    written before stays."""
+    return dataclasses.replace(
+        outcome,
+        error=None if outcome.error is None else "(the error text could not be stored)",
+        result=None,
+        progress=None,
+    )
+
+
+def _next_statement(outcomes: list[Outcome]) -> int:
+    """How many of `outcomes`, from the first, go in the next statement: all of them, unless
+    their values pass `MAX_STATEMENT_LENGTH` characters (then as many as fit, at least one).
+    An outcome larger than any the worker makes is replaced in `outcomes` by its stripped
+    self: sent whole, it could hold the others up for ever."""
+    length = 0
+    for index, outcome in enumerate(outcomes):
+        size = len(outcome.result or "") + len(outcome.progress or "") + len(outcome.error or "")
+        if size > MAX_OUTCOME_LENGTH:
+            logger.error(
+                "job %s: outcome holds %d characters of values, more than any job can make "
+                "(%d at most); written without them",
+                outcome.id, size, MAX_OUTCOME_LENGTH,
+            )  # fmt: skip
+            outcomes[index] = _without_values(outcome)
+            size = len(outcomes[index].error or "")
+        length += size
+        if length > MAX_STATEMENT_LENGTH:
+            return max(index, 1)
+    return len(outcomes)

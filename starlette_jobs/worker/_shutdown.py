@@ -1,0 +1,63 @@
+"""Shutdown: the grace period running jobs get before they are cancelled, and the longest a
+worker's whole shutdown can take however the database behaves. `Worker.stop` runs it; the
+releases and last writes that follow are the worker's own."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from uuid import UUID
+
+from .._records import Claim
+from ..store._connectivity import worker_statement_timeout
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+UNWIND_SECONDS = 0.5
+"""How long a cancelled job gets to unwind at shutdown before it is left behind."""
+CLOSE_SECONDS = 2.0
+"""How long closing the connections may take at the end of a shutdown before they are cut."""
+
+
+def shutdown_bound(shutdown_grace: float, lease_duration: float) -> float:
+    """The longest a shutdown takes, however the database behaves: the grace period, time for
+    cancelled jobs to unwind, one worker statement timeout for the last writes, and the time
+    given to closing connections. Documented in docs/workers.md."""
+    return (
+        shutdown_grace + UNWIND_SECONDS + worker_statement_timeout(lease_duration) + CLOSE_SECONDS
+    )
+
+
+async def give_running_jobs_the_grace(
+    running: Mapping[asyncio.Task[None], Claim],
+    grace: float,
+    cancel: Callable[[UUID, asyncio.Task[None]], None],
+    is_async_job: Callable[[str], bool],
+) -> tuple[list[tuple[int, UUID]], int]:
+    """Waits up to `grace` seconds for the running attempts, then cancels the rest and gives
+    them `UNWIND_SECONDS` to unwind. Returns (job id, lease token) of the jobs to release, and
+    how many attempts are left running behind (a sync job's thread, a job that ignores
+    cancellation)."""
+    if not running:
+        return [], 0
+    logger.info("waiting up to %.1f s for %d running job(s)", grace, len(running))
+    _, unfinished = await asyncio.wait(running, timeout=grace)
+    for task in unfinished:
+        cancel(running[task].lease_token, task)
+    abandoned = 0
+    if unfinished:
+        # Well-behaved jobs unwind at once; one that ignores cancellation is left behind, and
+        # so is a sync job: its thread cannot be interrupted.
+        await asyncio.wait(unfinished, timeout=UNWIND_SECONDS)
+        abandoned = sum(
+            1 for task in unfinished if not task.done() or not is_async_job(running[task].name)
+        )
+    # A job that caught the cancellation and returned has its outcome buffered: release only
+    # the jobs that are still running or ended cancelled.
+    to_release = [
+        (running[task].id, running[task].lease_token)
+        for task in unfinished
+        if not task.done() or task.cancelled()
+    ]
+    return to_release, abandoned

@@ -1,0 +1,163 @@
+"""Work any worker does for the whole cluster, and the LISTEN connection that wakes this one.
+
+- `Upkeep`: rescues jobs whose lease expired (their worker died or froze) and deletes jobs
+  finished longer than the retention ago, every `lease_duration / 3`.
+- `Wakeups`: keeps the LISTEN connection, checks that it still answers (an idle connection whose
+  network went silent looks open forever), and opens it again when it does not.
+
+Each runs in a task of its own, apart from the heartbeat (`_leases.py`), so neither can delay a
+lease renewal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from uuid import UUID
+
+from ..postgres._connections import DATABASE_ERRORS, TOO_SLOW
+from ..store._protocol import Listener, Store
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+_RESCUE_LIMIT = 1000
+# Retention deletes in batches of this many rows, so no statement holds locks for long.
+_PRUNE_BATCH = 1000
+_PRUNE_BATCHES_PER_ROUND = 20
+
+
+class Upkeep:
+    def __init__(
+        self,
+        store: Store,
+        interval: float,
+        retention: float | None,
+        wake: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._interval = interval
+        self._retention = retention
+        self._wake = wake
+        # How many jobs a rescue takes: fewer after one ran out of time (see `rescue_expired`).
+        self._rescue_limit = _RESCUE_LIMIT
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="starlette_jobs upkeep")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.rescue_expired()
+                await self.prune_finished()
+            except DATABASE_ERRORS as error:
+                logger.warning("upkeep failed, retrying in %.1f s: %s", self._interval, error)
+            except Exception:
+                logger.exception("upkeep failed, retrying in %.1f s", self._interval)
+
+    async def rescue_expired(self) -> None:
+        """Rescues up to `_RESCUE_LIMIT` jobs. A rescue rewrites each job's `errors` (up to
+        `MAX_KEPT_ERRORS` long texts): with many long histories the statement can run past the
+        statement timeout, and asking for as many again would time out every round, leaving
+        every expired job `running` for ever. So a rescue that ran out of time asks for half as
+        many next round, and as many until the backlog is worked off."""
+        try:
+            rescued = await self._store.rescue_expired(self._rescue_limit)
+        except TOO_SLOW:
+            self._rescue_limit = max(1, self._rescue_limit // 2)
+            raise
+        if len(rescued) < self._rescue_limit:
+            self._rescue_limit = _RESCUE_LIMIT  # none left over: the next ones are new
+        for job_id, queue, status in rescued:
+            logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
+            self._wake(queue)
+
+    async def prune_finished(self) -> None:
+        """Deletes jobs finished longer than the retention ago, a bounded amount per round, so
+        upkeep stays short; a backlog is worked off over the next rounds."""
+        if self._retention is None:
+            return
+        deleted = 0
+        for _ in range(_PRUNE_BATCHES_PER_ROUND):
+            batch = await self._store.prune_finished(self._retention, _PRUNE_BATCH)
+            deleted += batch
+            if batch < _PRUNE_BATCH:
+                break
+        if deleted:
+            logger.info("deleted %d job(s) finished more than %.0f s ago", deleted, self._retention)
+
+
+class Wakeups:
+    """LISTEN on the queues' channels; `wake(queue)` on each notification, and on every queue
+    whenever the connection is opened again (notifications may have been missed meanwhile);
+    `on_cancel(lease_token)` for each cancel request of a running job (any worker's: the
+    callee checks whether it runs that attempt; the heartbeat catches requests missed here).
+    The connection is checked every `check_interval` seconds and must answer within as long:
+    a silent one is found within twice that."""
+
+    def __init__(
+        self,
+        store: Store,
+        queues: Sequence[str],
+        wake: Callable[[str], None],
+        check_interval: float,
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._queues = list(queues)
+        self._wake = wake
+        self._on_cancel = on_cancel
+        self._check_interval = check_interval
+        self._listener: Listener | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._open()
+        self._task = asyncio.create_task(self._run(), name="starlette_jobs listen")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._listener is not None:
+            await self._listener.close()
+
+    def terminate(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._listener is not None:
+            self._listener.terminate()
+
+    async def _open(self) -> bool:
+        try:
+            self._listener = await self._store.listen(self._queues, self._wake, self._on_cancel)
+        except Exception as error:  # unreachable, too many connections...: polling still works
+            self._listener = None
+            logger.warning("LISTEN connection failed, polling until it is back: %s", error)
+            return False
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._check_interval)
+            if self._listener is not None and await self._listener.alive(self._check_interval):
+                continue
+            if self._listener is not None:
+                logger.warning(
+                    "the LISTEN connection stopped answering; opening it again, and every other "
+                    "connection of this process on next use"
+                )
+                self._listener.terminate()
+                self._listener = None
+                # The network likely went silent for all of them, the idle ones included.
+                await self._store.expire_connections()
+            if await self._open():
+                for queue in self._queues:
+                    self._wake(queue)

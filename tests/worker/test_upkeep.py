@@ -1,0 +1,256 @@
+"""Cluster upkeep and wake-ups (`_upkeep`) on the in-memory store: rescuing expired leases,
+pruning old jobs in bounded rounds, and a LISTEN that reopens when it goes silent. On
+PostgreSQL: integration/test_release_and_retention.py and integration/test_silent_network.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from starlette_jobs import JobStatus
+from starlette_jobs.memory._rows import QueueListener
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.worker._upkeep import Upkeep, Wakeups
+from tests.records import new_jobs, outcome
+
+
+async def test_jobs_whose_lease_expired_are_rescued_and_their_queue_woken(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    await store.insert_jobs(new_jobs(1, queue="mail", max_attempts=2))
+    await store.insert_jobs(new_jobs(1, queue="sms", max_attempts=1))
+    [retried] = await store.claim_batch("mail", 1, "w", 0.01)
+    [exhausted] = await store.claim_batch("sms", 1, "w", 0.01)
+    await asyncio.sleep(0.03)  # the store's clock: both leases run out
+    woken: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        await Upkeep(store, 1, None, woken.append).rescue_expired()
+    assert sorted(woken) == ["mail", "sms"]
+    assert await store.job_status(retried.id) is JobStatus.PENDING
+    assert await store.job_status(exhausted.id) is JobStatus.FAILED
+    assert f"job {retried.id} on queue 'mail': lease expired, now pending" in caplog.messages
+    assert f"job {exhausted.id} on queue 'sms': lease expired, now failed" in caplog.messages
+
+
+async def finished(store: MemoryStore, count: int) -> list[int]:
+    await store.insert_jobs(new_jobs(count))
+    claims = await store.claim_batch("default", count, "w", 30)
+    await store.record_outcomes([outcome(c, JobStatus.SUCCEEDED) for c in claims])
+    return [c.id for c in claims]
+
+
+async def test_without_retention_nothing_is_deleted() -> None:
+    store = MemoryStore()
+    await finished(store, 2)
+    await Upkeep(store, 1, None, lambda _: None).prune_finished()
+    assert len(await store.list_jobs(None, None, 10)) == 2
+
+
+async def test_jobs_finished_longer_ago_than_the_retention_are_deleted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    await finished(store, 2)
+    await store.insert_jobs(new_jobs(1))  # pending: never pruned
+    await asyncio.sleep(0.02)
+    with caplog.at_level(logging.INFO, logger="starlette_jobs.worker"):
+        await Upkeep(store, 1, 0.01, lambda _: None).prune_finished()
+    assert [r.status for r in await store.list_jobs(None, None, 10)] == [JobStatus.PENDING]
+    assert "deleted 2 job(s) finished more than 0 s ago" in caplog.messages
+
+
+class CountingPrunes(MemoryStore):
+    """Reports `backlog` old jobs, deleted a batch at a time, and counts the statements."""
+
+    def __init__(self, backlog: int) -> None:
+        super().__init__()
+        self.backlog = backlog
+        self.batches: list[int] = []
+
+    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        deleted = min(limit, self.backlog)
+        self.backlog -= deleted
+        self.batches.append(deleted)
+        return deleted
+
+
+async def test_a_round_stops_at_the_first_short_batch() -> None:
+    store = CountingPrunes(2500)
+    await Upkeep(store, 1, 60, lambda _: None).prune_finished()
+    assert store.batches == [1000, 1000, 500]
+
+
+async def test_a_large_backlog_is_worked_off_over_several_rounds() -> None:
+    store = CountingPrunes(50_000)
+    upkeep = Upkeep(store, 1, 60, lambda _: None)
+    await upkeep.prune_finished()
+    assert store.batches == [1000] * 20  # a round stays short
+    await upkeep.prune_finished()
+    assert store.backlog == 10_000
+
+
+async def test_once_started_upkeep_keeps_going_after_a_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rounds = 0
+    two_rounds = asyncio.Event()
+
+    class Failing(MemoryStore):
+        async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+            nonlocal rounds
+            rounds += 1
+            if rounds == 2:
+                two_rounds.set()
+            raise ConnectionResetError("reset by peer")
+
+    upkeep = Upkeep(Failing(), 0.01, None, lambda _: None)
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        upkeep.start()
+        try:
+            async with asyncio.timeout(5):
+                await two_rounds.wait()
+        finally:
+            await upkeep.stop()
+    assert "upkeep failed, retrying in 0.0 s: reset by peer" in caplog.messages
+
+
+class SlowRescues(MemoryStore):
+    """A rescue of more than `fits` jobs runs past the statement timeout: PostgreSQL rewrites
+    each job's `errors` (up to 100 entries of 8,000 characters), and 1,000 jobs with a long
+    history took more than the 8 s a worker's statement is given."""
+
+    def __init__(self, fits: int) -> None:
+        super().__init__()
+        self.fits = fits
+        self.limits: list[int] = []
+
+    async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        self.limits.append(limit)
+        if limit > self.fits:
+            raise asyncpg.exceptions.QueryCanceledError("canceling statement due to timeout")
+        return await super().rescue_expired(limit)
+
+
+async def test_a_rescue_too_slow_for_its_batch_takes_fewer_jobs_until_it_fits() -> None:
+    store = SlowRescues(fits=100)
+    await store.insert_jobs(new_jobs(300, queue="mail", max_attempts=2))
+    await store.claim_batch("mail", 300, "w", 0.01)
+    await asyncio.sleep(0.03)  # every lease runs out
+    upkeep = Upkeep(store, 1, None, lambda _: None)
+    for _ in range(20):  # upkeep's rounds
+        with contextlib.suppress(asyncpg.exceptions.QueryCanceledError):
+            await upkeep.rescue_expired()
+    # On the old code every round asked for 1,000 again and timed out: none was ever rescued.
+    counts = await store.count_by_status("mail")
+    assert (counts[JobStatus.PENDING], counts[JobStatus.RUNNING]) == (300, 0)
+
+
+# -- wake-ups --------------------------------------------------------------------------------
+
+
+async def test_a_notification_wakes_its_queue_and_stop_closes_the_listener() -> None:
+    store = MemoryStore()
+    woken: list[str] = []
+    wakeups = Wakeups(store, ["mail", "sms"], woken.append, check_interval=60)
+    await wakeups.start()
+    await store.insert_jobs(new_jobs(1, queue="mail"))
+    await store.insert_jobs(new_jobs(1, queue="elsewhere"))
+    assert woken == ["mail"]
+    await wakeups.stop()
+    await store.insert_jobs(new_jobs(1, queue="mail"))
+    assert woken == ["mail"]
+
+
+async def test_a_cancel_request_is_passed_on_with_the_attempts_lease_token() -> None:
+    store = MemoryStore()
+    asked: list[UUID] = []
+    wakeups = Wakeups(store, ["mail"], lambda _: None, check_interval=60, on_cancel=asked.append)
+    await wakeups.start()
+    [job_id] = await store.insert_jobs(new_jobs(1, queue="sms"))  # any worker's job
+    [claim] = await store.claim_batch("sms", 1, "elsewhere", 30)
+    assert await store.cancel_job(job_id) is JobStatus.RUNNING
+    assert asked == [claim.lease_token]
+    await wakeups.stop()
+
+
+async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class NoListen(MemoryStore):
+        async def listen(
+            self,
+            queues: Sequence[str],
+            on_notify: Callable[[str], None],
+            on_cancel: Callable[[UUID], None] | None = None,
+        ) -> QueueListener:
+            raise ConnectionRefusedError("too many connections")
+
+    wakeups = Wakeups(NoListen(), ["mail"], lambda _: None, check_interval=60)
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        await wakeups.start()
+    await wakeups.stop()
+    assert "LISTEN connection failed, polling until it is back: too many connections" in (
+        caplog.messages
+    )
+
+
+class SilentOnce(MemoryStore):
+    """Its first listener stops answering; the connections are expired when that is found."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[QueueListener] = []
+        self.expired = 0
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> QueueListener:
+        listener = await super().listen(queues, on_notify, on_cancel)
+        if not self.listeners:
+
+            async def silent(timeout: float) -> bool:
+                return False
+
+            listener.alive = silent  # type: ignore[method-assign]
+        self.listeners.append(listener)
+        return listener
+
+    async def expire_connections(self) -> None:
+        self.expired += 1
+
+
+async def test_a_silent_listener_is_replaced_and_every_queue_woken_for_what_it_missed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = SilentOnce()
+    woken: list[str] = []
+    all_woken = asyncio.Event()
+
+    def wake(queue: str) -> None:
+        woken.append(queue)
+        if len(woken) == 2:
+            all_woken.set()
+
+    wakeups = Wakeups(store, ["mail", "sms"], wake, check_interval=0.01)
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        await wakeups.start()
+        try:
+            async with asyncio.timeout(5):
+                await all_woken.wait()
+        finally:
+            await wakeups.stop()
+    assert woken == ["mail", "sms"]
+    assert len(store.listeners) == 2
+    assert store.expired == 1
+    assert "the LISTEN connection stopped answering" in caplog.text
+    assert store._listeners == set()  # the new one closed at stop, the silent one terminated
