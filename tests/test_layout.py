@@ -15,6 +15,9 @@ TESTS = Path(__file__).resolve().parent
 TESTED_ELSEWHERE = {
     "__init__": "test_public_api.py",  # re-exports only: the exported names are pinned there
     "__main__": "cli/test_main.py",  # two lines that hand over to `cli._main.main`
+    # The status routes' endpoints and types, tested through the routes that serve them.
+    "web._endpoints": "web/test_status_routes.py",
+    "web._types": "web/test_status_routes.py",
 }
 
 # Top-level test files that are not one module's: what each tests.
@@ -60,12 +63,17 @@ def test_every_module_has_its_unit_tests() -> None:
     assert missing == [], "modules without their tests/test_<name>.py"
 
 
-def test_every_top_level_test_file_is_a_modules_or_says_what_it_tests() -> None:
-    mirrored = {unit_tests_of(module).name for module in modules()}
+def test_every_test_file_of_the_mirror_is_a_modules_or_says_what_it_tests() -> None:
+    """At the top and in the folders that mirror the package's (tests/worker/, ...); not in
+    integration/, contract/ and processes/, which test no single module."""
+    mirrored = {unit_tests_of(module).relative_to(TESTS).as_posix() for module in modules()}
+    folders = {Path(*module.split(".")[:-1]) for module in modules()}
     orphans = sorted(
-        path.name
-        for path in TESTS.glob("test_*.py")
-        if path.name not in mirrored and path.name not in CROSS_CUTTING
+        name
+        for folder in folders
+        for path in (TESTS / folder).glob("test_*.py")
+        if (name := path.relative_to(TESTS).as_posix()) not in mirrored
+        and name not in CROSS_CUTTING
     )
     assert orphans == [], "test files of no module: rename them, or add them to CROSS_CUTTING"
 

@@ -1,5 +1,5 @@
 """`_status_tokens`: a job's status token opens that job only, under that secret only, and
-nothing else that looks like one is taken; the routes that use them are in test_web.py."""
+nothing else that looks like one is taken; the routes that use them are in test_status_routes.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""`starlette_jobs.web`: the 422 handler (in FastAPI's own shape, checked against FastAPI's),
-`get_jobs`, `accepted`, the status route of `job_status_router`, and the same routes added to a
-FastAPI app by `add_job_status_routes` (in its OpenAPI schema, answering as the router does).
-The router's event stream is in test_sse.py; the FastAPI guide's app served by uvicorn, in
-test_example_fastapi.py."""
+"""The status routes (`web/_status_routes.py`, `_endpoints.py`, `_types.py`): the status route of
+`job_status_router`, the same routes added to a FastAPI app by `add_job_status_routes` (in its
+OpenAPI schema, answering as the router does), and who may see a job. The router's event stream
+is in test_sse.py; the FastAPI guide's app served by uvicorn, in test_example_fastapi.py."""
 
 from __future__ import annotations
 
@@ -11,27 +10,21 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx2
 import pytest
-from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException
-from pydantic import BaseModel
+from fastapi import APIRouter, Depends, FastAPI, HTTPException
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from starlette_jobs import (
-    JobArgumentsError,
     JobRecord,
     Jobs,
-    JobStatus,
-    NotStartedError,
-    Retry,
     job,
 )
 from starlette_jobs.testing import run_enqueued_now
@@ -39,229 +32,12 @@ from starlette_jobs.web import (
     JobStatusTokens,
     accepted,
     add_job_status_routes,
-    get_jobs,
-    job_arguments_error_handler,
     job_status_router,
     public_fields,
 )
 from tests.conftest import StartJobs
 from tests.faultproxy import FaultProxy
-
-
-@job(queue="web")
-async def make_report(month: str, pages: int, note: str = "") -> dict[str, Any]:
-    return {"month": month, "pages": pages}
-
-
-@job(queue="web", retry=Retry.none())
-async def broken_report(month: str) -> None:
-    raise RuntimeError(f"secret database password in a traceback ({month})")
-
-
-async def enqueue_report(request: Request) -> Response:
-    body = await request.json()
-    return accepted(request, await make_report.enqueue(**body))
-
-
-def starlette_app(dsn: str, **router_options: Any) -> Starlette:
-    return Starlette(
-        routes=[
-            Route("/reports", enqueue_report, methods=["POST"]),
-            Mount("/jobs", app=job_status_router(events=False, **router_options)),
-        ],
-        exception_handlers={JobArgumentsError: job_arguments_error_handler},
-        # No worker: the tests run what was enqueued when they choose (`run_enqueued_now`).
-        lifespan=Jobs(dsn, queues={}).lifespan,
-    )
-
-
-@pytest.fixture
-def client(database_dsn: str) -> Iterator[TestClient]:
-    with TestClient(starlette_app(database_dsn)) as client:
-        yield client
-
-
-def get_jobs_of(client: TestClient) -> Jobs:
-    jobs = client.app.state.jobs  # type: ignore[attr-defined]
-    assert isinstance(jobs, Jobs)
-    return jobs
-
-
-# -- the 422 handler -----------------------------------------------------------------------------
-
-
-class ReportModel(BaseModel):
-    month: str
-    pages: int
-
-
-def fastapi_app(dsn: str) -> FastAPI:
-    app = FastAPI(lifespan=Jobs(dsn, queues={}).lifespan)
-    app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
-
-    @app.post("/by-fastapi")
-    async def by_fastapi(body: ReportModel) -> None:
-        """FastAPI validates the body itself."""
-
-    @app.post("/by-job")
-    async def by_job(body: Annotated[dict[str, Any], Body()]) -> None:
-        await make_report.enqueue(**body)
-
-    return app
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"month": "2026-01", "pages": "many"},
-        {"pages": 3},
-        {"month": 7, "pages": [1]},
-        {},
-    ],
-)
-def test_bad_arguments_get_the_422_fastapi_gives_for_a_body_that_does_not_validate(
-    database_dsn: str, body: dict[str, Any]
-) -> None:
-    with TestClient(fastapi_app(database_dsn)) as client:
-        ours = client.post("/by-job", json=body)
-        fastapis = client.post("/by-fastapi", json=body)
-        counts = client.portal.call(get_jobs_of(client).count_by_status)  # type: ignore[union-attr]
-    assert counts[JobStatus.PENDING] == 0
-    assert (ours.status_code, fastapis.status_code) == (422, 422)
-    assert ours.headers["content-type"] == fastapis.headers["content-type"]
-    assert ours.json() == fastapis.json()
-
-
-def strict_json(content: bytes) -> Any:
-    """JSON as a strict client reads it: UTF-8, and no NaN or Infinity."""
-
-    def refuse(constant: str) -> None:
-        raise ValueError(f"not JSON: {constant}")
-
-    return json.loads(content.decode("utf-8"), parse_constant=refuse)
-
-
-def test_the_handler_answers_what_json_cannot_hold_with_valid_json(database_dsn: str) -> None:
-    @job(queue="web")
-    async def take(value: Any, count: int = 0, other: int = 0) -> None: ...
-
-    cases: dict[str, dict[str, Any]] = {
-        "unstorable": {"value": "a\udc80b"},  # refused by the library, not by pydantic
-        "surrogate": {"value": 1, "count": "\udc80"},
-        "nan": {"value": 1, "count": math.nan},
-        "object": {"value": 1, "count": object()},
-        "both": {"value": 1, "count": "\udc80", "other": math.inf},
-        "extra": {"value": 1, "nope": 2},
-    }
-
-    async def enqueue(request: Request) -> Response:
-        await take.enqueue(**cases[request.path_params["case"]])
-        return Response(status_code=204)
-
-    app = Starlette(
-        routes=[Route("/{case}", enqueue, methods=["POST"])],
-        lifespan=Jobs(database_dsn, queues={}).lifespan,
-    )
-    app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
-    with TestClient(app) as client:
-        answers = {case: client.post(f"/{case}") for case in cases}
-    details = {}
-    for case, answer in answers.items():
-        assert answer.status_code == 422, case
-        details[case] = strict_json(answer.content)["detail"]
-        for error in details[case]:
-            assert list(error)[:4] == ["type", "loc", "msg", "input"], case
-            assert error["loc"][0] == "body", case
-    assert details["unstorable"][0]["loc"] == ["body", "value"]
-    assert details["surrogate"][0]["input"] == "\udc80"  # escaped in the JSON text
-    assert details["nan"][0]["input"] is None
-    assert "object object" in details["object"][0]["input"]
-    assert [error["input"] for error in details["both"]] == [None, None]  # shown without
-    assert [error["loc"] for error in details["both"]] == [["body", "count"], ["body", "other"]]
-    assert details["extra"][0]["loc"] == ["body", "nope"]
-
-
-async def test_the_handler_leaves_other_exceptions_alone() -> None:
-    request = Request({"type": "http", "method": "GET", "path": "/", "headers": []})
-    with pytest.raises(KeyError):
-        await job_arguments_error_handler(request, KeyError("x"))
-
-
-# -- get_jobs ------------------------------------------------------------------------------------
-
-
-def test_get_jobs_finds_the_lifespans_jobs_in_its_state_or_on_the_app(database_dsn: str) -> None:
-    jobs = Jobs(database_dsn, queues={})
-
-    async def which(request: Request) -> JSONResponse:
-        return JSONResponse({"same": get_jobs(request) is jobs})
-
-    @asynccontextmanager
-    async def own_lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with jobs.lifespan(app):
-            yield  # the lifespan state is not passed on: app.state.jobs is left
-
-    for lifespan in (jobs.lifespan, own_lifespan):
-        app = Starlette(routes=[Route("/", which)], lifespan=lifespan)
-        with TestClient(app) as client:
-            assert client.get("/").json() == {"same": True}
-
-
-def test_get_jobs_says_what_to_do_when_no_lifespan_started_one() -> None:
-    async def which(request: Request) -> Response:
-        get_jobs(request)
-        return Response()
-
-    app = Starlette(routes=[Route("/", which)])
-    with (
-        TestClient(app) as client,
-        pytest.raises(NotStartedError, match=r"lifespan=jobs\.lifespan"),
-    ):
-        client.get("/")
-
-
-# -- accepted ------------------------------------------------------------------------------------
-
-
-def test_accepted_answers_202_with_the_status_url_and_when_to_look(client: TestClient) -> None:
-    response = client.post("/reports", json={"month": "2026-01", "pages": 2})
-    assert response.status_code == 202
-    job_id = response.json()["job_id"]
-    assert response.headers["location"] == f"http://testserver/jobs/{job_id}"
-    assert response.headers["retry-after"] == "1"
-    assert response.json() == {"job_id": job_id, "status_url": response.headers["location"]}
-    assert client.get(response.headers["location"]).json()["status"] == "pending"
-
-
-def test_accepted_takes_a_location_and_says_when_it_has_none(database_dsn: str) -> None:
-    async def elsewhere(request: Request) -> Response:
-        return accepted(request, 7, location="/reports/7", retry_after=30, headers={"X-A": "b"})
-
-    async def nowhere(request: Request) -> Response:
-        return accepted(request, 7)
-
-    app = Starlette(routes=[Route("/elsewhere", elsewhere), Route("/nowhere", nowhere)])
-    with TestClient(app) as client:
-        response = client.get("/elsewhere")
-        assert (response.headers["location"], response.headers["retry-after"]) == (
-            "/reports/7",
-            "30",
-        )
-        assert response.headers["x-a"] == "b"
-        with pytest.raises(LookupError, match="mount job_status_router"):
-            client.get("/nowhere")
-    request = Request({"type": "http", "method": "POST", "path": "/", "headers": []})
-    with pytest.raises(ValueError, match="retry_after"):
-        accepted(request, 7, location="/jobs/7", retry_after=0.5)  # type: ignore[arg-type]
-
-
-def test_accepted_follows_the_apps_root_path(database_dsn: str) -> None:
-    app = starlette_app(database_dsn)
-    with TestClient(app, root_path="/api") as client:
-        response = client.post("/reports", json={"month": "2026-01", "pages": 1})
-        job_id = response.json()["job_id"]
-        assert response.headers["location"] == f"http://testserver/api/jobs/{job_id}"
-
+from tests.web.reports import broken_report, enqueue_report, make_report, starlette_app
 
 # -- the status route ----------------------------------------------------------------------------
 
