@@ -240,10 +240,23 @@ class PostgresStore:
         rows = await self._claimer.fetch(
             self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events
         )
-        return [Claim(**row) for row in rows]
+        # By position (the order of the statement's RETURNING): `Claim(**row)` would first
+        # build a dict of each record, which cost 0.7 us of the worker's time per job.
+        return [_claim(*row) for row in rows]
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
+        succeeded = JobStatus.SUCCEEDED
+        if all(o.status is succeeded and o.error is None and o.progress is None for o in outcomes):
+            # The common batch: the statement made for it sends three arrays, not seven.
+            rows = await self._writer.fetch(
+                self._q["record_successes"],
+                [o.id for o in outcomes],
+                [o.lease_token for o in outcomes],
+                [o.result for o in outcomes],
+                self.record_events,
+            )
+            return {row[0] for row in rows}
         rows = await self._writer.fetch(
             self._q["record_outcomes"],
             [o.id for o in outcomes],
@@ -396,6 +409,17 @@ class PostgresStore:
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
         channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
         return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+
+def _claim(
+    id: int, name: str, queue: str, payload: str, attempts: int, max_attempts: int,
+    lease_token: UUID, trace_context: str | None,
+) -> Claim:  # fmt: skip
+    """A `Claim` from a row of `claim_batch`, its columns in order."""
+    return Claim(
+        id=id, name=name, queue=queue, payload=payload, attempts=attempts,
+        max_attempts=max_attempts, lease_token=lease_token, trace_context=trace_context,
+    )  # fmt: skip
 
 
 _RESERVED_FIELDS = (

@@ -35,6 +35,7 @@ EXPECTED: dict[str, list[str]] = {
     "record_outcomes": [
         *["int8[]", "uuid[]", "text[]", "float8[]", "text[]", "text[]", "text[]", "bool"]
     ],
+    "record_successes": ["int8[]", "uuid[]", "text[]", "bool"],
     "record_progress": ["int8[]", "uuid[]", "text[]"],
     "extend_leases": ["int8[]", "uuid[]", "float8"],
     "release_jobs": ["int8[]", "uuid[]", "bool"],
