@@ -390,3 +390,31 @@ def test_every_file_of_the_tests_a_page_names_exists() -> None:
     }
     assert len(named) > 10
     assert [f"{page}: {path}" for page, path in sorted(named) if not (ROOT / path).is_file()] == []
+
+
+def test_every_module_the_architecture_page_names_exists() -> None:
+    """docs/architecture.md names modules as paths under starlette_jobs/ (`worker/_attempt.py`)
+    or under the repository (`tests/test_layout.py`): each must be there, so that the page
+    cannot send a newcomer to a file that moved."""
+    page = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    named = set(re.findall(r"`([\w/]+\.(?:py|sql))`", page))
+    named |= {f"{folder}sql/queries.sql" for folder in re.findall(r"`(\w+/)sql/`", page)}
+    assert len(named) > 30  # the page names the modules, not a few of them
+    missing = sorted(
+        path
+        for path in named
+        if not (ROOT / "starlette_jobs" / path).is_file() and not (ROOT / path).is_file()
+    )
+    assert missing == []
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    """And the other way round: a module added without a word on the page fails here."""
+    page = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    package = ROOT / "starlette_jobs"
+    modules = sorted(
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if path.name not in {"__init__.py", "__main__.py", "_version.py"}
+    )
+    assert [module for module in modules if f"`{module}`" not in page] == []
