@@ -17,7 +17,6 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._config import DAY, JobsConfig
-from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff, worker_statement_timeout
 from ._dsn import masked_dsn
 from ._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
@@ -32,7 +31,7 @@ from ._memory import is_memory_dsn, memory_store
 from ._postgres import PostgresStore
 from ._queries import JobQueries
 from ._shutdown import CLOSE_SECONDS
-from ._startup import OutageReport, check_connection, resolve_dsn
+from ._startup import OutageReport, check_connection, outage_reason, resolve_dsn
 from ._store import Store
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
@@ -163,20 +162,20 @@ class Jobs(JobQueries, JobWaiting):
             raise
         try:
             await self._prepare(store)
-        except DATABASE_ERRORS as error:
+        except DatabaseUnavailableError as error:
             if self.config.require_database:
                 await store.close()
                 await self._release_embedded()
                 raise DatabaseUnavailableError(
                     f"PostgreSQL is unreachable at start on {masked_dsn(self._dsn)} "
-                    f"({type(error).__name__}: {error}); "
+                    f"({outage_reason(error)}); "
                     "with require_database=False the app would start and keep trying"
                 ) from error
             logger.warning(
                 "PostgreSQL is unreachable at start on %s (%s); starting anyway, retrying in "
                 "the background. Calls raise DatabaseUnavailableError until it answers",
                 masked_dsn(self._dsn),
-                error,
+                outage_reason(error),
             )
             self._preparing = asyncio.create_task(
                 self._prepare_when_reachable(store, error), name="starlette_jobs start"
@@ -237,7 +236,7 @@ class Jobs(JobQueries, JobWaiting):
             await backoff.wait()
             try:
                 await self._prepare(store)
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 report.failed(error)
                 continue
             except ConfigurationError as error:  # the server is back, but not with this database

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
-from ._connections import DATABASE_ERRORS
 from ._connectivity import Backoff
+from ._errors import DatabaseUnavailableError
 from ._store import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -57,7 +57,7 @@ class LeaseKeeper:
         while True:
             try:
                 await self.renew()
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 # The lane opens a new connection for the next try: try again soon rather than
                 # a whole interval later, while the leases still hold.
                 logger.warning("renewing leases failed, retrying: %s", error)

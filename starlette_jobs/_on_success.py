@@ -25,8 +25,7 @@ from contextvars import ContextVar
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._connections import unavailable_as_error
-from ._errors import DatabaseUnavailableError, OnSuccessError
+from ._errors import DatabaseUnavailableError, OnSuccessError, unavailable_as_error
 from ._records import NewJobs
 from ._store import Store
 

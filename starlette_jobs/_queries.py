@@ -6,8 +6,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Iterable
 
-from ._connections import unavailable_as_error
-from ._errors import JobNotFoundError
+from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
 from ._store import Store

@@ -20,10 +20,11 @@ from ._connections import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
     connect_plain,
+    raise_as_store_error,
 )
 from ._dsn import masked_dsn
 from ._embedded import start_embedded_postgres
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, DatabaseUnavailableError
 from ._memory import is_memory_dsn
 
 logger = logging.getLogger("starlette_jobs")
@@ -123,7 +124,8 @@ async def check_connection(dsn: str, source: str) -> None:
 
     Raises:
         ConfigurationError: the settings cannot work (see `configuration_mistake`).
-        OSError, asyncpg.PostgresError...: the driver's own error, for an outage or the rest.
+        DatabaseUnavailableError: an outage (see `_connections.unavailable`).
+        Exception: any other error, the driver's own.
     """
     try:
         connection = await connect_plain(dsn)
@@ -134,7 +136,7 @@ async def check_connection(dsn: str, source: str) -> None:
             # failure) would bury it where the whole chain is printed, as uvicorn does when
             # the app fails to start; it stays at hand as `__context__`.
             raise mistake from None
-        raise
+        raise_as_store_error(error, connecting=True)
     await connection.close()
 
 
@@ -146,11 +148,11 @@ class OutageReport:
     def __init__(self, first: BaseException) -> None:
         self._began = time.monotonic()
         self._next = self._began + REPORT_EVERY
-        self._last = _reason(first)  # the start already said this one
+        self._last = outage_reason(first)  # the start already said this one
 
     def failed(self, error: BaseException) -> None:
         now = time.monotonic()
-        reason = _reason(error)
+        reason = outage_reason(error)
         if now < self._next and reason == self._last:
             return
         self._next, self._last = now + REPORT_EVERY, reason
@@ -169,5 +171,9 @@ class OutageReport:
         logger.info("PostgreSQL is reachable after %.0f s: started", time.monotonic() - self._began)
 
 
-def _reason(error: BaseException) -> str:
+def outage_reason(error: BaseException) -> str:
+    """What made the database unavailable, for a log line: the driver's error that a
+    `DatabaseUnavailableError` stands for, when there is one."""
+    if isinstance(error, DatabaseUnavailableError) and error.__cause__ is not None:
+        error = error.__cause__
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

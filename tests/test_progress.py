@@ -13,6 +13,7 @@ from uuid import UUID
 
 import pytest
 
+from starlette_jobs import DatabaseUnavailableError
 from starlette_jobs import _progress as progress_module
 from starlette_jobs._memory import MemoryStore
 from starlette_jobs._progress import PROGRESS_INTERVAL, ProgressWriter
@@ -39,7 +40,7 @@ class CountingStore(MemoryStore):
             await self.gate.wait()
         if self.fail:
             self.fail -= 1
-            raise ConnectionResetError("connection reset by peer")
+            raise DatabaseUnavailableError("connection reset by peer")
         return await super().record_progress(progress)
 
 
