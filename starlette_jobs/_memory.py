@@ -6,6 +6,8 @@ write, release, retention, counts), held to them by the same contract suite. It 
 process and one event loop: every method runs to its end without awaiting, so no two of them
 interleave, as PostgreSQL's row locks would ensure.
 
+It can be told to fail as an unavailable database would (`_memory_outage.py`).
+
 What only PostgreSQL does, it refuses with `MemoryStoreUnsupportedError` rather than pretend:
 joining a caller's transaction (`connection=`), migrations of a real schema aside. Several
 processes cannot share it: `starlette-jobs worker` needs PostgreSQL.
@@ -28,6 +30,7 @@ from typing import Any
 from uuid import UUID
 
 from ._errors import IdempotencyKeyReusedError, MemoryStoreUnsupportedError, UniqueKeyTakenError
+from ._memory_outage import SimulatedOutage, failing_in_outages
 from ._memory_rows import OutcomeListener, QueueListener, Row
 from ._records import (
     FINISHED,
@@ -76,8 +79,10 @@ class MemoryData:
         self.ids = itertools.count(1)
         self.listeners: set[QueueListener] = set()
         self.outcome_listeners: set[OutcomeListener] = set()
+        self.outage: SimulatedOutage | None = None  # see `_memory_outage`
 
 
+@failing_in_outages
 class MemoryStore:
     """The `Store` protocol on a dict; see the module's docstring."""
 
