@@ -12,12 +12,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ._errors import JobArgumentsError
+from ._errors import DatabaseUnavailableError, JobArgumentsError, while_doing
 from ._held_jobs import request_jobs
 from ._job import EnqueueOptions, Job, JobId
 from ._records import NewJobs
 from ._tracing import Tracing, stored_context
-from .postgres._connections import DATABASE_ERRORS, unavailable
 from .postgres._transactions import driver_connection
 from .store._protocol import Store
 
@@ -87,8 +86,8 @@ class Enqueuer:
             held = request_jobs(store)
             try:
                 ids, taken = await store.reserve_ids(new)
-            except DATABASE_ERRORS as error:
-                raise unavailable("enqueue", error) from error
+            except DatabaseUnavailableError as error:
+                raise while_doing("enqueue", error) from error
             if not taken:
                 held.hold(store, replace(new, ids=tuple(ids)), self.after_enqueue)
             return ids
@@ -96,8 +95,8 @@ class Enqueuer:
             connection = await driver_connection(connection)
         try:
             return await store.insert_jobs(new, connection)
-        except DATABASE_ERRORS as error:
-            raise unavailable("enqueue", error) from error
+        except DatabaseUnavailableError as error:
+            raise while_doing("enqueue", error) from error
 
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: list[str]) -> None:
         limit = self._max_payload_bytes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -101,6 +102,45 @@ class DatabaseUnavailableError(StarletteJobsError, ConnectionError):
     connection dropped while the statement ran, the job may have been stored: give it a
     `unique_key` to make enqueueing again safe.
     """
+
+
+class DatabaseTooSlowError(DatabaseUnavailableError):
+    """PostgreSQL is there but did not finish a statement in time: it ran past the statement
+    timeout (blocked by a lock, or too large), or a lock could not be had.
+
+    Not exported: callers see a `DatabaseUnavailableError`; the worker sends a batch that
+    raised it again in halves, where the same batch whole would run out of time again.
+    """
+
+
+class unavailable_as_error:  # lower case: used like the context-manager function it was
+    """Names `action` in a `DatabaseUnavailableError` raised in the block ("could not get job
+    5: ..."), of the same class. The stores raise it; this only says what the caller was doing.
+
+    A class rather than a generator: every enqueue enters one, and this costs a third as much.
+    """
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: str) -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(error, DatabaseUnavailableError):
+            raise while_doing(self._action, error) from error
+
+
+def while_doing(action: str, error: DatabaseUnavailableError) -> DatabaseUnavailableError:
+    """`error` again, of the same class, its message saying that it made `action` fail."""
+    return type(error)(f"could not {action}: {error}")
 
 
 class SchemaVersionError(StarletteJobsError, RuntimeError):

@@ -15,9 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ._errors import DatabaseUnavailableError, OnSuccessError
+from ._errors import DatabaseUnavailableError, OnSuccessError, unavailable_as_error
 from ._records import NewJobs
-from .postgres._connections import unavailable_as_error
 from .store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs")

@@ -26,11 +26,11 @@ from ._errors import (
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
 from ._queries import JobQueries
-from ._startup import OutageReport, check_connection, resolve_dsn
+from ._startup import OutageReport, outage_reason, resolve_dsn
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
 from .memory._store import is_memory_dsn, memory_store
-from .postgres._connections import DATABASE_ERRORS
+from .postgres._checks import check_connection
 from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from .postgres._store import PostgresStore
 from .store._connectivity import Backoff, worker_statement_timeout
@@ -163,20 +163,20 @@ class Jobs(JobQueries, JobWaiting):
             raise
         try:
             await self._prepare(store)
-        except DATABASE_ERRORS as error:
+        except DatabaseUnavailableError as error:
             if self.config.require_database:
                 await store.close()
                 await self._release_embedded()
                 raise DatabaseUnavailableError(
                     f"PostgreSQL is unreachable at start on {masked_dsn(self._dsn)} "
-                    f"({type(error).__name__}: {error}); "
+                    f"({outage_reason(error)}); "
                     "with require_database=False the app would start and keep trying"
                 ) from error
             logger.warning(
                 "PostgreSQL is unreachable at start on %s (%s); starting anyway, retrying in "
                 "the background. Calls raise DatabaseUnavailableError until it answers",
                 masked_dsn(self._dsn),
-                error,
+                outage_reason(error),
             )
             self._preparing = asyncio.create_task(
                 self._prepare_when_reachable(store, error), name="starlette_jobs start"
@@ -237,7 +237,7 @@ class Jobs(JobQueries, JobWaiting):
             await backoff.wait()
             try:
                 await self._prepare(store)
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 report.failed(error)
                 continue
             except ConfigurationError as error:  # the server is back, but not with this database

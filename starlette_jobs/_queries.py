@@ -6,10 +6,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Iterable
 
-from ._errors import JobNotFoundError
+from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
-from .postgres._connections import unavailable_as_error
 from .store._protocol import Store
 
 

@@ -11,30 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
-import socket
 import time
 from pathlib import Path
 
 from ._dsn import masked_dsn
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, DatabaseUnavailableError
 from .memory._store import is_memory_dsn
-from .postgres._connections import (
-    InvalidAuthorizationSpecificationError,
-    InvalidCatalogNameError,
-    connect_plain,
-)
+from .postgres._checks import EXPECTED_DSN
 from .postgres._embedded import start_embedded_postgres
 
 logger = logging.getLogger("starlette_jobs")
 
 # Seconds between two warnings that PostgreSQL is still unreachable since start.
 REPORT_EVERY = 30.0
-
-_EXPECTED = "expected postgresql://user:password@host:port/database"
-# getaddrinfo's answers that mean "this name does not exist", as opposed to "the resolver could
-# not answer now" (EAI_AGAIN), which is an outage. EAI_NODATA is not defined on every platform.
-_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
 async def resolve_dsn(given: str | None, embedded_data_dir: Path) -> tuple[str, str, Path | None]:
@@ -73,69 +62,8 @@ def check_dsn(dsn: str, source: str) -> None:
     scheme, separator, _ = dsn.partition("://")
     if not separator or scheme.lower() not in ("postgresql", "postgres"):
         raise ConfigurationError(
-            f"not a PostgreSQL URL: {masked_dsn(dsn)!r} ({source}); {_EXPECTED}"
+            f"not a PostgreSQL URL: {masked_dsn(dsn)!r} ({source}); {EXPECTED_DSN}"
         )
-
-
-def configuration_mistake(error: BaseException, dsn: str, source: str) -> ConfigurationError | None:
-    """The `ConfigurationError` that `error`, raised while connecting, stands for; None when
-    it is an outage or any other failure."""
-    shown = f"{masked_dsn(dsn)} ({source})"
-    if isinstance(error, InvalidCatalogNameError):
-        database = _quoted_name(error) or "the database"
-        return ConfigurationError(
-            f"{error} on {shown}: create it (CREATE DATABASE {database}) or fix the database "
-            "name in the DSN"
-        )
-    # A wrong password (InvalidPasswordError), a missing role, a role that may not log in, and
-    # a login that pg_hba.conf does not let in from this host or without TLS.
-    if isinstance(error, InvalidAuthorizationSpecificationError):
-        also = " (or the server's pg_hba.conf)" if "pg_hba.conf" in str(error) else ""
-        return ConfigurationError(
-            f"PostgreSQL refused the login on {shown}: {error}; check the user name and "
-            f"password in the DSN{also}"
-        )
-    if isinstance(error, socket.gaierror) and error.errno in _NO_SUCH_HOST:
-        host = _host(dsn)
-        return ConfigurationError(
-            f"unknown host {host!r} in {shown} ({error.strerror}); check the host name"
-        )
-    # asyncpg's ClientConfigurationError is a ValueError too; so is a port that is not a number.
-    if isinstance(error, ValueError):
-        return ConfigurationError(f"invalid DSN {shown}: {error}; {_EXPECTED}")
-    return None
-
-
-def _quoted_name(error: BaseException) -> str | None:
-    """`name` from a server message such as `database "name" does not exist`."""
-    found = re.search(r'"([^"]+)"', str(error))
-    return None if found is None else found[1]
-
-
-def _host(dsn: str) -> str:
-    netloc = dsn.partition("://")[2]
-    netloc = re.split(r"[/?#]", netloc, maxsplit=1)[0].rpartition("@")[2]
-    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
-
-
-async def check_connection(dsn: str, source: str) -> None:
-    """Connects once and closes, to find a mistake in the settings at start.
-
-    Raises:
-        ConfigurationError: the settings cannot work (see `configuration_mistake`).
-        OSError, asyncpg.PostgresError...: the driver's own error, for an outage or the rest.
-    """
-    try:
-        connection = await connect_plain(dsn)
-    except Exception as error:
-        mistake = configuration_mistake(error, dsn, source)
-        if mistake is not None:
-            # The message says it all. Chained, the driver's traceback (40 lines for a DNS
-            # failure) would bury it where the whole chain is printed, as uvicorn does when
-            # the app fails to start; it stays at hand as `__context__`.
-            raise mistake from None
-        raise
-    await connection.close()
 
 
 class OutageReport:
@@ -146,11 +74,11 @@ class OutageReport:
     def __init__(self, first: BaseException) -> None:
         self._began = time.monotonic()
         self._next = self._began + REPORT_EVERY
-        self._last = _reason(first)  # the start already said this one
+        self._last = outage_reason(first)  # the start already said this one
 
     def failed(self, error: BaseException) -> None:
         now = time.monotonic()
-        reason = _reason(error)
+        reason = outage_reason(error)
         if now < self._next and reason == self._last:
             return
         self._next, self._last = now + REPORT_EVERY, reason
@@ -169,5 +97,9 @@ class OutageReport:
         logger.info("PostgreSQL is reachable after %.0f s: started", time.monotonic() - self._began)
 
 
-def _reason(error: BaseException) -> str:
+def outage_reason(error: BaseException) -> str:
+    """What made the database unavailable, for a log line: the driver's error that a
+    `DatabaseUnavailableError` stands for, when there is one."""
+    if isinstance(error, DatabaseUnavailableError) and error.__cause__ is not None:
+        error = error.__cause__
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -21,16 +21,17 @@ from typing import Any, TypeVar, overload
 import pydantic
 
 from ._errors import (
+    DatabaseUnavailableError,
     JobCancelledError,
     JobFailedError,
     JobNotFoundError,
     JobResultError,
     NotStartedError,
+    unavailable_as_error,
 )
 from ._job import Job, JobId
 from ._queries import _row_id
 from ._records import FINISHED, JobRecord, JobStatus
-from .postgres._connections import DATABASE_ERRORS, unavailable_as_error
 from .store._protocol import Listener, Store
 
 logger = logging.getLogger("starlette_jobs")
@@ -97,7 +98,6 @@ class OutcomeWaiters:
             async with asyncio.timeout(None if math.isinf(timeout) else timeout):
                 status = await asyncio.shield(task)
         except TimeoutError:
-            # Not a TimeoutError: to the callers' `unavailable_as_error`, that is the database's.
             raise NotFinished(watch.status) from None
         except asyncio.CancelledError:
             # The watch was stopped by `close`, not this waiter by its own caller.
@@ -127,7 +127,7 @@ class OutcomeWaiters:
                 # is kept for the wait below.
                 watch.woken.clear()
                 status = await self._store.want_outcome(job_id)
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 if first:  # the caller learns at once that the database is not there
                     raise
                 logger.warning("job %s: cannot look at it while waiting: %s", job_id, error)

@@ -153,7 +153,7 @@ async def test_a_store_not_ready_raises_its_own_error() -> None:
 
 class Unreachable(MemoryStore):
     async def insert_jobs(self, new: NewJobs, connection: Any | None = None) -> list[int]:
-        raise ConnectionRefusedError("connection refused")
+        raise DatabaseUnavailableError("PostgreSQL is unreachable (connection refused)")
 
 
 async def test_an_unreachable_database_is_the_librarys_error_naming_the_call() -> None:

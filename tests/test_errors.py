@@ -13,6 +13,7 @@ import starlette_jobs
 from starlette_jobs import _errors
 from starlette_jobs._errors import (
     ConfigurationError,
+    DatabaseTooSlowError,
     DatabaseUnavailableError,
     EmbeddedPostgresUnavailable,
     IdempotencyKeyReusedError,
@@ -27,6 +28,7 @@ from starlette_jobs._errors import (
     StarletteJobsError,
     UniqueKeyTakenError,
     UnknownJobError,
+    unavailable_as_error,
 )
 
 ERRORS = [
@@ -36,12 +38,22 @@ ERRORS = [
 ]
 
 
+# Errors that callers meet as the public class they derive from, and why.
+NOT_EXPORTED: dict[type[BaseException], type[BaseException]] = {
+    # The worker's own signal to send a batch again in halves; callers see it as unavailable.
+    DatabaseTooSlowError: DatabaseUnavailableError,
+}
+
+
 def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
-    assert len(ERRORS) == 17
+    assert len(ERRORS) == 18
     for error in ERRORS:
         assert issubclass(error, StarletteJobsError), error
-        assert getattr(starlette_jobs, error.__name__) is error
+        exported = NOT_EXPORTED.get(error, error)
+        assert issubclass(error, exported)
+        assert getattr(starlette_jobs, exported.__name__) is exported
         assert error.__doc__, f"{error.__name__} says nothing of what went wrong"
+    assert not hasattr(starlette_jobs, "DatabaseTooSlowError")
 
 
 @pytest.mark.parametrize(
@@ -111,3 +123,22 @@ def test_a_reused_idempotency_key_names_the_job_that_holds_it_for_the_log_only()
     assert shown["loc"] == ()
     assert "41" not in shown["msg"]
     assert "k1" not in shown["msg"]
+
+
+@pytest.mark.parametrize("kind", [DatabaseUnavailableError, DatabaseTooSlowError])
+def test_a_caller_names_what_it_was_doing_when_the_database_was_unavailable(
+    kind: type[DatabaseUnavailableError],
+) -> None:
+    cause = kind("PostgreSQL is unreachable or stopped answering (TimeoutError)")
+    with pytest.raises(kind) as raised, unavailable_as_error("get job 7"):
+        raise cause
+    assert str(raised.value) == (
+        "could not get job 7: PostgreSQL is unreachable or stopped answering (TimeoutError)"
+    )
+    assert type(raised.value) is kind
+    assert raised.value.__cause__ is cause
+
+
+def test_a_caller_naming_its_action_lets_other_errors_through() -> None:
+    with pytest.raises(TimeoutError), unavailable_as_error("enqueue"):
+        raise TimeoutError  # not the database's: the stores raise DatabaseUnavailableError

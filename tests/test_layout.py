@@ -4,6 +4,7 @@ named below with what it tests instead. tests/README.md describes the layout."""
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 from pathlib import Path
 
@@ -82,3 +83,68 @@ def test_the_exceptions_name_what_exists() -> None:
     assert set(TESTED_ELSEWHERE) <= set(modules())
     for name in [*TESTED_ELSEWHERE.values(), *CROSS_CUTTING]:
         assert (TESTS / name).is_file(), name
+
+
+PACKAGE = Path(starlette_jobs.__file__).resolve().parent
+
+
+def _driver_names() -> set[str]:
+    """`asyncpg`, and the names of the errors it raises (`UniqueViolationError`, ...)."""
+    import asyncpg.exceptions
+
+    return {"asyncpg"} | {
+        name
+        for name, value in vars(asyncpg.exceptions).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+
+
+def _type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The nodes under `if TYPE_CHECKING:`, which never run."""
+    return {
+        node
+        for statement in ast.walk(tree)
+        if isinstance(statement, ast.If) and ast.unparse(statement.test) == "TYPE_CHECKING"
+        for inner in statement.body
+        for node in ast.walk(inner)
+    }
+
+
+def test_the_driver_is_named_only_under_postgres() -> None:
+    """asyncpg and its errors stop at the PostgreSQL store: no module outside postgres/ imports
+    the driver or names one of its errors (in code: docstrings and comments may speak of it),
+    so that the rest of the library meets an outage as the store's `DatabaseUnavailableError`,
+    the same from either store."""
+    driver = _driver_names()
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "postgres":
+            continue
+        tree = ast.parse(path.read_text("utf-8"))
+        skipped = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if node in skipped:
+                continue
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [alias.name for alias in node.names]
+                if isinstance(node, ast.ImportFrom):
+                    modules = [node.module or "", *(alias.name for alias in node.names)]
+                named = {part for module in modules for part in module.split(".")}
+            elif isinstance(node, ast.Name):
+                named = {node.id}
+            elif isinstance(node, ast.Attribute):
+                named = {node.attr}
+            else:
+                continue
+            if named & driver:
+                found.append(f"{relative}:{node.lineno}: {sorted(named & driver)}")
+    assert found == []
+
+
+def test_the_driver_check_sees_what_it_looks_for() -> None:
+    """The check above would find the driver where it is: under postgres/."""
+    names = _driver_names()
+    assert {"asyncpg", "UniqueViolationError", "QueryCanceledError"} <= names
+    text = (PACKAGE / "postgres" / "_connections.py").read_text("utf-8")
+    assert "import asyncpg" in text

@@ -143,10 +143,10 @@ async def test_migrate_on_the_memory_store_has_nothing_to_apply(queries: Queries
 
 class Unreachable(MemoryStore):
     async def get_job(self, job_id: int) -> None:
-        raise ConnectionRefusedError("connection refused")
+        raise DatabaseUnavailableError("PostgreSQL is unreachable (connection refused)")
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
-        raise TimeoutError
+        raise DatabaseUnavailableError("PostgreSQL stopped answering (TimeoutError)")
 
 
 async def test_an_unreachable_database_is_the_librarys_error_naming_the_call() -> None:

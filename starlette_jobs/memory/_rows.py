@@ -214,7 +214,7 @@ class QueueListener:
             self._on_cancel(token)
 
     async def alive(self, timeout: float) -> bool:
-        return True
+        return self in self._registry  # dropped by a simulated outage (`memory._outage`)
 
     async def close(self) -> None:
         self._registry.discard(self)
@@ -231,7 +231,7 @@ class OutcomeListener:
         self.on_finished = on_finished
 
     async def alive(self, timeout: float) -> bool:
-        return True
+        return self in self._registry  # dropped by a simulated outage (`memory._outage`)
 
     async def close(self) -> None:
         self._registry.discard(self)

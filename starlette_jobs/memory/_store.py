@@ -6,6 +6,8 @@ write, release, retention, counts), held to them by the same contract suite. It 
 process and one event loop: every method runs to its end without awaiting, so no two of them
 interleave, as PostgreSQL's row locks would ensure.
 
+It can be told to fail as an unavailable database would (`memory/_outage.py`).
+
 What only PostgreSQL does, it refuses with `MemoryStoreUnsupportedError` rather than pretend:
 joining a caller's transaction (`connection=`), migrations of a real schema aside. Several
 processes cannot share it: `starlette-jobs worker` needs PostgreSQL.
@@ -40,6 +42,7 @@ from .._records import (
     Renewal,
     Unfinished,
 )
+from ..memory._outage import SimulatedOutage, failing_in_outages
 from ._rows import OutcomeListener, QueueListener, Row
 
 SCHEME = "memory://"
@@ -76,8 +79,10 @@ class MemoryData:
         self.ids = itertools.count(1)
         self.listeners: set[QueueListener] = set()
         self.outcome_listeners: set[OutcomeListener] = set()
+        self.outage: SimulatedOutage | None = None  # see `memory._outage`
 
 
+@failing_in_outages
 class MemoryStore:
     """The `Store` protocol on a dict; see the module's docstring."""
 

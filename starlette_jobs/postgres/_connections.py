@@ -5,8 +5,9 @@
   gives a statement up on the server before the client stops waiting for it (see
   `_connectivity.session_settings`).
 - The driver's errors sorted into what the library needs to know (the connection is lost, got
-  no answer, or the statement never left), and `unavailable_as_error`, which turns them into
-  the library's own `DatabaseUnavailableError` for callers.
+  no answer, or the statement never left), and the one rule that decides which of them mean
+  "the database is unavailable": `unavailable`, which the PostgreSQL store applies at its
+  boundary (`raise_as_store_error`), so that nothing past it sees the driver's exceptions.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Any, TypeAlias, TypeGuard, cast
+from typing import Any, NoReturn, TypeAlias, TypeGuard, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from .._errors import DatabaseUnavailableError
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from ..store._connectivity import CONNECT_TIMEOUT, session_settings
 
 Connection: TypeAlias = "asyncpg.Connection[Any]"
@@ -62,6 +62,59 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,  # no answer in time: the network went silent, or the server hangs
     asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
 )
+# A server that is there refusing a new connection, for now: the database does not take
+# connections (ALLOW_CONNECTIONS false, during maintenance). PostgreSQL also raises this
+# SQLSTATE (55000) for statements, where it means no outage: read so only when connecting.
+REFUSED_CONNECTION: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.ObjectNotInPrerequisiteStateError,
+)
+_REFUSING: tuple[type[BaseException], ...] = (
+    *REFUSED_CONNECTION,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.CannotConnectNowError,  # starting up, shutting down, in recovery
+)
+
+
+def unavailable(
+    error: BaseException, *, connecting: bool = False
+) -> DatabaseUnavailableError | None:
+    """The library's error for `error` if it means that the database is unavailable (one of
+    `DATABASE_ERRORS`; `connecting`: raised while opening a connection, `REFUSED_CONNECTION`
+    too), chained to it; None for any other error, which is the caller's to see as it is.
+
+    The one place that decides it: the stores raise `DatabaseUnavailableError` (the too slow
+    kind: `DatabaseTooSlowError`), and the rest of the library catches only that.
+    """
+    if isinstance(error, DatabaseUnavailableError) or not (
+        isinstance(error, DATABASE_ERRORS) or (connecting and isinstance(error, REFUSED_CONNECTION))
+    ):
+        return None
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    translated: DatabaseUnavailableError
+    if isinstance(error, TOO_SLOW):
+        translated = DatabaseTooSlowError(
+            "a statement ran out of time: PostgreSQL did not finish it in time (a lock held "
+            f"elsewhere, or too much) ({detail})"
+        )
+    elif isinstance(error, _REFUSING):
+        translated = DatabaseUnavailableError(
+            f"PostgreSQL is unreachable for now: it refuses new connections ({detail})"
+        )
+    else:
+        translated = DatabaseUnavailableError(
+            f"PostgreSQL is unreachable or stopped answering ({detail})"
+        )
+    translated.__cause__ = error
+    return translated
+
+
+def raise_as_store_error(error: BaseException, *, connecting: bool = False) -> NoReturn:
+    """Raises `error` as the store's callers see it: the library's error (see `unavailable`),
+    or `error` itself. For an `except` clause at the store's boundary."""
+    translated = unavailable(error, connecting=connecting)
+    if translated is None:
+        raise error
+    raise translated from error
 
 
 def is_driver_connection(candidate: object) -> TypeGuard[Connection]:
@@ -72,14 +125,19 @@ def is_driver_connection(candidate: object) -> TypeGuard[Connection]:
 def connection_lost(error: BaseException) -> bool:
     """Whether `error` says the connection is gone (the server dropped it, or the network did),
     rather than that a statement ran out of time on a connection that may still be good."""
-    # TimeoutError is an OSError: exclude it by name.
-    return isinstance(error, CONNECTION_LOST) and not isinstance(error, TimeoutError)
+    # TimeoutError is an OSError: exclude it by name; so is our own DatabaseUnavailableError
+    # (a new connection refused: the open ones may be fine).
+    return isinstance(error, CONNECTION_LOST) and not isinstance(
+        error, (TimeoutError, DatabaseUnavailableError)
+    )
 
 
 def no_answer(error: BaseException) -> bool:
     """Whether the connection is gone or did not answer at all: it, and likely every other
     connection of the process, should be replaced."""
-    return isinstance(error, (*CONNECTION_LOST, TimeoutError))
+    return isinstance(error, (*CONNECTION_LOST, TimeoutError)) and not isinstance(
+        error, DatabaseUnavailableError
+    )
 
 
 def never_sent(error: BaseException) -> bool:
@@ -87,40 +145,6 @@ def never_sent(error: BaseException) -> bool:
     it again on a new connection cannot run it twice: asyncpg refuses to start it on a
     connection that the server already said it would end."""
     return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
-
-
-class unavailable_as_error:  # lower case: used like the context-manager function it was
-    """Turns the driver's connection errors into `DatabaseUnavailableError`, naming `action`.
-
-    A class rather than a generator: every enqueue enters one, and this costs a third as much.
-    """
-
-    __slots__ = ("_action",)
-
-    def __init__(self, action: str) -> None:
-        self._action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if error is not None and isinstance(error, DATABASE_ERRORS):
-            raise unavailable(self._action, error) from error
-
-
-def unavailable(action: str, error: BaseException) -> DatabaseUnavailableError:
-    """The library's error for one of `DATABASE_ERRORS` that made `action` fail."""
-    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    if isinstance(error, TOO_SLOW):
-        why = "PostgreSQL did not finish it in time (a lock held elsewhere, or too much)"
-    else:
-        why = "PostgreSQL is unreachable or stopped answering"
-    return DatabaseUnavailableError(f"could not {action}: {why} ({detail})")
 
 
 async def connect_plain(dsn: str) -> Connection:
@@ -164,12 +188,26 @@ async def connect(
     """A connection whose server gives a statement up at 80 % of `statement_timeout`, and whose
     client (unless `client_timeout` is false: the caller keeps time itself) stops waiting at
     `statement_timeout`."""
-    connection: asyncpg.Connection[Any] = await asyncpg.connect(
-        dsn,
-        timeout=CONNECT_TIMEOUT,
-        command_timeout=statement_timeout if client_timeout else None,
-        server_settings={**session_settings(statement_timeout, purpose), **(extra or {})},
-    )
+    try:
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(
+            dsn,
+            timeout=CONNECT_TIMEOUT,
+            command_timeout=statement_timeout if client_timeout else None,
+            server_settings={**session_settings(statement_timeout, purpose), **(extra or {})},
+        )
+    except Exception as error:  # its callers (a lane, a listener) see the library's errors
+        raise_as_store_error(error, connecting=True)
+    return connection
+
+
+async def _pool_connect(*args: Any, **kwargs: Any) -> asyncpg.Connection[Any]:
+    """asyncpg's connect, for the pool: a refusal that means "not now" only when connecting
+    (`REFUSED_CONNECTION`) is told as such here, where it is known that the pool was
+    connecting; the rest stays the driver's, for the store's `_read` and `_write` to sort."""
+    try:
+        connection: asyncpg.Connection[Any] = await asyncpg.connect(*args, **kwargs)
+    except REFUSED_CONNECTION as error:
+        raise_as_store_error(error, connecting=True)
     return connection
 
 
@@ -208,6 +246,7 @@ class SharedPool:
             timeout=CONNECT_TIMEOUT,
             server_settings=session_settings(statement_timeout, "pool"),
             connection_class=_PooledConnection,
+            connect=_pool_connect,
         )
         return cls(pool)
 
@@ -255,9 +294,9 @@ class Listener:
         try:
             for channel, on_payload in channels.items():
                 await connection.add_listener(channel, lambda *args, call=on_payload: call(args[3]))
-        except BaseException:
+        except BaseException as error:
             connection.terminate()
-            raise
+            raise_as_store_error(error)
         return cls(connection, statement_timeout)
 
     async def alive(self, timeout: float) -> bool:

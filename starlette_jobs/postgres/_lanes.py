@@ -15,6 +15,7 @@ from ._connections import (
     connect,
     never_sent,
     no_answer,
+    raise_as_store_error,
 )
 
 Executor: TypeAlias = "Connection | Pool | Lane"
@@ -28,12 +29,13 @@ class Lane:
     Statements run on it one at a time, outside any transaction, so it keeps no state between
     them.
 
-    A statement that gets no answer within `statement_timeout` ends in `TimeoutError`, its
-    connection cut. The lane keeps that time itself, with one timer that looks at the statement
-    in flight, rather than through the driver's per-statement timeout: that one arms and
-    cancels a timer for every statement, which cost about 13 us of client CPU time per
-    statement, a sixth of a whole enqueue's (`benchmarks/enqueue_cpu.py` shows what the lane
-    and the rest of an enqueue cost over the raw-SQL limit).
+    Its errors are the library's (`DatabaseUnavailableError`...: see `_connections.unavailable`).
+    A statement that gets no answer within `statement_timeout` ends so, its connection cut.
+    The lane keeps that time itself, with one timer that looks at the statement in flight,
+    rather than through the driver's per-statement timeout: that one arms and cancels a timer
+    for every statement, which cost about 13 us of client CPU time per statement, a sixth of a
+    whole enqueue's (`benchmarks/enqueue_cpu.py` shows what the lane and the rest of an enqueue
+    cost over the raw-SQL limit).
     """
 
     def __init__(
@@ -95,9 +97,10 @@ class Lane:
                     if no_answer(error):
                         await self._on_connection_lost()  # the others are likely gone too
                     if error is not caught:
-                        raise error from caught
+                        error.__cause__ = caught
+                        raise_as_store_error(error)
                     if attempt or not never_sent(error):
-                        raise
+                        raise_as_store_error(error)
                 finally:
                     self._in_flight = self._cut_for_silence = None
             raise AssertionError("unreachable: the second try returns or raises")

@@ -1,5 +1,9 @@
 """The PostgreSQL store: the `Store` protocol as the named queries of sql/queries.sql (see
-`_migrations.py`), run over the connections of `_connections.py`."""
+`_migrations.py`), run over the connections of `_connections.py`.
+
+The driver's errors stop here: what means that the database is unavailable is raised as
+`DatabaseUnavailableError` (see `_connections.unavailable`), by the lanes, `_read` and `_write`
+that every statement goes through, and by the connections opened here."""
 
 from __future__ import annotations
 
@@ -23,9 +27,11 @@ from ._connections import (
     connection_lost,
     never_sent,
     no_answer,
+    raise_as_store_error,
 )
 from ._lanes import Executor, Lane
 from ._migrations import apply_migrations, check_schema_version, queries
+from ._transactions import JoinedTransaction
 
 _UNIQUE_KEY_TRIES = 5
 T = TypeVar("T")
@@ -117,13 +123,16 @@ class PostgresStore:
         turned out dropped: a read is safe to repeat."""
         try:
             return await self._shared.run(method, query, *args)
-        except BaseException as error:
+        except Exception as error:
             if not no_answer(error):
-                raise
+                raise_as_store_error(error)
             await self.expire_connections()
             if not connection_lost(error):
-                raise  # no answer in time: once more would double the wait
-        return await self._shared.run(method, query, *args)
+                raise_as_store_error(error)  # no answer in time: once more would double the wait
+        try:
+            return await self._shared.run(method, query, *args)
+        except Exception as error:
+            raise_as_store_error(error)
 
     async def _write(
         self, method: str, query: str, *args: Any, timeout: float | None = None
@@ -132,13 +141,16 @@ class PostgresStore:
         turned out dropped, unless it never reached the server: the server may have run it."""
         try:
             return await self._shared.run(method, query, *args, timeout=timeout)
-        except BaseException as error:
+        except Exception as error:
             if not no_answer(error):
-                raise
+                raise_as_store_error(error)
             await self.expire_connections()
             if not never_sent(error):
-                raise
-        return await self._shared.run(method, query, *args, timeout=timeout)
+                raise_as_store_error(error)
+        try:
+            return await self._shared.run(method, query, *args, timeout=timeout)
+        except Exception as error:
+            raise_as_store_error(error)
 
     async def _worker_write(self, method: str, query: str, *args: Any) -> Any:
         """`_write` for a worker's own statement, given up after a worker statement timeout
@@ -149,11 +161,17 @@ class PostgresStore:
         """Applies the migrations this database lacks, in one transaction; returns their names."""
         # A connection of its own, without the pool's statement timeout: a migration may
         # legitimately take long on a large table.
-        connection = await connect_plain(self.dsn)
         try:
-            return await apply_migrations(connection)
-        finally:
+            connection = await connect_plain(self.dsn)
+        except Exception as error:
+            raise_as_store_error(error, connecting=True)
+        try:
+            applied = await apply_migrations(connection)
             await connection.close()
+        except BaseException as error:
+            connection.terminate()
+            raise_as_store_error(error)
+        return applied
 
     async def check_schema(self, *, complete: bool) -> None:
         """Raises `SchemaVersionError` if the database's schema is newer than this code, or,
@@ -167,7 +185,7 @@ class PostgresStore:
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
-        executor = connection or self._producer
+        executor = self._producer if connection is None else JoinedTransaction(connection)
         keyed = new.unique_key is not None or new.idempotency_key is not None
         if len(new.payloads) == 1 and not keyed:
             if new.delay is None and new.run_at is None:
@@ -232,6 +250,8 @@ class PostgresStore:
                     raise UniqueKeyTakenError("a key of the batch is taken")  # rolls back
         except UniqueKeyTakenError:
             return set()
+        except Exception as error:
+            raise_as_store_error(error)
         return {row[0] for row in rows}
 
     async def claim_batch(

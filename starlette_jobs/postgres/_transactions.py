@@ -9,10 +9,13 @@ and it must run on the very connection of the caller's transaction.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from .._errors import JobDefinitionError
-from ._connections import Connection, is_driver_connection
+from ._connections import Connection, Record, is_driver_connection, raise_as_store_error
+
+if TYPE_CHECKING:
+    from ._lanes import Executor
 
 
 class _AsyncSessionLike(Protocol):
@@ -76,3 +79,26 @@ async def driver_connection(given: CallerTransaction) -> Connection:
         # mode: then the job is written at once, as on a plain asyncpg connection).
         await sqlalchemy.exec_driver_sql("SELECT 1")
     return connection
+
+
+class JoinedTransaction:
+    """The caller's connection as the store's insert runs on it: the same statements, with the
+    driver's errors raised as the library's (`_connections.unavailable`), as on the store's own
+    connections."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: Executor) -> None:
+        self._connection = connection
+
+    async def fetch(self, query: str, *args: Any) -> list[Record]:
+        try:
+            return await self._connection.fetch(query, *args)
+        except Exception as error:
+            raise_as_store_error(error)
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        try:
+            return await self._connection.fetchval(query, *args)
+        except Exception as error:
+            raise_as_store_error(error)

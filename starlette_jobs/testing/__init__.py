@@ -23,6 +23,8 @@ Helpers, for a test that enqueued something (through its app, say):
   job enqueued with these arguments, or an `AssertionError` that lists what was enqueued
   instead.
 - `with eager(jobs):`: every job enqueued in the block runs before `enqueue` returns.
+- `with simulate_outage(jobs):` (on `memory://`): the store fails as an unavailable database
+  does, for the block, a number of calls or a time.
 
 docs/testing.md shows them at work.
 """
@@ -49,13 +51,15 @@ import pytest
 from .._job import Job, registered_jobs
 from .._jobs import Jobs
 from .._records import JobRecord, JobStatus
-from ..memory._store import is_memory_dsn
+from ..memory._outage import SimulatedOutage
+from ..memory._store import MemoryStore, is_memory_dsn
 from ..postgres._connections import run_admin_statements
 from ..postgres._embedded import release_embedded_postgres, start_embedded_postgres
 from ..postgres._store import PostgresStore
 from ..worker._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
 
 __all__ = [
+    "SimulatedOutage",
     "assert_enqueued",
     "assert_enqueued_now",
     "eager",
@@ -65,6 +69,7 @@ __all__ = [
     "jobs_template_database",
     "run_enqueued",
     "run_enqueued_now",
+    "simulate_outage",
 ]
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -296,3 +301,37 @@ def eager(target: Jobs | Any) -> Iterator[None]:
         yield
     finally:
         enqueuer.after_enqueue = previous
+
+
+def simulate_outage(
+    target: Jobs | Any, *, calls: int | None = None, seconds: float | None = None
+) -> SimulatedOutage:
+    """Makes the in-memory store of `target` (a `Jobs` on `memory://`, or an app whose lifespan
+    started one) fail as an unavailable database does: every call of the store raises
+    `DatabaseUnavailableError` (so `enqueue`, `get`, a route's 503...), the worker's own calls
+    included (it keeps its jobs and tries again), and the listeners that wake workers and
+    waits are dropped (opened again once it ends). Every `Jobs` on the same `memory://name`
+    meets the outage.
+
+    It lasts for the next `calls` calls of the store (the worker's count too: without a worker,
+    `calls=1` fails exactly the next call of your code), for `seconds`, or, with neither, until
+    `end()`. Used as a context manager, it ends with the block at the latest.
+
+    Raises:
+        TypeError: `target` is not on the in-memory store: on PostgreSQL, make a real outage.
+        ValueError: both `calls` and `seconds`, or a count or time that is not positive.
+
+    Example:
+        >>> with simulate_outage(jobs):
+        ...     response = await client.post("/signup", json={"email": "ada@example.com"})
+        >>> response.status_code
+        503
+    """
+    jobs = _jobs_of(target)
+    store = jobs._ready_store
+    if not isinstance(store, MemoryStore):
+        raise TypeError(
+            f"simulate_outage needs a Jobs on the in-memory store (memory://); this one is on "
+            f"{store.name}: stop its server, or ALTER DATABASE ... ALLOW_CONNECTIONS false"
+        )
+    return SimulatedOutage(store.data, calls, seconds)

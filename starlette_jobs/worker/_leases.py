@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
-from ..postgres._connections import DATABASE_ERRORS
+from .._errors import DatabaseUnavailableError
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
 
@@ -57,7 +57,7 @@ class LeaseKeeper:
         while True:
             try:
                 await self.renew()
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 # The lane opens a new connection for the next try: try again soon rather than
                 # a whole interval later, while the leases still hold.
                 logger.warning("renewing leases failed, retrying: %s", error)

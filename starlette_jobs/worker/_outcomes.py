@@ -18,9 +18,9 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from .._records import Outcome
 from .._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
-from ..postgres._connections import DATABASE_ERRORS, TOO_SLOW
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
 
@@ -88,7 +88,7 @@ class OutcomeWriter:
             self._in_flight, self._buffer = self._buffer, []
             try:
                 await self._write_in_flight()
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 # Keep those not written: they are written once the database answers again, and
                 # their leases are renewed meanwhile (see `held`).
                 self._buffer[:0] = self._in_flight
@@ -116,7 +116,7 @@ class OutcomeWriter:
             statement = self._in_flight[:count]
             try:
                 written = await self._store.record_outcomes(statement)
-            except TOO_SLOW:
+            except DatabaseTooSlowError:
                 # Ran out of time. Each outcome rewrites its job's row, `errors` included (up
                 # to 100 long texts), so many jobs with a long history can make a statement
                 # slow whatever the values sent: sent again whole, it would time out again,
@@ -124,7 +124,7 @@ class OutcomeWriter:
                 # until this batch is written.
                 self._most = max(1, len(statement) // 2)
                 raise
-            except DATABASE_ERRORS:
+            except DatabaseUnavailableError:
                 raise
             except Exception:
                 # Not the connection: one outcome the database refuses (a value it cannot
@@ -161,7 +161,7 @@ class OutcomeWriter:
             outcome = _without_values(outcome)
         try:
             return await self._store.record_outcomes([outcome])
-        except DATABASE_ERRORS:
+        except DatabaseUnavailableError:
             raise
         except Exception:
             logger.exception("job %s: outcome refused by the database", outcome.id)

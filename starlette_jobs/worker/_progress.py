@@ -17,8 +17,8 @@ import logging
 import threading
 from uuid import UUID
 
+from .._errors import DatabaseUnavailableError
 from .._storable import MAX_STATEMENT_LENGTH
-from ..postgres._connections import DATABASE_ERRORS
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
 
@@ -103,7 +103,7 @@ class ProgressWriter:
             self._has_pending.clear()
             try:
                 await self.write_pending()
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 logger.warning("could not record job progress, retrying: %s", error)
                 await backoff.wait()
                 continue
@@ -128,7 +128,7 @@ class ProgressWriter:
         try:
             self.statements += 1
             written = await self._store.record_progress(rows)
-        except DATABASE_ERRORS:
+        except DatabaseUnavailableError:
             with self._lock:
                 for token, value in batch.items():
                     self._pending.setdefault(token, value)

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
 
-from ..postgres._connections import DATABASE_ERRORS, TOO_SLOW
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from ..store._protocol import Listener, Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -57,7 +57,7 @@ class Upkeep:
             try:
                 await self.rescue_expired()
                 await self.prune_finished()
-            except DATABASE_ERRORS as error:
+            except DatabaseUnavailableError as error:
                 logger.warning("upkeep failed, retrying in %.1f s: %s", self._interval, error)
             except Exception:
                 logger.exception("upkeep failed, retrying in %.1f s", self._interval)
@@ -70,7 +70,7 @@ class Upkeep:
         many next round, and as many until the backlog is worked off."""
         try:
             rescued = await self._store.rescue_expired(self._rescue_limit)
-        except TOO_SLOW:
+        except DatabaseTooSlowError:
             self._rescue_limit = max(1, self._rescue_limit // 2)
             raise
         if len(rescued) < self._rescue_limit:

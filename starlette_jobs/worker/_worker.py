@@ -20,11 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from .._errors import UnknownJobError
+from .._errors import DatabaseUnavailableError, UnknownJobError
 from .._job import registered_job
 from .._records import Claim, Unfinished
 from .._tracing import Tracing
-from ..postgres._connections import DATABASE_ERRORS
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
 from ._attempt import CANCEL_REQUESTED, run_attempt
@@ -201,7 +200,7 @@ class Worker:
                     state.reconcile_until = loop.time() + self._statement_timeout
                     if not isinstance(error, Exception):
                         raise  # cancelled: shutdown gave up on this claim
-                    if isinstance(error, DATABASE_ERRORS):
+                    if isinstance(error, DatabaseUnavailableError):
                         logger.warning(
                             "claiming from queue %r failed, retrying: %s", state.name, error
                         )
@@ -374,7 +373,9 @@ class Worker:
                         left = await self._store.count_unfinished(
                             self.queue_names, _horizon(remaining, wait), retry_horizon
                         )
-                    except DATABASE_ERRORS as error:  # e.g. PostgreSQL restarting: keep going
+                    except (
+                        DatabaseUnavailableError
+                    ) as error:  # e.g. PostgreSQL restarting: keep going
                         logger.warning("drain: counting the jobs left failed, retrying: %s", error)
                         await asyncio.sleep(0.5)
                     else:

@@ -1,7 +1,8 @@
 """The database at its edges: a row locked past the statement timeout, a claim that arrives
 late or whose answer is lost, a pool connection gone silent at shutdown, no connection slot
-left, a foreign key to a running job. Each test failed on the first version of the hardened
-worker (found by an adversarial review); its docstring says the mechanism."""
+left, a database that takes no new connection, a foreign key to a running job. Each test failed
+on the first version of the hardened worker (found by an adversarial review), or on the code
+before the store told the driver's errors (issue 18); its docstring says the mechanism."""
 
 from __future__ import annotations
 
@@ -11,13 +12,27 @@ import time
 from typing import Any
 
 import asyncpg
+import httpx2
 import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, Retry, job
+from starlette_jobs import (
+    DatabaseUnavailableError,
+    Jobs,
+    JobStatus,
+    OnSuccessMiddleware,
+    Retry,
+    job,
+)
 from starlette_jobs._records import Claim
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import StartJobs, eventually
 from tests.faultproxy import FaultProxy
+from tests.outages import database_refusing_connections
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -352,3 +367,35 @@ async def test_too_many_connections_at_start_is_an_outage_not_a_crash(
     except Exception as error:
         pytest.fail(f"start raised {type(error).__module__}.{type(error).__name__}: {error}")
     await jobs.__aexit__(None, None, None)
+
+
+# -- 8: a database that takes no new connections answers the on-success write 500 --------------
+
+
+@pytest.mark.parametrize("unique_key", [None, "order-1"], ids=["lane", "pool"])
+async def test_a_database_refusing_connections_at_the_on_success_write_answers_503(
+    server_dsn: str, database_dsn: str, unique_key: str | None
+) -> None:
+    """docs/requests.md: the client gets a 503 with Retry-After when the database is
+    unavailable. With ALLOW_CONNECTIONS false (and the sessions ended), a new connection is
+    refused with ObjectNotInPrerequisiteStateError, which no module counted as unavailable: the
+    write of the request's jobs (on a new pool connection for a keyed batch, on the producer's
+    connection opened again otherwise) answered 500 without Retry-After, as asyncpg's error."""
+    outage = contextlib.AsyncExitStack()
+
+    async def handler(request: Request) -> Response:
+        held = once.configure(on_success=True, unique_key=unique_key)
+        job_id = await held.enqueue(key="written at the response")  # its id, reserved
+        await outage.enter_async_context(database_refusing_connections(server_dsn, database_dsn))
+        return JSONResponse({"job_id": job_id}, status_code=202)
+
+    app = Starlette(
+        routes=[Route("/orders", handler, methods=["POST"])],
+        middleware=[Middleware(OnSuccessMiddleware)],
+    )
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+    async with Jobs(database_dsn, queues={}) as jobs:
+        async with outage, httpx2.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.post("/orders")
+        assert (response.status_code, response.headers.get("retry-after")) == (503, "1")
+        assert await jobs.list() == []  # nothing written: the client must try again

@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 
 from starlette_jobs import ConfigurationError, Jobs, StarletteJobsError
-from starlette_jobs._startup import configuration_mistake
 from starlette_jobs.cli._main import main
+from starlette_jobs.postgres._checks import configuration_mistake
 from tests.conftest import with_database
 
 

@@ -1,6 +1,7 @@
 """How the driver's errors are classified (`_connections`): what is a lost connection, what got
-no answer, what never reached the server, and what callers see; and the timeouts
-(`_connectivity`) they are given."""
+no answer, what never reached the server, and which mean that the database is unavailable (the
+library's error, which is all the store's callers see); and the timeouts (`_connectivity`)
+they are given."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
+from starlette_jobs._errors import DatabaseTooSlowError
 from starlette_jobs.postgres._connections import (
     connection_lost,
     never_sent,
     no_answer,
-    unavailable_as_error,
+    raise_as_store_error,
+    unavailable,
 )
 from starlette_jobs.store._connectivity import session_settings, worker_statement_timeout
 
@@ -48,19 +51,59 @@ def test_errors_are_classified(
     ("error", "says"),
     [
         (TimeoutError(), "unreachable or stopped answering"),
-        (asyncpg.TooManyConnectionsError("sorry, too many clients"), "unreachable"),
+        (ConnectionRefusedError(111, "Connection refused"), "unreachable or stopped answering"),
+        (asyncpg.ConnectionDoesNotExistError("closed in the middle"), "stopped answering"),
+        (asyncpg.TooManyConnectionsError("sorry, too many clients"), "refuses new connections"),
+        (asyncpg.CannotConnectNowError("the database system is starting up"), "refuses new"),
         (asyncpg.QueryCanceledError("canceling statement"), "did not finish it in time"),
+        (asyncpg.LockNotAvailableError("could not obtain lock"), "did not finish it in time"),
     ],
 )
-def test_callers_see_the_librarys_error_naming_the_call(error: BaseException, says: str) -> None:
-    expected = pytest.raises(DatabaseUnavailableError, match=f"could not get job 7: .*{says}")
-    with expected, unavailable_as_error("get job 7"):
-        raise error
+def test_what_means_the_database_is_unavailable_is_raised_as_the_librarys_error(
+    error: BaseException, says: str
+) -> None:
+    with pytest.raises(DatabaseUnavailableError, match=says) as raised:
+        raise_as_store_error(error)
+    assert raised.value.__cause__ is error  # the driver's error, for the log's traceback
+    assert type(error).__name__ in str(raised.value)
+    too_slow = isinstance(error, asyncpg.QueryCanceledError | asyncpg.LockNotAvailableError)
+    assert isinstance(raised.value, DatabaseTooSlowError) is too_slow
 
 
-def test_other_errors_pass_through() -> None:
-    with pytest.raises(ValueError, match="mine"), unavailable_as_error("enqueue"):
-        raise ValueError("mine")
+NOT_ACCEPTING = asyncpg.ObjectNotInPrerequisiteStateError(
+    'database "app" is not currently accepting connections'
+)
+
+
+def test_a_database_that_takes_no_connections_is_unavailable_to_a_new_one_only() -> None:
+    """ALLOW_CONNECTIONS false: SQLSTATE 55000, which a statement may raise for other reasons
+    (no outage then: the caller's to see as it is)."""
+    with pytest.raises(DatabaseUnavailableError, match="refuses new connections"):
+        raise_as_store_error(NOT_ACCEPTING, connecting=True)
+    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError):
+        raise_as_store_error(NOT_ACCEPTING)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("mine"),
+        asyncpg.UniqueViolationError("duplicate key"),
+        DatabaseUnavailableError("said already"),
+    ],
+)
+def test_other_errors_pass_through_as_they_are(error: BaseException) -> None:
+    with pytest.raises(type(error)) as raised:
+        raise_as_store_error(error, connecting=True)
+    assert raised.value is error
+    assert unavailable(error) is None
+
+
+def test_the_librarys_own_error_is_no_lost_connection_though_it_is_an_oserror() -> None:
+    """A new connection refused says nothing of the open ones: they are not all replaced."""
+    refused = unavailable(NOT_ACCEPTING, connecting=True)
+    assert isinstance(refused, OSError)
+    assert (connection_lost(refused), no_answer(refused)) == (False, False)
 
 
 @pytest.mark.parametrize(

@@ -13,17 +13,27 @@ import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from starlette_jobs import Jobs, JobStatus, Retry, current_job, job, testing
+from starlette_jobs import (
+    Jobs,
+    JobStatus,
+    Retry,
+    current_job,
+    job,
+    testing,
+)
 from starlette_jobs.testing import (
     assert_enqueued,
     assert_enqueued_now,
     eager,
     run_enqueued,
     run_enqueued_now,
+    simulate_outage,
 )
+from starlette_jobs.web import job_status_router
+from tests.conftest import eventually
 
 done: list[str] = []
 
@@ -164,6 +174,50 @@ def test_the_sync_helpers_work_through_testclient(
     assert done == ["first 11", "second 11"]
 
 
+def test_an_outage_simulated_on_an_app_answers_503_until_it_ends(jobs_memory: str) -> None:
+    """What a user's test of "the database is down" sees through its app: the status route's
+    503 with Retry-After, then the job again; the outage is the app's Jobs' store's."""
+    app = Starlette(
+        routes=[Route("/orders", signup, methods=["POST"]), Mount("/jobs", job_status_router())],
+        lifespan=Jobs(jobs_memory, queues={}).lifespan,
+    )
+    with TestClient(app) as client:
+        job_id = client.post("/orders", json={"order": "12"}).json()["job_id"]
+        with simulate_outage(app) as outage:
+            response = client.get(f"/jobs/{job_id}")
+            assert (response.status_code, response.headers["retry-after"]) == (503, "1")
+        assert outage.failed == ["get_job"]
+        assert client.get(f"/jobs/{job_id}").json()["status"] == "pending"
+
+
+async def test_an_outage_is_simulated_on_the_memory_store_only(database_dsn: str) -> None:
+    async with Jobs(database_dsn, queues={}) as jobs:
+        with pytest.raises(TypeError, match=r"in-memory store \(memory://\); this one is on Postg"):
+            simulate_outage(jobs)
+        assert await jobs.count_by_status()  # nothing changed
+    with pytest.raises(TypeError, match="neither a Jobs nor an app"):
+        simulate_outage(Starlette())
+
+
+async def test_an_outage_of_some_calls_ends_after_them_and_the_worker_rides_it_out(
+    jobs_memory: str,
+) -> None:
+    async with Jobs(jobs_memory, queues={"first": 1, "second": 1}, poll_interval=0.02) as jobs:
+        job_id = await first_step.enqueue(order="13")
+        outage = simulate_outage(jobs, calls=5)  # the worker's own calls are the ones to fail
+
+        async def over() -> bool:
+            return not outage.active
+
+        await eventually(over, "the worker's calls to use the outage up")
+        record = await jobs.wait(job_id, timeout=10)
+        await jobs.drain()  # the job it enqueued
+    assert record.status is JobStatus.SUCCEEDED
+    assert done == ["first 13", "second 13"]
+    assert len(outage.failed) == 5
+    assert "claim_batch" in outage.failed
+
+
 def test_the_sync_helpers_need_the_lifespan_running() -> None:
     client = TestClient(Starlette())
     with pytest.raises(TypeError, match="with TestClient"):
@@ -215,7 +269,7 @@ def test_the_testing_pages_tests_pass_as_written_in_a_project_of_their_own(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "5 passed" in done.stdout
+    assert "7 passed" in done.stdout
 
 
 @pytest.mark.parametrize(

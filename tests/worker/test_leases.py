@@ -12,7 +12,7 @@ from uuid import UUID
 
 import pytest
 
-from starlette_jobs import JobStatus
+from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs._records import Renewal
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held, LeaseKeeper
@@ -129,7 +129,7 @@ async def test_a_failed_renewal_is_retried_rather_than_ending_the_heartbeat(
             nonlocal calls
             calls += 1
             if calls == 1:
-                raise ConnectionResetError("connection reset")
+                raise DatabaseUnavailableError("connection reset")
             if calls == 2:
                 raise RuntimeError("something else")
             renewed_after_failures.set()

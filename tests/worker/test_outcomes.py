@@ -7,10 +7,10 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 
-import asyncpg
 import pytest
 
-from starlette_jobs import JobStatus
+from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._errors import DatabaseTooSlowError
 from starlette_jobs._records import Claim, Outcome
 from starlette_jobs._storable import (
     MAX_ERROR_LENGTH,
@@ -77,7 +77,7 @@ class SlowWithLargeValues(MemoryStore):
         self.statements.append([o.id for o in outcomes])
         values = [v for o in outcomes for v in (o.result, o.progress, o.error) if v is not None]
         if sum(map(len, values)) > self.most:
-            raise TimeoutError  # DATABASE_ERRORS: taken for an outage
+            raise DatabaseUnavailableError("no answer")  # taken for an outage
         return await super().record_outcomes(outcomes)
 
 
@@ -158,7 +158,7 @@ async def test_outcomes_written_before_an_outage_are_not_sent_again(
         async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
             if len(self.calls) == 1 and not self.failed:
                 self.failed = True
-                raise ConnectionResetError("connection reset by peer")
+                raise DatabaseUnavailableError("connection reset by peer")
             self.calls.append([o.id for o in outcomes])
             return await super().record_outcomes(outcomes)
 
@@ -192,7 +192,7 @@ class SlowWithManyRows(MemoryStore):
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         self.statements.append(len(outcomes))
         if len(outcomes) > self.most:
-            raise asyncpg.exceptions.QueryCanceledError("canceling statement due to timeout")
+            raise DatabaseTooSlowError("canceling statement due to statement timeout")
         return await super().record_outcomes(outcomes)
 
 

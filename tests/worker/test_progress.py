@@ -13,6 +13,7 @@ from uuid import UUID
 
 import pytest
 
+from starlette_jobs import DatabaseUnavailableError
 from starlette_jobs._records import Claim
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker import _progress as progress_module
@@ -39,7 +40,7 @@ class CountingStore(MemoryStore):
             await self.gate.wait()
         if self.fail:
             self.fail -= 1
-            raise ConnectionResetError("connection reset by peer")
+            raise DatabaseUnavailableError("connection reset by peer")
         return await super().record_progress(progress)
 
 

@@ -10,10 +10,10 @@ import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
 
-import asyncpg
 import pytest
 
-from starlette_jobs import JobStatus
+from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._errors import DatabaseTooSlowError
 from starlette_jobs.memory._rows import QueueListener
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._upkeep import Upkeep, Wakeups
@@ -108,7 +108,7 @@ async def test_once_started_upkeep_keeps_going_after_a_failure(
             rounds += 1
             if rounds == 2:
                 two_rounds.set()
-            raise ConnectionResetError("reset by peer")
+            raise DatabaseUnavailableError("reset by peer")
 
     upkeep = Upkeep(Failing(), 0.01, None, lambda _: None)
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
@@ -134,7 +134,7 @@ class SlowRescues(MemoryStore):
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
         self.limits.append(limit)
         if limit > self.fits:
-            raise asyncpg.exceptions.QueryCanceledError("canceling statement due to timeout")
+            raise DatabaseTooSlowError("canceling statement due to statement timeout")
         return await super().rescue_expired(limit)
 
 
@@ -145,7 +145,7 @@ async def test_a_rescue_too_slow_for_its_batch_takes_fewer_jobs_until_it_fits() 
     await asyncio.sleep(0.03)  # every lease runs out
     upkeep = Upkeep(store, 1, None, lambda _: None)
     for _ in range(20):  # upkeep's rounds
-        with contextlib.suppress(asyncpg.exceptions.QueryCanceledError):
+        with contextlib.suppress(DatabaseTooSlowError):
             await upkeep.rescue_expired()
     # On the old code every round asked for 1,000 again and timed out: none was ever rescued.
     counts = await store.count_by_status("mail")
@@ -190,7 +190,7 @@ async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
             on_notify: Callable[[str], None],
             on_cancel: Callable[[UUID], None] | None = None,
         ) -> QueueListener:
-            raise ConnectionRefusedError("too many connections")
+            raise DatabaseUnavailableError("too many connections")
 
     wakeups = Wakeups(NoListen(), ["mail"], lambda _: None, check_interval=60)
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):

@@ -18,7 +18,7 @@ from uuid import UUID
 
 import pytest
 
-from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
+from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, Retry, current_job, job
 from starlette_jobs._records import Claim
 from starlette_jobs._tracing import Tracing
 from starlette_jobs.memory._store import MemoryStore
@@ -77,7 +77,7 @@ class RecordingStore(MemoryStore):
     ) -> list[Claim]:
         if self.fail_claims:
             self.fail_claims -= 1
-            raise ConnectionResetError("connection reset by peer")
+            raise DatabaseUnavailableError("connection reset by peer")
         self.limits.append(limit)
         return await super().claim_batch(queue, limit, worker_id, lease_seconds)
 

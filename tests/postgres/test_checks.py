@@ -1,0 +1,79 @@
+"""Settings mistakes told from outages at start by the driver's errors (`postgres/_checks.py`).
+What a user sees when `Jobs` starts with such settings is in integration/test_startup.py."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from starlette_jobs import ConfigurationError, DatabaseUnavailableError
+from starlette_jobs.postgres._checks import check_connection, configuration_mistake
+from starlette_jobs.postgres._connections import (
+    InvalidAuthorizationSpecificationError,
+    InvalidCatalogNameError,
+)
+from tests.conftest import with_database
+
+DSN = "postgresql://app:s3cret@db.example:5432/shop"
+
+
+def test_a_missing_database_says_how_to_create_it() -> None:
+    error = InvalidCatalogNameError('database "shop" does not exist')
+    mistake = configuration_mistake(error, DSN, "dsn=")
+    assert str(mistake) == (
+        'database "shop" does not exist on postgresql://app:***@db.example:5432/shop (dsn=): '
+        "create it (CREATE DATABASE shop) or fix the database name in the DSN"
+    )
+
+
+def test_a_refused_login_says_to_check_the_credentials_and_names_pg_hba_when_it_is_why() -> None:
+    password = InvalidAuthorizationSpecificationError('password authentication failed for "app"')
+    mistake = configuration_mistake(password, DSN, "dsn=")
+    assert mistake is not None
+    assert str(mistake).startswith("PostgreSQL refused the login on postgresql://app:***@")
+    assert "check the user name and password in the DSN" in str(mistake)
+    assert "pg_hba.conf" not in str(mistake)
+    hba = InvalidAuthorizationSpecificationError('no pg_hba.conf entry for host "10.0.0.1"')
+    assert "(or the server's pg_hba.conf)" in str(configuration_mistake(hba, DSN, "dsn="))
+
+
+@pytest.mark.parametrize(
+    ("dsn", "host"),
+    [
+        ("postgresql://app:pw@db.example:5432/shop", "db.example"),
+        ("postgresql://db.example/shop?sslmode=require", "db.example"),
+        ("postgresql://app@db.example", "db.example"),
+        ("postgresql://app@[::1]:5432/shop", "[::1]:5432"),  # left whole, not misread
+    ],
+)
+def test_an_unknown_host_is_named(dsn: str, host: str) -> None:
+    error = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert f"unknown host {host!r} in " in str(configuration_mistake(error, dsn, "dsn="))
+
+
+def test_a_dsn_the_driver_cannot_parse_is_invalid() -> None:
+    mistake = configuration_mistake(ValueError("invalid port '54x2'"), DSN, "dsn=")
+    assert str(mistake) == (
+        "invalid DSN postgresql://app:***@db.example:5432/shop (dsn=): invalid port '54x2'; "
+        "expected postgresql://user:password@host:port/database"
+    )
+
+
+async def test_a_reachable_database_passes_the_check(database_dsn: str) -> None:
+    await check_connection(database_dsn, "dsn=")
+
+
+async def test_a_missing_database_stops_the_check_with_the_mistake_alone(database_dsn: str) -> None:
+    with pytest.raises(ConfigurationError, match="CREATE DATABASE") as refused:
+        await check_connection(with_database(database_dsn, "no_such_db_here"), "dsn=")
+    # One clear line: the driver's error is at hand, but not chained for printing.
+    assert refused.value.__cause__ is None
+    assert refused.value.__suppress_context__
+    assert isinstance(refused.value.__context__, InvalidCatalogNameError)
+
+
+async def test_an_outage_is_the_stores_unavailable_error() -> None:
+    # Nothing listens on port 1: connection refused, which waiting may fix.
+    with pytest.raises(DatabaseUnavailableError):
+        await check_connection("postgresql://app@127.0.0.1:1/app", "dsn=")
