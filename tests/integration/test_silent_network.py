@@ -272,7 +272,7 @@ async def test_an_idle_worker_notices_its_silent_listen_connection_within_a_thir
 # The SQL that tells each connection of a worker apart (see starlette_jobs/postgres/sql/).
 CONNECTION_KINDS = {
     "claims": "WITH picked AS",
-    "outcomes": "AS outcome(id, lease_token, status",
+    "outcomes": "AS outcome(id, lease_token",  # record_outcomes and record_successes
     "heartbeat": "SET lease_expires_at = now() + make_interval",
     "listen": "LISTEN",
     # Not "INSERT INTO starlette_jobs" alone: claims and outcomes insert their events too.
