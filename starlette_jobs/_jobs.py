@@ -35,8 +35,9 @@ from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from .postgres._store import PostgresStore
 from .store._connectivity import Backoff, worker_statement_timeout
 from .store._protocol import Store
+from .worker._settings import DEFAULT_RETRY_WAIT, WorkerSettings, check_drain_durations
 from .worker._shutdown import CLOSE_SECONDS
-from .worker._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
+from .worker._worker import Worker
 
 logger = logging.getLogger("starlette_jobs")
 

@@ -19,6 +19,9 @@ TESTED_ELSEWHERE = {
     # The status routes' endpoints and types, tested through the routes that serve them.
     "web._endpoints": "web/test_status_routes.py",
     "web._types": "web/test_status_routes.py",
+    # Parts of the worker that its own tests drive: a drain, and stopping an attempt.
+    "worker._drain": "worker/test_worker.py",
+    "worker._cancels": "worker/test_worker.py",
 }
 
 # Top-level test files that are not one module's: what each tests.

@@ -20,7 +20,7 @@ from .._jobs import Jobs
 from .._startup import configured_dsn
 from .._version import __version__
 from ..memory._store import is_memory_dsn
-from ..worker._worker import DEFAULT_RETRY_WAIT
+from ..worker._settings import DEFAULT_RETRY_WAIT
 
 logger = logging.getLogger("starlette_jobs.cli")
 

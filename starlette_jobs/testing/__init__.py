@@ -56,7 +56,8 @@ from ..memory._store import MemoryStore, is_memory_dsn
 from ..postgres._connections import run_admin_statements
 from ..postgres._embedded import release_embedded_postgres, start_embedded_postgres
 from ..postgres._store import PostgresStore
-from ..worker._worker import DEFAULT_RETRY_WAIT, Worker, WorkerSettings, check_drain_durations
+from ..worker._settings import DEFAULT_RETRY_WAIT, WorkerSettings, check_drain_durations
+from ..worker._worker import Worker
 
 __all__ = [
     "SimulatedOutage",

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from .._records import Claim
 from ..store._connectivity import worker_statement_timeout
+from ..store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -61,3 +62,20 @@ async def give_running_jobs_the_grace(
         if not task.done() or task.cancelled()
     ]
     return to_release, abandoned
+
+
+async def release_held(store: Store, held: list[tuple[int, UUID]]) -> None:
+    """Gives back, at shutdown, the jobs whose attempts did not end within the grace."""
+    if not held:
+        return
+    try:
+        released = await store.release_jobs(held)
+    except Exception as error:  # shutdown goes on: the leases expire instead
+        logger.error(
+            "could not release %d job(s) at shutdown (%s); once their lease expires, any "
+            "worker runs them again, or fails them if they have no attempt left",
+            len(held),
+            error,
+        )
+        return
+    logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))

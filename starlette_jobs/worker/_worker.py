@@ -12,74 +12,32 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import math
-import os
-import socket
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from .._errors import DatabaseUnavailableError, UnknownJobError
-from .._job import registered_job
+from .._errors import DatabaseUnavailableError
 from .._records import Claim, Unfinished
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
 from ._attempt import CANCEL_REQUESTED, run_attempt
+from ._cancels import EarlyCancels, cancel_started, is_async_job
 from ._context import AttemptControl
+from ._drain import Draining, drain
 from ._leases import Held, LeaseKeeper
 from ._loop_lag import LoopLagGuard
 from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._running import RunningAttempts
-from ._shutdown import give_running_jobs_the_grace
+from ._settings import (
+    WorkerSettings,
+    new_worker_id,
+)
+from ._shutdown import give_running_jobs_the_grace, release_held
 from ._upkeep import Upkeep, Wakeups
 
 logger = logging.getLogger("starlette_jobs.worker")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    queues: Mapping[str, int]
-    batch_size: int
-    poll_interval: float
-    lease_duration: float
-    shutdown_grace: float
-    retention: float | None
-    # Seconds of event loop lag above which fewer jobs start (see _loop_lag); None: no limit.
-    loop_lag_target: float | None = None
-
-
-DEFAULT_RETRY_WAIT = 60.0
-"""Seconds ahead that `drain(include_scheduled=False)`, `worker --burst` and `run_enqueued` look
-for retries to wait for: a back-off that short is part of running a job, not a job for later."""
-
-
-def check_drain_durations(timeout: float, retry_wait: float) -> None:
-    """Refuses what no drain can wait for: NaN (it compares false with everything, so it would
-    mean no deadline at all) and negative times.
-
-    Raises:
-        ValueError: `timeout` or `retry_wait` is not a number of seconds >= 0 (`math.inf` is).
-    """
-    for name, value in (("timeout", timeout), ("retry_wait", retry_wait)):
-        if not isinstance(value, int | float) or math.isnan(value) or value < 0:
-            raise ValueError(
-                f"{name} must be a number of seconds >= 0 (math.inf: no limit), got {value!r}"
-            )
-
-
-def _horizon(remaining: float, wait: float) -> float | None:
-    """How far ahead `drain` looks for pending jobs: `wait` seconds, never past its timeout;
-    None is "any pending job"."""
-    horizon = min(wait, max(remaining, 0.0))
-    return horizon if math.isfinite(horizon) else None
-
-
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(eq=False)
@@ -133,7 +91,7 @@ class Worker:
         # What the worker shares with each running attempt: whether a cancel was requested,
         # whether the worker cancelled it for itself (shutdown, lost lease), its progress.
         self._controls: dict[UUID, AttemptControl] = {}
-        self._early_cancels = _EarlyCancels(self._statement_timeout)
+        self._early_cancels = EarlyCancels(self._statement_timeout)
         # Attempts still running in a task or thread after shutdown gave up on them.
         self.abandoned = 0
 
@@ -217,7 +175,7 @@ class Worker:
                     logger.debug("queue %r: claimed %d job(s): %s", state.name, len(ids), ids)
                 if self._stopping:
                     # Stop arrived during the claim: hand the jobs straight back.
-                    await self._release([(c.id, c.lease_token) for c in claims])
+                    await release_held(self._store, [(c.id, c.lease_token) for c in claims])
                     return
                 for claim in claims:
                     report = functools.partial(self._progress.report, claim.id, claim.lease_token)
@@ -321,7 +279,7 @@ class Worker:
         control = self._controls.get(token)
         if control is not None:
             control.stopped_by_worker = True
-        _cancel_started(task, control)
+        cancel_started(task, control)
 
     def _cancel_requested(self, token: UUID) -> None:
         """`jobs.cancel` asked a running job to stop (told by NOTIFY, or by the heartbeat if
@@ -332,15 +290,15 @@ class Worker:
         attempt = self._running.get(token)
         if control is None or attempt is None:
             # Not (yet) an attempt of this worker's: the notification may have overtaken the
-            # answer to the claim that holds the token (see `_EarlyCancels`).
+            # answer to the claim that holds the token (see `EarlyCancels`).
             self._early_cancels.add(token)
             return
         if not control.request_cancel():
             return
         task, claim = attempt
-        if _is_async_job(claim.name):
+        if is_async_job(claim.name):
             logger.info("job %s (%s): cancel requested, cancelling it", claim.id, claim.name)
-            _cancel_started(task, control, CANCEL_REQUESTED)
+            cancel_started(task, control, CANCEL_REQUESTED)
         else:
             logger.info(
                 "job %s (%s): cancel requested; it runs in a thread, which cannot be "
@@ -353,38 +311,14 @@ class Worker:
     async def drain(
         self, timeout: float, *, include_scheduled: bool, retry_wait: float = 0.0
     ) -> Unfinished:
-        """Waits until no job of this worker's queues is running anywhere, or pending and due
-        now, or a retry due within `retry_wait` seconds (with `include_scheduled`, any of them
-        due before the timeout ends). Returns, and logs, what it leaves pending."""
-        check_drain_durations(timeout, retry_wait)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        wait = math.inf if include_scheduled else 0.0
-        retry_wait = math.inf if include_scheduled else max(retry_wait, 0.0)
-        async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
-            while True:
-                for queue in self._queues:
-                    self.wake(queue)
-                if self.running_count() == 0:
-                    await self._outcomes.flush()
-                    remaining = deadline - loop.time()
-                    retry_horizon = _horizon(remaining, retry_wait)
-                    try:
-                        left = await self._store.count_unfinished(
-                            self.queue_names, _horizon(remaining, wait), retry_horizon
-                        )
-                    except (
-                        DatabaseUnavailableError
-                    ) as error:  # e.g. PostgreSQL restarting: keep going
-                        logger.warning("drain: counting the jobs left failed, retrying: %s", error)
-                        await asyncio.sleep(0.5)
-                    else:
-                        if left.waited == 0:
-                            _log_left(left, retry_horizon)
-                            return left
-                self._outcomes.written.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._outcomes.written.wait(), 0.05)
+        """See `_drain.drain`: until no job of this worker's queues is left to run."""
+        return await drain(
+            self._store,
+            Draining(self.queue_names, self.wake, self.running_count, self._outcomes),
+            timeout,
+            include_scheduled=include_scheduled,
+            retry_wait=retry_wait,
+        )
 
     async def stop(self) -> None:
         """Stops claiming, gives running jobs the grace period, then releases what is left.
@@ -401,11 +335,11 @@ class Worker:
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
         to_release, self.abandoned = await give_running_jobs_the_grace(
-            self._running.claims(), self._settings.shutdown_grace, self._cancel, _is_async_job
+            self._running.claims(), self._settings.shutdown_grace, self._cancel, is_async_job
         )
         budget = self._statement_timeout
         settled = asyncio.gather(
-            self._release(to_release),
+            release_held(self._store, to_release),
             self._outcomes.stop(timeout=budget),
             self._claims_settled(),
             self._wakeups.stop(),
@@ -444,72 +378,3 @@ class Worker:
                         "lost (%s); once their lease expires they run again",
                         state.name, error,
                     )  # fmt: skip
-
-    async def _release(self, held: list[tuple[int, UUID]]) -> None:
-        if not held:
-            return
-        try:
-            released = await self._store.release_jobs(held)
-        except Exception as error:  # shutdown goes on: the leases expire instead
-            logger.error(
-                "could not release %d job(s) at shutdown (%s); once their lease expires, any "
-                "worker runs them again, or fails them if they have no attempt left",
-                len(held),
-                error,
-            )
-            return
-        logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))
-
-
-def _cancel_started(
-    task: asyncio.Task[None], control: AttemptControl | None, message: str | None = None
-) -> None:
-    """Cancels an attempt's task once it has started. A task cancelled before its first step
-    never runs its coroutine, so the attempt's clean-up (its bookkeeping, its outcome) would
-    never run either: until then the stop stays a mark on `control`, which the attempt reads
-    as it starts."""
-    if control is None or control.started:
-        task.cancel(message)
-
-
-class _EarlyCancels:
-    """Lease tokens whose cancel request came before this worker knew the token: a claim
-    commits before its answer reaches the worker, and `jobs.cancel`'s notification, on another
-    connection, can arrive first. Kept `horizon` seconds (the longest a claim's answer can
-    take: a statement timeout), so that every worker remembering every other worker's requests
-    stays small; the heartbeat catches a request that comes later still."""
-
-    def __init__(self, horizon: float) -> None:
-        self._horizon = horizon
-        self._received: dict[UUID, float] = {}
-
-    def add(self, token: UUID) -> None:
-        now = asyncio.get_running_loop().time()
-        # Oldest first (insertion order): drop those past the horizon.
-        while self._received:
-            oldest, at = next(iter(self._received.items()))
-            if now - at <= self._horizon:
-                break
-            del self._received[oldest]
-        self._received[token] = now
-
-    def pop(self, token: UUID) -> bool:
-        """Whether a cancel request for `token` came (and is still remembered); forgets it."""
-        return self._received.pop(token, None) is not None
-
-
-def _log_left(left: Unfinished, retry_horizon: float | None) -> None:
-    if left.scheduled or left.retries:
-        logger.info(
-            "drain: done; %d job(s) left pending: %d scheduled for later, %d %s due in more "
-            "than %.3g s",
-            left.scheduled + left.retries, left.scheduled, left.retries,
-            "retry" if left.retries == 1 else "retries", retry_horizon,
-        )  # fmt: skip
-
-
-def _is_async_job(name: str) -> bool:
-    try:
-        return registered_job(name).is_async
-    except UnknownJobError:
-        return True  # never started: nothing runs in a thread

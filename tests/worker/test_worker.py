@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,19 +21,13 @@ from starlette_jobs._records import Claim
 from starlette_jobs._tracing import Tracing
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.postgres._store import PostgresStore
-from starlette_jobs.worker._worker import Worker, WorkerSettings, new_worker_id
+from starlette_jobs.worker._settings import WorkerSettings
+from starlette_jobs.worker._shutdown import release_held
+from starlette_jobs.worker._worker import Worker
 from tests.conftest import eventually
 from tests.records import new_jobs
 
 QUEUE = "worker-tests"
-
-
-def test_a_worker_id_names_its_host_and_process_and_is_unique() -> None:
-    host, pid, suffix = new_worker_id().rsplit(":", 2)
-    assert (host, pid) == (socket.gethostname(), str(os.getpid()))
-    assert len(suffix) == 8
-    assert int(suffix, 16) >= 0
-    assert new_worker_id() != new_worker_id()
 
 
 class Gate:
@@ -421,7 +413,7 @@ class StopsAtClaim:
         async def give_back() -> None:
             await asyncio.wait([task])
             if task.cancelled():
-                await worker._release([(claim.id, token)])
+                await release_held(worker._store, [(claim.id, token)])
 
         self.shutdowns.append(asyncio.create_task(give_back()))
 

@@ -1,0 +1,69 @@
+"""`drain`: waits until the jobs of a worker's queues have run (`jobs.drain`, `worker --burst`,
+the testing kit's `run_enqueued`), counting what is left on the store, not in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .._errors import DatabaseUnavailableError
+from .._records import Unfinished
+from ..store._protocol import Store
+from ._outcomes import OutcomeWriter
+from ._settings import check_drain_durations, drain_horizon, log_left_pending
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+
+@dataclass(frozen=True)
+class Draining:
+    """What a drain needs of the worker it drains."""
+
+    queue_names: Sequence[str]
+    wake: Callable[[str], None]
+    running_count: Callable[[], int]
+    outcomes: OutcomeWriter
+
+
+async def drain(
+    store: Store,
+    worker: Draining,
+    timeout: float,
+    *,
+    include_scheduled: bool,
+    retry_wait: float = 0.0,
+) -> Unfinished:
+    """Waits until no job of the worker's queues is running anywhere, or pending and due now,
+    or a retry due within `retry_wait` seconds (with `include_scheduled`, any of them due before
+    the timeout ends). Returns, and logs, what it leaves pending."""
+    check_drain_durations(timeout, retry_wait)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    wait = math.inf if include_scheduled else 0.0
+    retry_wait = math.inf if include_scheduled else max(retry_wait, 0.0)
+    async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
+        while True:
+            for queue in worker.queue_names:
+                worker.wake(queue)
+            if worker.running_count() == 0:
+                await worker.outcomes.flush()
+                remaining = deadline - loop.time()
+                retry_horizon = drain_horizon(remaining, retry_wait)
+                try:
+                    left = await store.count_unfinished(
+                        worker.queue_names, drain_horizon(remaining, wait), retry_horizon
+                    )
+                except DatabaseUnavailableError as error:  # e.g. PostgreSQL restarting: keep going
+                    logger.warning("drain: counting the jobs left failed, retrying: %s", error)
+                    await asyncio.sleep(0.5)
+                else:
+                    if left.waited == 0:
+                        log_left_pending(left, retry_horizon)
+                        return left
+            worker.outcomes.written.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(worker.outcomes.written.wait(), 0.05)
