@@ -22,6 +22,8 @@ TESTED_ELSEWHERE = {
     # Parts of the worker that its own tests drive: a drain, and stopping an attempt.
     "worker._drain": "worker/test_worker.py",
     "worker._cancels": "worker/test_worker.py",
+    # The PostgreSQL store's connections and statements, tested through the store built on them.
+    "postgres._connected": "postgres/test_store.py",
 }
 
 # Top-level test files that are not one module's: what each tests.

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -432,10 +432,7 @@ async def stopping_store(jobs_dsn: str) -> AsyncIterator[StopsAtClaim]:
     if jobs_dsn.startswith("memory://"):
         opened = MemoryStopsAtClaim()
     else:
-        opened = cast(
-            PostgresStopsAtClaim,
-            await PostgresStopsAtClaim.open(jobs_dsn, min_size=1, max_size=4),
-        )
+        opened = await PostgresStopsAtClaim.open(jobs_dsn, min_size=1, max_size=4)
     yield opened
     await opened.close()
 

@@ -1,0 +1,210 @@
+"""What every statement of the PostgreSQL store goes through: its connections (a lane for each hot
+path, the shared pool for the rest, LISTEN), opening and closing them, the schema's migrations,
+and `_read` / `_write`, which send a named query of sql/queries.sql once more on a connection
+found dead and raise the driver's errors as the library's own (see `_connections.unavailable`).
+`_store.PostgresStore` builds the `Store` protocol on it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, Self, TypeVar
+from uuid import UUID
+
+from ..store._connectivity import STATEMENT_TIMEOUT
+from ._connections import (
+    CANCEL_CHANNEL,
+    OUTCOMES_CHANNEL,
+    Listener,
+    SharedPool,
+    UndefinedTableError,
+    channel_for,
+    connect_plain,
+    connection_lost,
+    never_sent,
+    no_answer,
+    raise_as_store_error,
+)
+from ._lanes import Lane
+from ._migrations import apply_migrations, check_schema_version, queries
+
+T = TypeVar("T")
+
+
+class ConnectedStore:
+    """The PostgreSQL store's connections and statements, without the protocol's methods."""
+
+    def __init__(
+        self,
+        shared: SharedPool,
+        dsn: str,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> None:
+        self._shared = shared
+        self.pool = shared.pool  # for tests and operators' own statements
+        self.dsn = dsn
+        self.worker_statement_timeout = worker_statement_timeout
+        self.record_events = True
+        self._q = queries()
+
+        def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
+            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, extra)
+
+        # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
+        # checkout costs a shielded task and timers per statement, and hops between backends.
+        self._producer = lane("enqueue", statement_timeout)
+        # PostgreSQL keeps planning the claim afresh (a custom plan for each LIMIT), which costs
+        # about as much as running it; its generic plan is as good. Only this connection runs
+        # claims, so forcing generic plans here changes nothing else.
+        self._claimer = lane(
+            "claims", worker_statement_timeout, {"plan_cache_mode": "force_generic_plan"}
+        )
+        self._writer = lane("outcomes", worker_statement_timeout)
+        # Lease renewals wait for nothing else: not for a busy outcome write, nor the pool.
+        self._leases = lane("leases", worker_statement_timeout)
+        self._lanes = (self._producer, self._claimer, self._writer, self._leases)
+
+    @property
+    def name(self) -> str:
+        return "PostgreSQL"
+
+    @property
+    def database(self) -> object:
+        return self.dsn
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        min_size: int,
+        max_size: int,
+        statement_timeout: float = STATEMENT_TIMEOUT,
+        worker_statement_timeout: float = STATEMENT_TIMEOUT,
+    ) -> Self:
+        """A pool on `dsn`. No statement of ours takes long: the timeouts keep a hung server or
+        a silent network from blocking a caller (or a worker's shutdown) for long.
+        With `min_size=0` the pool opens without reaching the server."""
+        shared = await SharedPool.open(
+            dsn, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout
+        )
+        return cls(shared, dsn, statement_timeout, worker_statement_timeout)
+
+    async def close(self) -> None:
+        for lane in self._lanes:
+            await lane.close()
+        await self.pool.close()
+
+    def terminate(self) -> None:
+        """Closes every connection at once, without waiting for statements in flight."""
+        for lane in self._lanes:
+            lane.terminate()
+        self.pool.terminate()
+
+    async def expire_connections(self) -> None:
+        """A connection found itself dropped, or got no answer in time. When the server
+        restarts (or an operator ends the backends) every connection is dropped, but asyncpg
+        notices only once it reads the closing, and until then a dropped connection is handed
+        out and fails its statement; when the network goes silent, every connection waits in
+        vain. Have all of them replaced on next use."""
+        self._shared.expire()
+        for lane in self._lanes:
+            lane.expire()
+
+    async def _read(self, method: str, query: str, *args: Any) -> Any:
+        """`SharedPool.run` for a statement that changes nothing, run once more if its connection
+        turned out dropped: a read is safe to repeat."""
+        try:
+            return await self._shared.run(method, query, *args)
+        except Exception as error:
+            if not no_answer(error):
+                raise_as_store_error(error)
+            await self.expire_connections()
+            if not connection_lost(error):
+                raise_as_store_error(error)  # no answer in time: once more would double the wait
+        try:
+            return await self._shared.run(method, query, *args)
+        except Exception as error:
+            raise_as_store_error(error)
+
+    async def _write(
+        self, method: str, query: str, *args: Any, timeout: float | None = None
+    ) -> Any:
+        """`SharedPool.run` for a statement that changes rows. Not repeated if its connection
+        turned out dropped, unless it never reached the server: the server may have run it."""
+        try:
+            return await self._shared.run(method, query, *args, timeout=timeout)
+        except Exception as error:
+            if not no_answer(error):
+                raise_as_store_error(error)
+            await self.expire_connections()
+            if not never_sent(error):
+                raise_as_store_error(error)
+        try:
+            return await self._shared.run(method, query, *args, timeout=timeout)
+        except Exception as error:
+            raise_as_store_error(error)
+
+    async def _worker_write(self, method: str, query: str, *args: Any) -> Any:
+        """`_write` for a worker's own statement, given up after a worker statement timeout
+        (not the pool's longer one), so that shutdown keeps its bound."""
+        return await self._write(method, query, *args, timeout=self.worker_statement_timeout)
+
+    async def migrate(self) -> list[str]:
+        """Applies the migrations this database lacks, in one transaction; returns their names."""
+        # A connection of its own, without the pool's statement timeout: a migration may
+        # legitimately take long on a large table.
+        try:
+            connection = await connect_plain(self.dsn)
+        except Exception as error:
+            raise_as_store_error(error, connecting=True)
+        try:
+            applied = await apply_migrations(connection)
+            await connection.close()
+        except BaseException as error:
+            connection.terminate()
+            raise_as_store_error(error)
+        return applied
+
+    async def check_schema(self, *, complete: bool) -> None:
+        """Raises `SchemaVersionError` if the database's schema is newer than this code, or,
+        with `complete`, if it lacks a migration (for a start with `migrate=False`)."""
+        try:
+            rows = await self._read("fetch", self._q["applied_migrations"])
+        except UndefinedTableError:
+            rows = []
+        check_schema_version({row[0] for row in rows}, missing_is_error=complete)
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+    ) -> Listener:
+        """A connection of its own that calls `on_notify(queue)` when a queue's channel fires,
+        and `on_cancel(lease_token)` when a running job is asked to stop."""
+        channels: dict[str, Callable[[str], None]] = {
+            channel_for(queue): functools.partial(_wake, on_notify, queue) for queue in queues
+        }
+        if on_cancel is not None:
+            channels[CANCEL_CHANNEL] = functools.partial(_call_with, on_cancel, UUID)
+        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+    async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
+        channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
+        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+
+
+def _wake(on_notify: Callable[[str], None], queue: str, _payload: str) -> None:
+    on_notify(queue)
+
+
+def _call_with(callback: Callable[[T], None], parse: Callable[[str], T], payload: str) -> None:
+    """`callback(parse(payload))`; a payload that does not parse (a NOTIFY sent by hand on our
+    channel) is ignored."""
+    try:
+        value = parse(payload)
+    except ValueError:
+        return
+    callback(value)
