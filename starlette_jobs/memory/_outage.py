@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._errors import DatabaseUnavailableError
 
 if TYPE_CHECKING:
-    from ._store import MemoryData
+    from ._tables import MemoryData
 
 # The `Store` methods that reach the database: every one fails during an outage. Not
 # `expire_connections`, `close` and `terminate`, which work without it on PostgreSQL too.

@@ -21,15 +21,13 @@ own over it, as each gets connections of its own on PostgreSQL, so that its own 
 
 from __future__ import annotations
 
-import itertools
-import json
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from .._errors import IdempotencyKeyReusedError, MemoryStoreUnsupportedError, UniqueKeyTakenError
+from .._errors import MemoryStoreUnsupportedError, UniqueKeyTakenError
 from .._records import (
     FINISHED,
     Claim,
@@ -42,12 +40,11 @@ from .._records import (
     Renewal,
     Unfinished,
 )
-from ..memory._outage import SimulatedOutage, failing_in_outages
-from ._rows import OutcomeListener, QueueListener, Row
+from ..memory._outage import failing_in_outages
+from ._rows import OutcomeListener, QueueListener
+from ._tables import MemoryData, MemoryTables, canonical_json, utc_now
 
 SCHEME = "memory://"
-_LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
-
 # The data of stores shared by name in this process, while a `Jobs` holds them.
 _named: weakref.WeakValueDictionary[str, MemoryData] = weakref.WeakValueDictionary()
 
@@ -67,32 +64,9 @@ def memory_store(dsn: str) -> MemoryStore:
     return MemoryStore(data)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class MemoryData:
-    """What every `MemoryStore` of one name shares: the database, on PostgreSQL."""
-
-    def __init__(self) -> None:
-        self.rows: dict[int, Row] = {}
-        self.ids = itertools.count(1)
-        self.listeners: set[QueueListener] = set()
-        self.outcome_listeners: set[OutcomeListener] = set()
-        self.outage: SimulatedOutage | None = None  # see `memory._outage`
-
-
 @failing_in_outages
-class MemoryStore:
+class MemoryStore(MemoryTables):
     """The `Store` protocol on a dict; see the module's docstring."""
-
-    def __init__(self, data: MemoryData | None = None) -> None:
-        self.data = data or MemoryData()
-        self._rows, self._ids = self.data.rows, self.data.ids
-        self._listeners, self._outcome_listeners = self.data.listeners, self.data.outcome_listeners
-        # This store's own, closed with it; the other stores' on the data are left listening.
-        self._opened: list[QueueListener | OutcomeListener] = []
-        self.record_events = True
 
     @property
     def name(self) -> str:
@@ -135,80 +109,18 @@ class MemoryStore:
             return set()
         return {i for new in batch for i in self._insert(new, list(new.ids))}
 
-    def _insert(self, new: NewJobs, ids: list[int]) -> list[int]:
-        now = _now()
-        for job_id, payload in zip(ids, new.payloads, strict=True):
-            self._rows[job_id] = Row.new(new, job_id, payload, now)
-        if new.notify:
-            self._notify(new.queue)
-        return ids
-
-    def _holder(self, new: NewJobs, *, check_arguments: bool = False) -> Row | None:
-        """The job holding a key of `new`, its idempotency key's holder first (as on
-        PostgreSQL). With `check_arguments`, raises `IdempotencyKeyReusedError` if that holder
-        has another payload."""
-        if new.idempotency_key is not None:
-            holder = next((r for r in self._rows.values() if r.holds_idempotency_key(new)), None)
-            if holder is not None:
-                if check_arguments and not holder.has_payload(new.payloads[0]):
-                    raise IdempotencyKeyReusedError(new.name, holder.id, new.idempotency_key)
-                return holder
-        if new.unique_key is None:
-            return None
-        return next((r for r in self._rows.values() if r.holds_unique_key(new)), None)
-
-    def _live_holder(self, unique_key: str) -> Row | None:
-        return next(
-            (r for r in self._rows.values() if r.unique_key == unique_key and r.status in _LIVE),
-            None,
-        )
-
-    def _notify(self, queue: str) -> None:
-        for listener in list(self._listeners):
-            listener.notify(queue)
-
-    def _changed(self, row: Row, kind: EventKind, now: datetime, error: str | None = None) -> None:
-        """What follows every change of a row's state in the same statement on PostgreSQL: its
-        event, and the NOTIFY of a finished job that someone waits for."""
-        if self.record_events:
-            row.log(kind, now, error=error)
-        if row.outcome_wanted and row.status in FINISHED:
-            for listener in list(self._outcome_listeners):
-                listener.on_finished(row.id)
-
-    # -- workers -------------------------------------------------------------------------------
-
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
     ) -> list[Claim]:
-        now = _now()
+        now = utc_now()
         claims = []
         for row in self._due(queue, limit):
             claims.append(row.claim(worker_id, now + timedelta(seconds=lease_seconds), now))
             self._changed(row, EventKind.CLAIMED, now)
         return claims
 
-    def _due(self, queue: str, limit: int, exclude: set[int] | None = None) -> list[Row]:
-        """What a claim of `queue` takes, in claim order."""
-        now = _now()
-        return sorted(
-            (
-                r
-                for r in self._rows.values()
-                if r.queue == queue
-                and r.status is JobStatus.PENDING
-                and r.run_at <= now
-                and (not exclude or r.id not in exclude)
-            ),
-            key=lambda r: (-r.priority, r.run_at, r.id),
-        )[:limit]
-
-    def _held(self, job_id: int, token: UUID) -> Row | None:
-        row = self._rows.get(job_id)
-        return row if row is not None and row.lease_token == token else None
-
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
-        now = _now()
+        now = utc_now()
         written = set()
         for outcome in outcomes:
             row = self._held(outcome.id, outcome.lease_token)
@@ -224,7 +136,7 @@ class MemoryStore:
         for job_id, token in held:
             row = self._held(job_id, token)
             if row is not None:
-                row.lease_expires_at = _now() + timedelta(seconds=lease_seconds)
+                row.lease_expires_at = utc_now() + timedelta(seconds=lease_seconds)
                 renewed[token] = Renewal(True, row.cancel_requested_at is not None)
         return renewed
 
@@ -233,7 +145,7 @@ class MemoryStore:
         for job_id, token, text in progress:
             row = self._held(job_id, token)
             if row is not None:
-                row.progress = _canonical_json(text)
+                row.progress = canonical_json(text)
                 written.add(job_id)
         return written
 
@@ -263,17 +175,8 @@ class MemoryStore:
             self._give_back(row)
         return sorted(row.id for row in rows)
 
-    def _give_back(self, row: Row) -> EventKind:
-        now = _now()
-        kind = row.give_back(now)
-        self._changed(row, kind, now)
-        return kind
-
-    def _running(self) -> list[Row]:
-        return [r for r in self._rows.values() if r.status is JobStatus.RUNNING]
-
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
-        now = _now()
+        now = utc_now()
         expired = sorted(
             (r for r in self._running() if r.lease_expires_at and r.lease_expires_at < now),
             key=lambda r: (r.lease_expires_at, r.id),
@@ -287,7 +190,7 @@ class MemoryStore:
         return rescued
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
-        cutoff = _now() - timedelta(seconds=retention_seconds)
+        cutoff = utc_now() - timedelta(seconds=retention_seconds)
         old = sorted(
             (
                 r
@@ -306,7 +209,7 @@ class MemoryStore:
         horizon_seconds: float | None,
         retry_horizon_seconds: float | None,
     ) -> Unfinished:
-        now = _now()
+        now = utc_now()
         first, retry = (
             None if seconds is None else now + timedelta(seconds=seconds)
             for seconds in (horizon_seconds, retry_horizon_seconds)
@@ -380,7 +283,7 @@ class MemoryStore:
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
         row = self._rows.get(job_id)
-        now = _now()
+        now = utc_now()
         if row is None:
             return None
         if row.status is JobStatus.PENDING:
@@ -412,7 +315,7 @@ class MemoryStore:
                 f"job {job_id} cannot be retried: another pending or running job holds its "
                 "unique key; retry it once that job has finished"
             )
-        now = _now()
+        now = utc_now()
         row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
         row.finished_at = row.result = row.progress = row.cancel_requested_at = None
         row.outcome_wanted = False
@@ -445,8 +348,3 @@ class MemoryStore:
         opened, self._opened = self._opened, []
         for listener in opened:
             listener.terminate()
-
-
-def _canonical_json(text: str) -> str:
-    """A JSON text in the form jsonb gives it back."""
-    return json.dumps(json.loads(text))

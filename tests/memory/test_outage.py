@@ -12,7 +12,8 @@ import pytest
 from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs.memory import _outage as outage_module
 from starlette_jobs.memory._outage import STORE_CALLS, SimulatedOutage
-from starlette_jobs.memory._store import MemoryData, MemoryStore
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.memory._tables import MemoryData
 from starlette_jobs.store._protocol import Store
 from tests.records import new_jobs
 

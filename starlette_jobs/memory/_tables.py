@@ -1,0 +1,121 @@
+"""The in-memory store's tables: the data several stores of one name share (`MemoryData`), and
+the row-level operations its methods are made of (`MemoryTables`), as PostgreSQL's table,
+indexes and statements would do them. `_store.MemoryStore` builds the `Store` protocol on them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime
+from uuid import UUID
+
+from .._errors import IdempotencyKeyReusedError
+from .._records import FINISHED, EventKind, JobStatus, NewJobs
+from ._outage import SimulatedOutage
+from ._rows import OutcomeListener, QueueListener, Row
+
+LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryData:
+    """What every `MemoryStore` of one name shares: the database, on PostgreSQL."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Row] = {}
+        self.ids = itertools.count(1)
+        self.listeners: set[QueueListener] = set()
+        self.outcome_listeners: set[OutcomeListener] = set()
+        self.outage: SimulatedOutage | None = None  # see `memory._outage`
+
+
+class MemoryTables:
+    """The rows of one `MemoryStore` and what several of its methods do to them: insert, find a
+    key's holder, claim order, the lease fence, and the event and NOTIFY that follow a change."""
+
+    def __init__(self, data: MemoryData | None = None) -> None:
+        self.data = data or MemoryData()
+        self._rows, self._ids = self.data.rows, self.data.ids
+        self._listeners, self._outcome_listeners = self.data.listeners, self.data.outcome_listeners
+        # This store's own, closed with it; the other stores' on the data are left listening.
+        self._opened: list[QueueListener | OutcomeListener] = []
+        self.record_events = True
+
+    def _insert(self, new: NewJobs, ids: list[int]) -> list[int]:
+        now = utc_now()
+        for job_id, payload in zip(ids, new.payloads, strict=True):
+            self._rows[job_id] = Row.new(new, job_id, payload, now)
+        if new.notify:
+            self._notify(new.queue)
+        return ids
+
+    def _holder(self, new: NewJobs, *, check_arguments: bool = False) -> Row | None:
+        """The job holding a key of `new`, its idempotency key's holder first (as on
+        PostgreSQL). With `check_arguments`, raises `IdempotencyKeyReusedError` if that holder
+        has another payload."""
+        if new.idempotency_key is not None:
+            holder = next((r for r in self._rows.values() if r.holds_idempotency_key(new)), None)
+            if holder is not None:
+                if check_arguments and not holder.has_payload(new.payloads[0]):
+                    raise IdempotencyKeyReusedError(new.name, holder.id, new.idempotency_key)
+                return holder
+        if new.unique_key is None:
+            return None
+        return next((r for r in self._rows.values() if r.holds_unique_key(new)), None)
+
+    def _live_holder(self, unique_key: str) -> Row | None:
+        return next(
+            (r for r in self._rows.values() if r.unique_key == unique_key and r.status in LIVE),
+            None,
+        )
+
+    def _notify(self, queue: str) -> None:
+        for listener in list(self._listeners):
+            listener.notify(queue)
+
+    def _changed(self, row: Row, kind: EventKind, now: datetime, error: str | None = None) -> None:
+        """What follows every change of a row's state in the same statement on PostgreSQL: its
+        event, and the NOTIFY of a finished job that someone waits for."""
+        if self.record_events:
+            row.log(kind, now, error=error)
+        if row.outcome_wanted and row.status in FINISHED:
+            for listener in list(self._outcome_listeners):
+                listener.on_finished(row.id)
+
+    # -- workers -------------------------------------------------------------------------------
+
+    def _due(self, queue: str, limit: int, exclude: set[int] | None = None) -> list[Row]:
+        """What a claim of `queue` takes, in claim order."""
+        now = utc_now()
+        return sorted(
+            (
+                r
+                for r in self._rows.values()
+                if r.queue == queue
+                and r.status is JobStatus.PENDING
+                and r.run_at <= now
+                and (not exclude or r.id not in exclude)
+            ),
+            key=lambda r: (-r.priority, r.run_at, r.id),
+        )[:limit]
+
+    def _held(self, job_id: int, token: UUID) -> Row | None:
+        row = self._rows.get(job_id)
+        return row if row is not None and row.lease_token == token else None
+
+    def _give_back(self, row: Row) -> EventKind:
+        now = utc_now()
+        kind = row.give_back(now)
+        self._changed(row, kind, now)
+        return kind
+
+    def _running(self) -> list[Row]:
+        return [r for r in self._rows.values() if r.status is JobStatus.RUNNING]
+
+
+def canonical_json(text: str) -> str:
+    """A JSON text in the form jsonb gives it back."""
+    return json.dumps(json.loads(text))
