@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import logging
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -20,22 +21,24 @@ from ._config import DAY, JobsConfig
 from ._dsn import masked_dsn
 from ._enqueue import Enqueuer
 from ._errors import (
-    ConfigurationError,
     DatabaseUnavailableError,
     NotStartedError,
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
 from ._queries import JobQueries
-from ._startup import OutageReport, outage_reason, resolve_dsn
+from ._startup import (
+    open_store,
+    outage_reason,
+    prepare_schema,
+    prepare_when_reachable,
+    resolve_dsn,
+    worker_settings,
+)
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
-from .memory._store import is_memory_dsn, memory_store
-from .postgres._checks import check_connection
 from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
-from .postgres._store import PostgresStore
-from .store._connectivity import Backoff, worker_statement_timeout
 from .store._protocol import Store
-from .worker._settings import DEFAULT_RETRY_WAIT, WorkerSettings, check_drain_durations
+from .worker._settings import DEFAULT_RETRY_WAIT, check_drain_durations
 from .worker._shutdown import CLOSE_SECONDS
 from .worker._worker import Worker
 
@@ -158,7 +161,7 @@ class Jobs(JobQueries, JobWaiting):
             self.config.dsn, self.config.embedded_data_dir
         )
         try:
-            store = await self._open_store(self._dsn)
+            store = await open_store(self._dsn, self.config)
         except BaseException:
             await self._release_embedded()
             raise
@@ -180,7 +183,8 @@ class Jobs(JobQueries, JobWaiting):
                 outage_reason(error),
             )
             self._preparing = asyncio.create_task(
-                self._prepare_when_reachable(store, error), name="starlette_jobs start"
+                prepare_when_reachable(functools.partial(self._prepare, store), error),
+                name="starlette_jobs start",
             )
         except BaseException:
             await store.close()
@@ -194,61 +198,13 @@ class Jobs(JobQueries, JobWaiting):
         _started.append(self._enqueuer)
         return self
 
-    async def _open_store(self, dsn: str) -> Store:
-        # min_size=0: opening the pool does not need the server; `_prepare` is its first use.
-        store: Store = (
-            memory_store(dsn)
-            if is_memory_dsn(dsn)
-            else await PostgresStore.open(
-                dsn,
-                min_size=0,
-                max_size=self.config.pool_max_size,
-                worker_statement_timeout=worker_statement_timeout(self.config.lease_duration),
-            )
-        )
-        store.record_events = self.config.events
-        return store
-
     async def _prepare(self, store: Store) -> None:
-        """Applies the migrations, then starts the worker.
-
-        Raises:
-            ConfigurationError: the database settings cannot work (see `_startup`).
-        """
-        # One connection of its own first: its errors are the ones that tell a mistake in the
-        # settings from an outage, whatever the steps below would connect with.
-        if isinstance(store, PostgresStore):
-            await check_connection(store.dsn, self._dsn_source)
-        if self.config.migrate:
-            applied = await store.migrate()
-            if applied:
-                logger.info("applied migrations: %s", ", ".join(applied))
-        else:
-            # A worker on a schema it does not know would fail every claim, forever.
-            await store.check_schema(complete=bool(self.config.queues))
+        """Brings the schema up to date (see `_startup.prepare_schema`), then starts the worker."""
+        await prepare_schema(store, self.config, self._dsn_source)
         if self.config.queues:
-            worker = Worker(store, self._worker_settings(), self._tracing)
+            worker = Worker(store, worker_settings(self.config, self._in_lifespan), self._tracing)
             await worker.start()
             self._worker = worker
-
-    async def _prepare_when_reachable(self, store: Store, first: BaseException) -> None:
-        backoff = Backoff()
-        report = OutageReport(first)
-        while True:
-            await backoff.wait()
-            try:
-                await self._prepare(store)
-            except DatabaseUnavailableError as error:
-                report.failed(error)
-                continue
-            except ConfigurationError as error:  # the server is back, but not with this database
-                report.failed(error)
-                continue
-            except Exception:
-                logger.exception("starting on the database failed; retrying")
-                continue
-            report.ended()
-            return
 
     async def __aexit__(
         self,
@@ -301,14 +257,6 @@ class Jobs(JobQueries, JobWaiting):
                 yield {"jobs": self}
         finally:
             self._in_lifespan = False
-
-    def _worker_settings(self) -> WorkerSettings:
-        c = self.config
-        protect = self._in_lifespan if c.protect_event_loop is None else c.protect_event_loop
-        return WorkerSettings(
-            c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace,
-            c.retention, c.loop_lag_target if protect else None,
-        )  # fmt: skip
 
     @property
     def _ready_store(self) -> Store:

@@ -1,9 +1,12 @@
-"""At start: a database setting that cannot work, told apart from a server that is down for now.
+"""At start: the DSN resolved and its store opened (`open_store`), the schema prepared
+(`prepare_schema`), and a database setting that cannot work told apart from a server that is
+down for now.
 
 A mistake in the settings (not a PostgreSQL URL, an unknown host, a missing database or role, a
 wrong password) is not fixed by waiting, so it stops the start with `ConfigurationError`. An
 outage (connection refused, a timeout, a server starting up or shutting down) may end any
-moment: the app starts anyway, and `OutageReport` keeps saying so while it lasts.
+moment: the app starts anyway, `prepare_when_reachable` tries again in the background, and
+`OutageReport` keeps saying so while it lasts.
 """
 
 from __future__ import annotations
@@ -12,13 +15,19 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from ._config import JobsConfig
 from ._dsn import masked_dsn
 from ._errors import ConfigurationError, DatabaseUnavailableError
-from .memory._store import is_memory_dsn
-from .postgres._checks import EXPECTED_DSN
+from .memory._store import is_memory_dsn, memory_store
+from .postgres._checks import EXPECTED_DSN, check_connection
 from .postgres._embedded import start_embedded_postgres
+from .postgres._store import PostgresStore
+from .store._connectivity import Backoff, worker_statement_timeout
+from .store._protocol import Store
+from .worker._settings import WorkerSettings
 
 logger = logging.getLogger("starlette_jobs")
 
@@ -103,3 +112,75 @@ def outage_reason(error: BaseException) -> str:
     if isinstance(error, DatabaseUnavailableError) and error.__cause__ is not None:
         error = error.__cause__
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+async def open_store(dsn: str, config: JobsConfig) -> Store:
+    """The store `dsn` names, opened without reaching the server: `prepare_schema` is its
+    first use."""
+    store: Store = (
+        memory_store(dsn)
+        if is_memory_dsn(dsn)
+        else await PostgresStore.open(
+            dsn,
+            min_size=0,
+            max_size=config.pool_max_size,
+            worker_statement_timeout=worker_statement_timeout(config.lease_duration),
+        )
+    )
+    store.record_events = config.events
+    return store
+
+
+async def prepare_schema(store: Store, config: JobsConfig, dsn_source: str) -> None:
+    """Applies the migrations (or, with `migrate=False`, checks the schema).
+
+    Raises:
+        ConfigurationError: the database settings cannot work (see `postgres/_checks.py`).
+        DatabaseUnavailableError: the database is unavailable for now.
+    """
+    # One connection of its own first: its errors are the ones that tell a mistake in the
+    # settings from an outage, whatever the steps below would connect with.
+    if isinstance(store, PostgresStore):
+        await check_connection(store.dsn, dsn_source)
+    if config.migrate:
+        applied = await store.migrate()
+        if applied:
+            logger.info("applied migrations: %s", ", ".join(applied))
+    else:
+        # A worker on a schema it does not know would fail every claim, forever.
+        await store.check_schema(complete=bool(config.queues))
+
+
+async def prepare_when_reachable(
+    prepare: Callable[[], Awaitable[None]], first: BaseException
+) -> None:
+    """Calls `prepare` until it succeeds, backing off, and says how the outage goes
+    (`OutageReport`): the start of an app whose database was unavailable."""
+    backoff = Backoff()
+    report = OutageReport(first)
+    while True:
+        await backoff.wait()
+        try:
+            await prepare()
+        except DatabaseUnavailableError as error:
+            report.failed(error)
+            continue
+        except ConfigurationError as error:  # the server is back, but not with this database
+            report.failed(error)
+            continue
+        except Exception:
+            logger.exception("starting on the database failed; retrying")
+            continue
+        report.ended()
+        return
+
+
+def worker_settings(config: JobsConfig, in_lifespan: bool) -> WorkerSettings:
+    """What the worker of `Jobs(config)` is told; the loop-lag guard is on by default only in
+    an app's lifespan, where a web tier shares the event loop."""
+    c = config
+    protect = in_lifespan if c.protect_event_loop is None else c.protect_event_loop
+    return WorkerSettings(
+        c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace,
+        c.retention, c.loop_lag_target if protect else None,
+    )  # fmt: skip
