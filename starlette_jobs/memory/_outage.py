@@ -12,12 +12,9 @@ import math
 import time
 from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .._errors import DatabaseUnavailableError
-
-if TYPE_CHECKING:
-    from ._tables import MemoryData
 
 # The `Store` methods that reach the database: every one fails during an outage. Not
 # `expire_connections`, `close` and `terminate`, which work without it on PostgreSQL too.
@@ -34,6 +31,16 @@ StoreClass = TypeVar("StoreClass", bound=type)
 clock = time.monotonic  # a test's to replace, not the event loop's clock
 
 
+class Outaged(Protocol):
+    """What an outage needs of the data it makes unavailable (`MemoryData`)."""
+
+    outage: SimulatedOutage | None
+
+    def drop_listeners(self) -> None:
+        """Drops every listener, as PostgreSQL drops its LISTEN connections."""
+        ...
+
+
 class SimulatedOutage:
     """An outage of an in-memory store, from `starlette_jobs.testing.simulate_outage`: it
     begins as it is made.
@@ -42,7 +49,7 @@ class SimulatedOutage:
     a context manager, it ends with the block at the latest.
     """
 
-    def __init__(self, data: MemoryData, calls: int | None, seconds: float | None) -> None:
+    def __init__(self, data: Outaged, calls: int | None, seconds: float | None) -> None:
         if calls is not None and seconds is not None:
             raise ValueError("an outage lasts for a number of calls or for a time, not both")
         if calls is not None and (type(calls) is not int or calls < 1):
@@ -58,8 +65,7 @@ class SimulatedOutage:
         # listener is dropped, as PostgreSQL's LISTEN connections are: their `alive` says so,
         # and they are opened again once the outage has ended.
         data.outage = self
-        data.listeners.clear()
-        data.outcome_listeners.clear()
+        data.drop_listeners()
 
     @property
     def active(self) -> bool:

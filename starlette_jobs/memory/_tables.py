@@ -31,6 +31,10 @@ class MemoryData:
         self.outcome_listeners: set[OutcomeListener] = set()
         self.outage: SimulatedOutage | None = None  # see `memory._outage`
 
+    def drop_listeners(self) -> None:
+        self.listeners.clear()
+        self.outcome_listeners.clear()
+
 
 class MemoryTables:
     """The rows of one `MemoryStore` and what several of its methods do to them: insert, find a
