@@ -1,4 +1,4 @@
-"""The rows and subscriptions of the in-memory store (`_memory.py`): one job as the PostgreSQL
+"""The rows and subscriptions of the in-memory store (`_store.py`): one job as the PostgreSQL
 table holds it, its events, and the listeners its notifications go to."""
 
 from __future__ import annotations

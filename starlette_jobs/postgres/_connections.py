@@ -3,7 +3,7 @@
 - Connections (`connect`, for the lanes of `_lanes.py`), one for LISTEN, and the shared pool
   for everything else. Each is opened on first use and again after it was lost or expired, and
   gives a statement up on the server before the client stops waiting for it (see
-  `_connectivity.session_settings`).
+  `store/_connectivity.session_settings`).
 - The driver's errors sorted into what the library needs to know (the connection is lost, got
   no answer, or the statement never left), and the one rule that decides which of them mean
   "the database is unavailable": `unavailable`, which the PostgreSQL store applies at its

@@ -1,8 +1,8 @@
 """The `Store` protocol: what the rest of the library asks of wherever jobs are kept.
 
 It speaks of jobs, claims, leases and outcomes, never of SQL, so that a second implementation
-stays small. Two implement it: `PostgresStore` (`_postgres.py`), and `MemoryStore`
-(`_memory.py`) for tests that want no database. The contract suite
+stays small. Two implement it: `PostgresStore` (`postgres/_store.py`), and `MemoryStore`
+(`memory/_store.py`) for tests that want no database. The contract suite
 (`tests/contract/test_store_contract.py`) runs the same tests against both.
 
 Every change after a claim is fenced by the lease token the claim handed out: a caller that no
