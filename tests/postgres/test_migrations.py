@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, SchemaVersionError
-from starlette_jobs.postgres._migrations import migrations
+from starlette_jobs.postgres._migrations import apply_migrations, migrations, queries
 from starlette_jobs.postgres._store import PostgresStore
 
 # What defines the schema, read from the catalog: columns, constraints, indexes, and storage
@@ -100,3 +100,39 @@ async def test_a_worker_without_migrations_refuses_an_unmigrated_database(
     # as one of them.
     async with Jobs(database_dsn, migrate=False, queues={}) as jobs:
         assert await jobs.migrate()
+
+
+async def test_a_database_with_jobs_upgrades_to_the_newest_migration_keeping_them(
+    connection: asyncpg.Connection[Any],
+) -> None:
+    # A database an older release migrated up to 0004, holding a job and its history.
+    await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    q = queries()
+    await connection.execute(q["create_migrations_table"])
+    for version, name, sql in migrations():
+        if version <= 4:
+            await connection.execute(sql)
+            await connection.execute(q["record_migration"], version, name)
+    job_id = await connection.fetchval(
+        "INSERT INTO starlette_jobs (name, queue, payload, max_attempts)"
+        " VALUES ('send', 'default', '{\"to\": 1}', 3) RETURNING id"
+    )
+    await connection.execute(
+        "INSERT INTO starlette_jobs_events (job_id, kind, status, attempt)"
+        " VALUES ($1, 'claimed', 'running', 1)",
+        job_id,
+    )
+
+    applied = await apply_migrations(connection)
+
+    assert applied == [name for version, name, _ in migrations() if version > 4]
+    jobs = await connection.fetch("SELECT name, status, payload FROM starlette_jobs")
+    assert [tuple(job) for job in jobs] == [("send", "pending", '{"to": 1}')]
+    assert await connection.fetchval("SELECT count(*) FROM starlette_jobs_events") == 1
+    schema_sql = resources.files("starlette_jobs.postgres").joinpath("sql", "schema.sql")
+    upgraded = await catalog(connection)
+    async with connection.transaction():
+        await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+        await connection.execute(schema_sql.read_text())
+        from_schema_sql = await catalog(connection)
+    assert upgraded == from_schema_sql
