@@ -1,4 +1,4 @@
--- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by _postgres.py.
+-- Every statement starlette-jobs runs, one per `-- name:` block, loaded once by postgres/_migrations.py.
 -- Parameters are always bound ($1, $2, ...), never formatted into the text.
 -- The enqueue statements may run in the caller's transaction (`connection=`), where `now()` is
 -- when that transaction began, perhaps long ago: they read the clock with
@@ -162,7 +162,7 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- Takes up to $2 due pending jobs of one queue for this worker, skipping rows another worker
 -- is claiming at the same moment, and leases them. The ids go to the UPDATE as one array, so
 -- that the plan is the same whatever $2 is: the claim connection reuses one generic plan
--- instead of planning every claim (see _postgres.py). A new attempt starts with no progress.
+-- instead of planning every claim (see postgres/_connected.py). A new attempt starts with no progress.
 -- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
 -- $5 whether to record events
 WITH picked AS (
