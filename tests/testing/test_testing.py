@@ -22,7 +22,6 @@ from starlette_jobs import (
     Retry,
     current_job,
     job,
-    testing,
 )
 from starlette_jobs.testing import (
     assert_enqueued,
@@ -32,6 +31,7 @@ from starlette_jobs.testing import (
     run_enqueued_now,
     simulate_outage,
 )
+from starlette_jobs.testing._fixtures import configured_server
 from starlette_jobs.web import job_status_router
 from tests.conftest import eventually
 
@@ -288,4 +288,4 @@ def test_the_sessions_server_is_database_urls_unless_that_names_no_server(
         monkeypatch.delenv("DATABASE_URL", raising=False)
     else:
         monkeypatch.setenv("DATABASE_URL", configured)
-    assert testing._configured_server() == server
+    assert configured_server() == server
