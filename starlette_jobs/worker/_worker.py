@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 from dataclasses import dataclass, field
@@ -236,7 +235,7 @@ class Worker:
             if state.may_have_more:
                 state.wake.set()
         if progress is not None:
-            outcome = dataclasses.replace(outcome, progress=progress)
+            outcome.progress = progress
         delay = outcome.retry_delay
         if delay is None:
             self._outcomes.add(outcome)
