@@ -16,7 +16,7 @@ from .._records import Claim, JobStatus, Outcome
 from .._retry import delay_after_failure
 from .._storable import MAX_ERROR_LENGTH, MAX_RESULT_BYTES, storable, storable_json
 from .._tracing import ProcessScope, Tracing
-from ._context import AttemptControl, RunningJob, running
+from ._context import AttemptControl, running
 from ._loop_time import timed
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -55,11 +55,9 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         claim.queue, claim.name, claim.id, claim.attempts, claim.trace_context
     ) as scope:
         deadline = None if job.timeout is None else asyncio.timeout(job.timeout)
-        me = RunningJob(
-            claim.id, claim.name, claim.queue, claim.attempts, claim.max_attempts, _control=control
-        )
+        control.claim = claim  # what `current_job()` describes, made only if the job asks
         try:
-            with running(me):
+            with running(control):
                 if deadline is None:
                     result = await _run(job, kwargs, control)
                 else:

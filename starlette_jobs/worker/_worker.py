@@ -70,6 +70,7 @@ class Worker:
         )  # fmt: skip
         self._outcomes = OutcomeWriter(store)
         self._progress = ProgressWriter(store)
+        self._report_progress = self._progress.report  # one bound method for every attempt
         self._leases = LeaseKeeper(
             store, settings.lease_duration, self._held, self._lost, self._cancel_requested
         )
@@ -177,8 +178,9 @@ class Worker:
                     await release_held(self._store, [(c.id, c.lease_token) for c in claims])
                     return
                 for claim in claims:
-                    report = functools.partial(self._progress.report, claim.id, claim.lease_token)
-                    control = AttemptControl(report, self._loop_time)
+                    control = AttemptControl(
+                        None, self._loop_time, claim=claim, progress=self._report_progress
+                    )
                     if self._early_cancels.pop(claim.lease_token):
                         control.request_cancel()  # the attempt ends cancelled as it starts
                     self._controls[claim.lease_token] = control
