@@ -98,7 +98,9 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
 def _run(job: Job[..., Any], kwargs: dict[str, Any], control: AttemptControl) -> Awaitable[Any]:
     """The job's run, timed if the worker counts how long its jobs hold the loop."""
     if control.loop_time is None:
-        return job._run(kwargs)
+        # An async job's own coroutine, not `Job._run`'s around it: one coroutine less per
+        # attempt. Called here, inside the attempt's `try`, as it would be inside `Job._run`.
+        return job.func(**kwargs) if job.is_async else job._run(kwargs)
     if job.is_async:
         return timed(job._run(kwargs), control.loop_time)
     return job._run(kwargs, control.loop_time.counting_thread)

@@ -177,6 +177,8 @@ class Worker:
                     # Stop arrived during the claim: hand the jobs straight back.
                     await release_held(self._store, [(c.id, c.lease_token) for c in claims])
                     return
+                # The loop's own create_task: asyncio.create_task adds a call and a name.
+                create_task = asyncio.get_running_loop().create_task
                 for claim in claims:
                     control = AttemptControl(
                         None, self._loop_time, claim=claim, progress=self._report_progress
@@ -184,7 +186,7 @@ class Worker:
                     if self._early_cancels.pop(claim.lease_token):
                         control.request_cancel()  # the attempt ends cancelled as it starts
                     self._controls[claim.lease_token] = control
-                    self._running.start(claim, asyncio.create_task(self._execute(state, claim)))
+                    self._running.start(claim, create_task(self._execute(state, claim)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:
                     room = self._guard.room(state.name)
