@@ -16,7 +16,7 @@ from .._records import Claim, JobStatus, Outcome
 from .._retry import delay_after_failure
 from .._storable import MAX_ERROR_LENGTH, MAX_RESULT_BYTES, storable, storable_json
 from .._tracing import ProcessScope, Tracing
-from ._context import AttemptControl, running
+from ._context import CURRENT_JOB, AttemptControl
 from ._loop_time import timed
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -57,12 +57,15 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         deadline = None if job.timeout is None else asyncio.timeout(job.timeout)
         control.claim = claim  # what `current_job()` describes, made only if the job asks
         try:
-            with running(control):
+            current = CURRENT_JOB.set(control)  # as `running(control)` would, for less
+            try:
                 if deadline is None:
                     result = await _run(job, kwargs, control)
                 else:
                     async with deadline:
                         result = await _run(job, kwargs, control)
+            finally:
+                CURRENT_JOB.reset(current)
         except TimeoutError as error:
             if control.cancel_requested:
                 return _cancelled(claim, error)

@@ -160,8 +160,9 @@ class RunningJob:
 
 
 # An attempt of the worker's sets its `AttemptControl`, whose `RunningJob` is made only if the
-# job asks for it; `running(job)` with a `RunningJob` (in tests) sets that job itself.
-_current: ContextVar[RunningJob | AttemptControl | None] = ContextVar(
+# job asks for it; `running(job)` with a `RunningJob` (in tests) sets that job itself. The
+# worker sets and resets it directly, without `running`: two calls less per attempt.
+CURRENT_JOB: ContextVar[RunningJob | AttemptControl | None] = ContextVar(
     "starlette_jobs_current_job", default=None
 )
 
@@ -175,7 +176,7 @@ def current_job() -> RunningJob | None:
         ...     if current_job().attempt < 3:
         ...         raise ConnectionError("CRM unavailable")
     """
-    current = _current.get()
+    current = CURRENT_JOB.get()
     if isinstance(current, AttemptControl):
         return current.running_job()
     return current
@@ -193,7 +194,7 @@ class running:  # lower case: used like the context-manager function it was
         self._job = job
 
     def __enter__(self) -> None:
-        self._token = _current.set(self._job)
+        self._token = CURRENT_JOB.set(self._job)
 
     def __exit__(self, *exc_info: object) -> None:
-        _current.reset(self._token)
+        CURRENT_JOB.reset(self._token)
