@@ -44,7 +44,7 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         return _cancelled(claim, None)
     try:
         job = registered_job(claim.name)
-        kwargs = job._parse_arguments(claim.payload)
+        kwargs = job._arguments.parse(claim.payload)  # Job._parse_arguments, one call less
     except (UnknownJobError, JobArgumentsError) as error:
         # Retrying cannot help: the job's code or its stored arguments are wrong.
         text = _bounded(f"{type(error).__name__}: {error}")  # a message per invalid item

@@ -194,7 +194,7 @@ class Worker:
                     if self._early_cancels.pop(claim.lease_token):
                         control.request_cancel()  # the attempt ends cancelled as it starts
                     self._controls[claim.lease_token] = control
-                    self._running.start(claim, create_task(self._execute(state, claim)))
+                    self._running.start(claim, create_task(self._execute(state, claim, control)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:
                     room = self._guard.room(state.name)
@@ -257,10 +257,10 @@ class Worker:
                 state.name, len(released), released,
             )  # fmt: skip
 
-    async def _execute(self, state: _QueueState, claim: Claim) -> None:
+    async def _execute(self, state: _QueueState, claim: Claim, control: AttemptControl) -> None:
         token = claim.lease_token
         try:
-            outcome = await run_attempt(claim, self._tracing, self._controls[token])
+            outcome = await run_attempt(claim, self._tracing, control)
         finally:
             del self._controls[token]
             self._running.end(claim)
