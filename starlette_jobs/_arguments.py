@@ -78,6 +78,7 @@ class ArgumentsSchema:
         self._to_python = serializer.to_python
         self._validate_many: Callable[[Any], list[dict[str, Any]]] | None = None
         self._parameter_of_field = {field: name for name, field in self.field_of_parameter.items()}
+        self._parse_json = _keyed_by_parameter(adapter.core_schema, self._parameter_of_field)
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -154,12 +155,38 @@ class ArgumentsSchema:
     def parse(self, payload: str) -> dict[str, Any]:
         """The stored JSON validated back into the function's types, keyed by parameter; the
         parameters not stored are left out, for the function's defaults to apply."""
+        parse_json = self._parse_json
         try:
+            if parse_json is not None:
+                return parse_json(payload)
             validated = self._validate_json(payload)
         except pydantic.ValidationError as error:
             raise JobArgumentsError(self.job_name, _plain_errors(error)) from None
         parameter_of_field = self._parameter_of_field
         return {parameter_of_field[field]: value for field, value in validated.items()}
+
+
+def _keyed_by_parameter(
+    schema: Any, parameter_of_field: Mapping[str, str]
+) -> Callable[[str], dict[str, Any]] | None:
+    """A validator of the stored JSON that is the schema's own, field for field (each reads
+    the same alias, with the same checks), but whose fields are named after the parameters:
+    the dicts it makes are the keyword arguments as they are, where renaming the keys of each
+    cost more than validating them (0.27 us of 0.51 per job, for one argument). None if the
+    schema is not the shape this expects: `parse` renames the keys then."""
+    outer = schema
+    if outer.get("type") == "definitions":
+        schema = outer["schema"]
+    if schema.get("type") != "typed-dict" or set(schema["fields"]) != set(parameter_of_field):
+        return None
+    fields = {parameter_of_field[name]: field for name, field in schema["fields"].items()}
+    renamed = {**schema, "fields": fields}
+    if outer is not schema:
+        renamed = {**outer, "schema": renamed}
+    try:
+        return pydantic_core.SchemaValidator(renamed).validate_json
+    except pydantic_core.SchemaError:
+        return None
 
 
 # The arguments object, then up to MAX_DEPTH levels inside each argument.

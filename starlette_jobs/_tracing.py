@@ -88,8 +88,9 @@ class Tracing:
         """Restores the enqueuer's context and runs the block in a CONSUMER span."""
         if not stored_context and correlation_id() is None and not self._sdk_installed():
             # Nothing to restore and nothing records: the current context is already the one
-            # the job would see.
-            return nullcontext(ProcessScope(trace.get_current_span()))
+            # the job would see. One shared scope, which looks up the current span only if the
+            # attempt fails: a scope and a nullcontext per job cost 0.4 us for nothing.
+            return _UNTRACED
         return self._process_span(queue, job_name, job_id, attempt, stored_context)
 
     @contextmanager
@@ -159,11 +160,42 @@ class ProcessScope:
 
     def failed(self, error: BaseException) -> None:
         """Marks the span as failed with the exception's type."""
-        if not self._span.is_recording():
-            return
-        self._span.record_exception(error)
-        self._span.set_attribute("error.type", type(error).__qualname__)
-        self._span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+        _failed(self._span, error)
+
+
+def _failed(span: trace.Span, error: BaseException) -> None:
+    if not span.is_recording():
+        return
+    span.record_exception(error)
+    span.set_attribute("error.type", type(error).__qualname__)
+    span.set_status(Status(StatusCode.ERROR, f"{type(error).__qualname__}: {error}"))
+
+
+class _CurrentSpanScope(ProcessScope):
+    """The scope of an attempt that opens no span: its span is the current one, looked up when
+    the attempt fails (within the block, so in the context the block began with)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def failed(self, error: BaseException) -> None:
+        _failed(trace.get_current_span(), error)
+
+
+class _Untraced(AbstractContextManager[ProcessScope]):
+    """`nullcontext(_CurrentSpanScope())`, one for every untraced attempt."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> ProcessScope:
+        return _CURRENT_SPAN_SCOPE
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_CURRENT_SPAN_SCOPE = _CurrentSpanScope()
+_UNTRACED = _Untraced()
 
 
 # Read once: OpenTelemetry loads a provider named by this variable on first use.

@@ -6,6 +6,7 @@ test_lost_claims.py and processes/."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -132,6 +133,25 @@ async def test_a_claim_asks_for_no_more_than_the_free_slots_and_the_batch_size(
         await worker.drain(10, include_scheduled=True)
     assert await statuses(store) == [JobStatus.SUCCEEDED] * 10
     assert gate.started == 10
+
+
+async def test_an_idle_worker_finds_jobs_no_notification_announced_at_each_poll(
+    gate: Gate,
+) -> None:
+    # Written by other means, without a NOTIFY: only the poll finds them. Notified jobs in
+    # between start waits at other times than the poll's timer was armed for.
+    store = RecordingStore()
+    gate.open.set()
+    unannounced = dataclasses.replace(
+        new_jobs(name=wait_at_gate.name, queue=QUEUE, payload='{"n": 1}'), notify=False
+    )
+    async with running(store, poll_interval=0.05):
+        for round in range(3):
+            await store.insert_jobs(unannounced)
+            await eventually(at_least(2 * round + 1, gate), f"poll {round + 1} to find its job")
+            await enqueue(store, 1)
+            await eventually(at_least(2 * round + 2, gate), f"notified job {round + 1} to run")
+    assert await statuses(store) == [JobStatus.SUCCEEDED] * 6
 
 
 @job(queue=QUEUE)
