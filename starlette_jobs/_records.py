@@ -218,7 +218,8 @@ class NewJobs:
 
 
 class Claim(NamedTuple):
-    """A job a worker has just leased, under `lease_token`. Built by keyword.
+    """A job a worker has just leased, under `lease_token`. Its fields are in the order the
+    PostgreSQL store's claim returns them.
 
     Read-only like a frozen dataclass (assigning a field raises `FrozenInstanceError`), but a
     named tuple: one is built per job, in a single call, where a frozen dataclass sets each

@@ -19,9 +19,10 @@ TESTED_ELSEWHERE = {
     # The status routes' endpoints and types, tested through the routes that serve them.
     "web._endpoints": "web/test_status_routes.py",
     "web._types": "web/test_status_routes.py",
-    # Parts of the worker that its own tests drive: a drain, and stopping an attempt.
+    # Parts of the worker that its own tests drive: a drain, stopping an attempt, a queue's poll.
     "worker._drain": "worker/test_worker.py",
     "worker._cancels": "worker/test_worker.py",
+    "worker._queues": "worker/test_worker.py",
     # The PostgreSQL store's connections and statements, tested through the store built on them.
     "postgres._connected": "postgres/test_store.py",
     # The memory store's tables, tested through the store built on them (and the contract suite).

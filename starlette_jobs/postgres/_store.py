@@ -105,9 +105,9 @@ class PostgresStore(ConnectedStore):
         rows = await self._claimer.fetch(
             self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events
         )
-        # By position (the order of the statement's RETURNING): `Claim(**row)` would first
-        # build a dict of each record, which cost 0.7 us of the worker's time per job.
-        return [_claim(*row) for row in rows]
+        # By position: the statement's RETURNING lists `Claim`'s fields in order. `Claim(**row)`
+        # would first build a dict of each record, which cost 0.7 us of the worker's time a job.
+        return [Claim(*row) for row in rows]
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
@@ -255,17 +255,6 @@ class PostgresStore(ConnectedStore):
     async def job_status(self, job_id: int) -> JobStatus | None:
         status = await self._read("fetchval", self._q["job_status"], job_id)
         return None if status is None else JobStatus(status)
-
-
-def _claim(
-    id: int, name: str, queue: str, payload: str, attempts: int, max_attempts: int,
-    lease_token: UUID, trace_context: str | None,
-) -> Claim:  # fmt: skip
-    """A `Claim` from a row of `claim_batch`, its columns in order."""
-    return Claim(
-        id=id, name=name, queue=queue, payload=payload, attempts=attempts,
-        max_attempts=max_attempts, lease_token=lease_token, trace_context=trace_context,
-    )  # fmt: skip
 
 
 _RESERVED_FIELDS = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from dataclasses import dataclass, field
 from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
@@ -27,6 +26,7 @@ from ._loop_lag import LoopLagGuard
 from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
+from ._queues import QueueState
 from ._running import RunningAttempts
 from ._settings import (
     WorkerSettings,
@@ -38,28 +38,6 @@ from ._upkeep import Upkeep, Wakeups
 logger = logging.getLogger("starlette_jobs.worker")
 
 
-@dataclass(eq=False)
-class _QueueState:
-    name: str
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    # A claim failed: it may have committed on the server all the same (its answer was lost,
-    # or it reached the server late). Until this time (the event loop's clock), every claim of
-    # the queue is preceded by giving such jobs back.
-    reconcile_until: float | None = None
-    # False once a claim came back short: until a NOTIFY or a poll, a freed slot need not
-    # trigger another claim.
-    may_have_more: bool = True
-    # The poll: while the claim loop waits (`waiting`), it claims anyway once `poll_at` (the
-    # event loop's clock) has come, and `polled` tells it so. One timer serves many waits: it
-    # is armed when a wait finds none, and when it fires early (it was armed for an earlier
-    # wait) it is armed again for the wait in progress. An `asyncio.timeout` per wait cost
-    # 4 us per claim (a timer handle made, then cancelled and left in the loop's heap).
-    waiting: bool = False
-    polled: bool = False
-    poll_at: float = 0.0
-    poll_timer: asyncio.TimerHandle | None = None
-
-
 class Worker:
     """Claims and runs jobs of the configured queues until `stop` is called."""
 
@@ -68,7 +46,7 @@ class Worker:
         self._store = store
         self._settings = settings
         self._tracing = tracing
-        self._queues = {name: _QueueState(name) for name in settings.queues}
+        self._queues = {name: QueueState(name) for name in settings.queues}
         self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
         # How long the jobs hold the loop, counted only for the guard that needs it.
         self._loop_time = None if settings.loop_lag_target is None else JobLoopTime()
@@ -144,7 +122,7 @@ class Worker:
 
     # -- claiming -----------------------------------------------------------------------------
 
-    async def _claim_loop(self, state: _QueueState) -> None:
+    async def _claim_loop(self, state: QueueState) -> None:
         backoff = Backoff()
         settings = self._settings
         while not self._stopping:
@@ -206,41 +184,16 @@ class Worker:
                     if room > 0:
                         continue
             if not state.wake.is_set():
-                await self._wait(state)
+                await state.wait(self._settings.poll_interval)
                 if state.polled:
                     state.may_have_more = True  # the poll: delayed jobs may have come due
-
-    async def _wait(self, state: _QueueState) -> None:
-        """Until the queue is woken, or `poll_interval` has passed (`state.polled`)."""
-        loop = asyncio.get_running_loop()
-        state.polled = False
-        state.poll_at = loop.time() + self._settings.poll_interval
-        if state.poll_timer is None:
-            state.poll_timer = loop.call_at(state.poll_at, self._poll, state)
-        state.waiting = True
-        try:
-            await state.wake.wait()
-        finally:
-            state.waiting = False
-
-    def _poll(self, state: _QueueState) -> None:
-        timer, state.poll_timer = state.poll_timer, None
-        if not state.waiting or self._stopping:
-            return  # the next wait arms it again
-        if timer is not None and timer.when() < state.poll_at:
-            # Armed for an earlier wait: this one began later.
-            loop = asyncio.get_running_loop()
-            state.poll_timer = loop.call_at(state.poll_at, self._poll, state)
-            return
-        state.polled = True
-        state.wake.set()
 
     def _may_claim(self, queue: str) -> None:
         """The loop caught up and `queue` may run more jobs: claim if it may have some."""
         if self._queues[queue].may_have_more:
             self._queues[queue].wake.set()
 
-    async def _release_lost_claims(self, state: _QueueState) -> None:
+    async def _release_lost_claims(self, state: QueueState) -> None:
         """A claim of this queue failed on the client's side, yet may have committed: its jobs
         would sit `running` under a lease nobody renews, and lose an attempt at rescue without
         having run. Give back every job of the queue held under a token this worker does not
@@ -257,7 +210,7 @@ class Worker:
                 state.name, len(released), released,
             )  # fmt: skip
 
-    async def _execute(self, state: _QueueState, claim: Claim, control: AttemptControl) -> None:
+    async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
         token = claim.lease_token
         try:
             outcome = await run_attempt(claim, self._tracing, control)
@@ -391,8 +344,7 @@ class Worker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for state in self._queues.values():
-            if state.poll_timer is not None:
-                state.poll_timer.cancel()
+            state.stop_polling()
         await self._leases.stop()
         await self._upkeep.stop()
         await self._progress.stop()

@@ -185,6 +185,7 @@ WITH picked AS (
            started_at = now(),
            progress = NULL
      WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
+    -- In the order of `Claim`'s fields: the store builds each by position.
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
               job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
 ), logged AS (
