@@ -85,8 +85,13 @@ def unavailable(
     The one place that decides it: the stores raise `DatabaseUnavailableError` (the too slow
     kind: `DatabaseTooSlowError`), and the rest of the library catches only that.
     """
-    if isinstance(error, DatabaseUnavailableError) or not (
-        isinstance(error, DATABASE_ERRORS) or (connecting and isinstance(error, REFUSED_CONNECTION))
+    if (
+        isinstance(error, DatabaseUnavailableError)
+        or _misused_connection(error)
+        or not (
+            isinstance(error, DATABASE_ERRORS)
+            or (connecting and isinstance(error, REFUSED_CONNECTION))
+        )
     ):
         return None
     detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
@@ -106,6 +111,16 @@ def unavailable(
         )
     translated.__cause__ = error
     return translated
+
+
+def _misused_connection(error: BaseException) -> bool:
+    """Whether the driver refused a statement because another one runs on the same connection:
+    never the database's doing. The store's own connections run one statement at a time; a
+    caller's (`connection=`) used by two at once is a mistake in the calling code, which waiting
+    and trying again would not fix. asyncpg says so by an `InterfaceError` and this message."""
+    return isinstance(error, asyncpg.InterfaceError) and "another operation is in progress" in str(
+        error
+    )
 
 
 def raise_as_store_error(error: BaseException, *, connecting: bool = False) -> NoReturn:

@@ -90,6 +90,9 @@ def test_a_database_that_takes_no_connections_is_unavailable_to_a_new_one_only()
         ValueError("mine"),
         asyncpg.UniqueViolationError("duplicate key"),
         DatabaseUnavailableError("said already"),
+        # A connection of the caller's (`connection=`) used by two statements at once: a
+        # mistake in the calling code, which waiting and trying again cannot fix.
+        asyncpg.InterfaceError("cannot perform operation: another operation is in progress"),
     ],
 )
 def test_other_errors_pass_through_as_they_are(error: BaseException) -> None:

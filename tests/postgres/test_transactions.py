@@ -4,6 +4,7 @@ asyncpg, commits or rolls back with it; anything else is refused before a row is
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -137,6 +138,27 @@ async def test_an_asyncpg_connection_commits_or_rolls_back_the_job(
     finally:
         await own.close()
     assert await rows(connection) == [("job", '{"email": "kept"}')]
+
+
+async def test_a_connection_used_by_two_enqueues_at_once_is_the_callers_mistake_not_an_outage(
+    start_jobs: StartJobs, database_dsn: str
+) -> None:
+    """The driver refuses a second statement on a connection while one runs: a producer that
+    enqueues twice at once on its own connection hears so, not that the database is unavailable
+    (which it would take as "try again later", forever: a route would answer 503)."""
+    own = await asyncpg.connect(database_dsn)
+    try:
+        async with start_jobs(queues={}), own.transaction():
+            joined = welcome.configure(connection=own)
+            outcomes = await asyncio.gather(
+                joined.enqueue(email="a"), joined.enqueue(email="b"), return_exceptions=True
+            )
+    finally:
+        await own.close()
+    refused = [error for error in outcomes if isinstance(error, BaseException)]
+    assert refused, outcomes
+    assert all(type(error) is asyncpg.InterfaceError for error in refused), refused
+    assert "another operation is in progress" in str(refused[0])
 
 
 class _OtherDriverConnection:
