@@ -173,7 +173,8 @@ def simulate_outage(
 
     It lasts for the next `calls` calls of the store (the worker's count too: without a worker,
     `calls=1` fails exactly the next call of your code), for `seconds`, or, with neither, until
-    `end()`. Used as a context manager, it ends with the block at the latest.
+    `end()`. Used as a context manager, it ends with the block at the latest. A store has one
+    outage at a time: a new one replaces the one in progress, which does not resume after it.
 
     Raises:
         TypeError: `target` is not on the in-memory store: on PostgreSQL, make a real outage.
