@@ -55,9 +55,18 @@ def check_schema_version(applied: set[int], *, missing_is_error: bool = False) -
         )
 
 
-async def apply_migrations(connection: Connection) -> list[str]:
+# The longest a migration waits for a lock on a table (a DDL statement needs the table to itself).
+# Waiting longer would hold every claim and enqueue behind it: better to fail, and let the start
+# report the database as unavailable and try again.
+MIGRATION_LOCK_WAIT = 10.0
+
+
+async def apply_migrations(
+    connection: Connection, lock_wait: float = MIGRATION_LOCK_WAIT
+) -> list[str]:
     """Applies the migrations the database lacks, in one transaction on `connection`; returns
-    their names."""
+    their names. Raises the driver's `LockNotAvailableError`, applying none, when a table stays
+    locked elsewhere (a long transaction of the app's, say) for `lock_wait` seconds."""
     q = queries()
     applied_now = []
     async with connection.transaction():
@@ -65,6 +74,8 @@ async def apply_migrations(connection: Connection) -> list[str]:
         await connection.execute(q["create_migrations_table"])
         done = {row[0] for row in await connection.fetch(q["applied_migrations"])}
         check_schema_version(done)
+        # After the advisory lock: waiting for another process's migrations is no harm.
+        await connection.execute(f"SET LOCAL lock_timeout = '{int(lock_wait * 1000)}ms'")
         for version, name, sql in migrations():
             if version not in done:
                 await connection.execute(sql)

@@ -102,17 +102,22 @@ async def test_a_worker_without_migrations_refuses_an_unmigrated_database(
         assert await jobs.migrate()
 
 
-async def test_a_database_with_jobs_upgrades_to_the_newest_migration_keeping_them(
-    connection: asyncpg.Connection[Any],
-) -> None:
-    # A database an older release migrated up to 0004, holding a job and its history.
+async def migrated_up_to(connection: asyncpg.Connection[Any], last: int) -> None:
+    """The database as an older release left it: migrated up to `last`."""
     await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     q = queries()
     await connection.execute(q["create_migrations_table"])
     for version, name, sql in migrations():
-        if version <= 4:
+        if version <= last:
             await connection.execute(sql)
             await connection.execute(q["record_migration"], version, name)
+
+
+async def test_a_database_with_jobs_upgrades_to_the_newest_migration_keeping_them(
+    connection: asyncpg.Connection[Any],
+) -> None:
+    # A database an older release migrated up to 0004, holding a job and its history.
+    await migrated_up_to(connection, 4)
     job_id = await connection.fetchval(
         "INSERT INTO starlette_jobs (name, queue, payload, max_attempts)"
         " VALUES ('send', 'default', '{\"to\": 1}', 3) RETURNING id"
@@ -136,3 +141,22 @@ async def test_a_database_with_jobs_upgrades_to_the_newest_migration_keeping_the
         await connection.execute(schema_sql.read_text())
         from_schema_sql = await catalog(connection)
     assert upgraded == from_schema_sql
+
+
+async def test_a_migration_that_waits_on_a_table_locked_elsewhere_gives_up_applying_none(
+    connection: asyncpg.Connection[Any], database_dsn: str
+) -> None:
+    # 0005 alters the jobs table, which needs it to itself: a transaction of the app's that
+    # reads it holds the migration, and every claim and enqueue would queue behind the wait.
+    await migrated_up_to(connection, 4)
+    reader = await asyncpg.connect(database_dsn)
+    try:
+        async with reader.transaction():
+            await reader.fetch("SELECT count(*) FROM starlette_jobs")
+            with pytest.raises(asyncpg.LockNotAvailableError):
+                await apply_migrations(connection, lock_wait=0.2)
+        applied = await connection.fetch(queries()["applied_migrations"])
+        assert max(row[0] for row in applied) == 4  # none of the newer ones, all or none
+        assert await apply_migrations(connection, lock_wait=0.2)  # once it is free, they apply
+    finally:
+        await reader.close()

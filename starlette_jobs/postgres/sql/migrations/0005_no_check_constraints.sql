@@ -6,7 +6,8 @@
 -- Only starlette-jobs' own statements (queries.sql) write the table, and what the constraints
 -- held (a known status, attempts >= 0, max_attempts >= 1, a lease exactly while running) is what
 -- those statements write; the contract suite holds both stores to it.
--- Dropping a constraint only changes the catalog: instant whatever the table holds.
+-- Dropping a constraint only changes the catalog: instant whatever the table holds, once the
+-- table is free (a migration waits at most MIGRATION_LOCK_WAIT for it: postgres/_migrations.py).
 ALTER TABLE starlette_jobs
     DROP CONSTRAINT IF EXISTS starlette_jobs_status_check,
     DROP CONSTRAINT IF EXISTS starlette_jobs_attempts_check,
