@@ -1,15 +1,21 @@
-"""Stopping an attempt safely: a task is cancelled only once it has started (before that, the
-stop is a mark the attempt reads as it starts), and a cancel request that overtakes the claim's
-answer is remembered until the claim is seen."""
+"""Stopping the attempts a worker runs (`AttemptStops`): for the worker's own reasons (shutdown,
+a lost lease), or because `jobs.cancel` asked. A task is cancelled only once it has started
+(before that, the stop is a mark the attempt reads as it starts), and a cancel request that
+overtakes the claim's answer is remembered until the claim is seen."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from uuid import UUID
 
 from .._errors import UnknownJobError
 from .._job import registered_job
+from ._attempt import CANCEL_REQUESTED
 from ._context import AttemptControl
+from ._running import RunningAttempts
+
+logger = logging.getLogger("starlette_jobs.worker")
 
 
 def cancel_started(
@@ -56,3 +62,67 @@ def is_async_job(name: str) -> bool:
         return registered_job(name).is_async
     except UnknownJobError:
         return True  # never started: nothing runs in a thread
+
+
+class AttemptStops:
+    """What the worker shares with each running attempt, by lease token (`AttemptControl`:
+    whether a cancel was requested, whether the worker cancelled it for itself, its progress),
+    and the ways an attempt is stopped."""
+
+    def __init__(self, running: RunningAttempts[asyncio.Task[None]], horizon: float) -> None:
+        self._running = running
+        self._controls: dict[UUID, AttemptControl] = {}
+        self._early = EarlyCancels(horizon)
+
+    def register(self, token: UUID, control: AttemptControl) -> None:
+        """An attempt starts under `token`; a cancel request that came first applies now."""
+        if self._early.pop(token):
+            control.request_cancel()  # the attempt ends cancelled as it starts
+        self._controls[token] = control
+
+    def forget(self, token: UUID) -> None:
+        del self._controls[token]
+
+    def lost(self, job_id: int, token: UUID) -> None:
+        """The job is no longer held under this attempt's token: another worker may be running
+        it now, so stop this copy's side effects early."""
+        attempt = self._running.handle(token)
+        logger.warning(
+            "job %s: this worker no longer holds its lease (it expired and the job was "
+            "rescued, or it was released)%s",
+            job_id, "; cancelling this worker's attempt" if attempt else "",
+        )  # fmt: skip
+        if attempt is not None:
+            self.cancel(token, attempt)
+
+    def cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
+        """Cancels an attempt for the worker's own reasons (shutdown, a lost lease)."""
+        control = self._controls.get(token)
+        if control is not None:
+            control.stopped_by_worker = True
+        cancel_started(task, control)
+
+    def requested(self, token: UUID) -> None:
+        """`jobs.cancel` asked a running job to stop (told by NOTIFY, or by the heartbeat if
+        that was lost). If this worker runs the attempt that holds `token`, it stops it now: an
+        async job is cancelled; a sync job's thread cannot be, it sees the flag
+        (`current_job().cancel_requested`). Any other token is another worker's."""
+        control = self._controls.get(token)
+        attempt = self._running.get(token)
+        if control is None or attempt is None:
+            # Not (yet) an attempt of this worker's: the notification may have overtaken the
+            # answer to the claim that holds the token (see `EarlyCancels`).
+            self._early.add(token)
+            return
+        if not control.request_cancel():
+            return
+        task, claim = attempt
+        if is_async_job(claim.name):
+            logger.info("job %s (%s): cancel requested, cancelling it", claim.id, claim.name)
+            cancel_started(task, control, CANCEL_REQUESTED)
+        else:
+            logger.info(
+                "job %s (%s): cancel requested; it runs in a thread, which cannot be "
+                "interrupted: it ends when it returns",
+                claim.id, claim.name,
+            )  # fmt: skip

@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
 from .._records import Claim, Unfinished
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
-from ._attempt import CANCEL_REQUESTED, run_attempt
-from ._cancels import EarlyCancels, cancel_started, is_async_job
+from ._attempt import run_attempt
+from ._cancels import AttemptStops, is_async_job
 from ._context import AttemptControl
 from ._drain import Draining, drain
 from ._leases import Held, LeaseKeeper
@@ -57,27 +56,24 @@ class Worker:
         self._outcomes = OutcomeWriter(store)
         self._progress = ProgressWriter(store)
         self._report_progress = self._progress.report  # one bound method for every attempt
-        self._leases = LeaseKeeper(
-            store, settings.lease_duration, self._held, self._lost, self._cancel_requested
-        )
-        self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         # The worker's statements wait at most this long (see _connectivity): LISTEN is
         # checked twice as often, so that a silent one is found within as long.
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
+        self._stops = AttemptStops(self._running, self._statement_timeout)
+        self._leases = LeaseKeeper(
+            store, settings.lease_duration, self._held, self._stops.lost, self._stops.requested
+        )
+        self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._wakeups = Wakeups(
             store,
             list(self._queues),
             self.wake,
             self._statement_timeout / 2,
-            self._cancel_requested,
+            self._stops.requested,
         )
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
         self._tasks: list[asyncio.Task[None]] = []
-        # What the worker shares with each running attempt: whether a cancel was requested,
-        # whether the worker cancelled it for itself (shutdown, lost lease), its progress.
-        self._controls: dict[UUID, AttemptControl] = {}
-        self._early_cancels = EarlyCancels(self._statement_timeout)
         # Attempts still running in a task or thread after shutdown gave up on them.
         self.abandoned = 0
 
@@ -169,9 +165,7 @@ class Worker:
                     control = AttemptControl(
                         None, self._loop_time, claim=claim, progress=self._report_progress
                     )
-                    if self._early_cancels.pop(claim.lease_token):
-                        control.request_cancel()  # the attempt ends cancelled as it starts
-                    self._controls[claim.lease_token] = control
+                    self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:
@@ -215,7 +209,7 @@ class Worker:
         try:
             outcome = await run_attempt(claim, self._tracing, control)
         finally:
-            del self._controls[token]
+            self._stops.forget(token)
             self._running.end(claim)
             # The last progress not written yet goes with the outcome, so it is never lost.
             progress = self._progress.take(token)
@@ -248,50 +242,6 @@ class Worker:
         is not written yet (a long outage must not hand finished jobs to another worker)."""
         return self._running.held() + self._outcomes.held()
 
-    def _lost(self, job_id: int, token: UUID) -> None:
-        """The job is no longer held under this attempt's token: another worker may be running
-        it now, so stop this copy's side effects early."""
-        attempt = self._running.handle(token)
-        logger.warning(
-            "job %s: this worker no longer holds its lease (it expired and the job was "
-            "rescued, or it was released)%s",
-            job_id, "; cancelling this worker's attempt" if attempt else "",
-        )  # fmt: skip
-        if attempt is not None:
-            self._cancel(token, attempt)
-
-    def _cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
-        """Cancels an attempt for the worker's own reasons (shutdown, a lost lease)."""
-        control = self._controls.get(token)
-        if control is not None:
-            control.stopped_by_worker = True
-        cancel_started(task, control)
-
-    def _cancel_requested(self, token: UUID) -> None:
-        """`jobs.cancel` asked a running job to stop (told by NOTIFY, or by the heartbeat if
-        that was lost). If this worker runs the attempt that holds `token`, it stops it now: an
-        async job is cancelled; a sync job's thread cannot be, it sees the flag
-        (`current_job().cancel_requested`). Any other token is another worker's."""
-        control = self._controls.get(token)
-        attempt = self._running.get(token)
-        if control is None or attempt is None:
-            # Not (yet) an attempt of this worker's: the notification may have overtaken the
-            # answer to the claim that holds the token (see `EarlyCancels`).
-            self._early_cancels.add(token)
-            return
-        if not control.request_cancel():
-            return
-        task, claim = attempt
-        if is_async_job(claim.name):
-            logger.info("job %s (%s): cancel requested, cancelling it", claim.id, claim.name)
-            cancel_started(task, control, CANCEL_REQUESTED)
-        else:
-            logger.info(
-                "job %s (%s): cancel requested; it runs in a thread, which cannot be "
-                "interrupted: it ends when it returns",
-                claim.id, claim.name,
-            )  # fmt: skip
-
     # -- drain and shutdown -------------------------------------------------------------------
 
     async def drain(
@@ -321,7 +271,7 @@ class Worker:
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
         to_release, self.abandoned = await give_running_jobs_the_grace(
-            self._running.claims(), self._settings.shutdown_grace, self._cancel, is_async_job
+            self._running.claims(), self._settings.shutdown_grace, self._stops.cancel, is_async_job
         )
         budget = self._statement_timeout
         settled = asyncio.gather(

@@ -410,7 +410,7 @@ class StopsAtClaim:
             # Rescued meanwhile and taken by another worker; the heartbeat finds it gone.
             await self.release_jobs([(claim.id, token)])  # type: ignore[attr-defined]
             assert await super().claim_batch(queue, 1, "another-worker", 30)  # type: ignore[misc]
-            loop.call_soon(self._deliver, self.worker._lost, claim.id, token)
+            loop.call_soon(self._deliver, self.worker._stops.lost, claim.id, token)
         else:
             loop.call_soon(self._deliver, self._shut_down, token)
         return claims
@@ -428,7 +428,7 @@ class StopsAtClaim:
         assert found is not None
         assert not found[0].done()
         task, claim = found
-        worker._cancel(token, task)
+        worker._stops.cancel(token, task)
 
         async def give_back() -> None:
             await asyncio.wait([task])
