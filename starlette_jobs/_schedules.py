@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from ._cron import Cron
 from ._errors import JobArgumentsError, ScheduleDefinitionError
-from ._job import Job, _check_job_name
+from ._job import Job
 from ._schedule_records import DeclaredSchedule, NewTick
 
 CatchUp = Literal["none", "latest"] | timedelta
@@ -31,6 +32,7 @@ anyway, "skip" records it as skipped, "one_waiting" lets one tick wait for that 
 (and skips the ticks beyond it)."""
 
 _OVERLAPS = ("allow", "skip", "one_waiting")
+_NAME = re.compile(r"[A-Za-z0-9_.:<>-]{1,200}")  # a job's name may be a schedule's
 _LONGEST_WINDOW = timedelta(days=366)
 
 J = TypeVar("J", bound=Job[Any, Any])
@@ -146,7 +148,12 @@ def periodic(
             raise ScheduleDefinitionError(
                 f"@periodic goes above @job (it schedules a job), not on {declared!r}"
             )
-        schedule_name = _check_job_name(declared.name if name is None else name)
+        schedule_name = declared.name if name is None else name
+        if not isinstance(schedule_name, str) or not _NAME.fullmatch(schedule_name):
+            raise ScheduleDefinitionError(
+                f"invalid schedule name {schedule_name!r}: use 1 to 200 letters, digits or any "
+                "of _ . : < > -"
+            )
         try:
             payload = declared._serialize_arguments((), dict(arguments or {}))
         except JobArgumentsError as error:
