@@ -76,7 +76,8 @@ async def test_declaring_the_same_definition_again_keeps_it_and_its_ticks(store:
     (after,) = await store.list_schedules()
     assert after.defined_at == before.defined_at
     assert after.last_tick_at == T0
-    assert after.last_tick is not None and after.last_tick.at == T0
+    assert after.last_tick is not None
+    assert after.last_tick.at == T0
 
 
 async def test_a_changed_definition_starts_afresh_and_the_old_one_ticks_no_more(
@@ -175,7 +176,8 @@ async def test_overlap_allow_enqueues_while_the_previous_job_runs(store: Store) 
     await store.declare_schedules([schedule])
     first = await store.record_tick(tick(schedule))
     second = await store.record_tick(tick(schedule, T0 + timedelta(days=1)))
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert second.status is TickStatus.ENQUEUED
     assert len(await store.list_jobs(JobStatus.PENDING, "nightly", 10)) == 2
 
@@ -198,7 +200,8 @@ async def test_overlap_skip_skips_while_the_previous_job_is_pending_or_running(
     assert running.reason == f"overlap: job {first.job_id} of an earlier tick is still running"
     await store.record_outcomes([outcome(claims[0], JobStatus.SUCCEEDED)])
     after = await store.record_tick(tick(schedule, T0 + 3 * day, overlap="skip"))
-    assert after is not None and after.status is TickStatus.ENQUEUED
+    assert after is not None
+    assert after.status is TickStatus.ENQUEUED
 
 
 async def test_overlap_one_waiting_lets_one_tick_wait_for_the_running_job(store: Store) -> None:
@@ -224,13 +227,15 @@ async def test_overlap_one_waiting_lets_one_tick_wait_for_the_running_job(store:
     assert (started.at, started.status) == (T0 + day, TickStatus.ENQUEUED)
     assert started.job_id is not None
     job = await store.get_job(started.job_id)
-    assert job is not None and job.scheduled_for == T0 + day
+    assert job is not None
+    assert job.scheduled_for == T0 + day
     assert await store.start_waiting_tick(tick(schedule)) is None  # started once
     (stored,) = await store.list_schedules()
     assert stored.waiting_tick_at is None
     # The started tick's job is now the one a new tick waits behind.
     again = await store.record_tick(tick(schedule, T0 + 3 * day, overlap="one_waiting"))
-    assert again is not None and again.status is TickStatus.WAITING
+    assert again is not None
+    assert again.status is TickStatus.WAITING
 
 
 async def test_a_changed_definition_skips_the_tick_that_waited(store: Store) -> None:
@@ -238,7 +243,8 @@ async def test_a_changed_definition_skips_the_tick_that_waited(store: Store) -> 
     await store.declare_schedules([schedule])
     await store.record_tick(tick(schedule, overlap="one_waiting"))
     waiting = await store.record_tick(tick(schedule, T0 + timedelta(1), overlap="one_waiting"))
-    assert waiting is not None and waiting.status is TickStatus.WAITING
+    assert waiting is not None
+    assert waiting.status is TickStatus.WAITING
     changed = declared(cron="0 4 * * *")
     await store.declare_schedules([changed])
     latest = (await store.schedule_ticks("nightly", 1))[0]
