@@ -4,10 +4,10 @@ policy says, once."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
-import time
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -110,8 +110,8 @@ async def test_a_restart_across_ticks_runs_what_the_catch_up_policy_says_once(
     before = await ticks(connection)
     stopped_at = before[-1]["tick_at"]
     # Every worker is stopped: let ticks pass, more than the slack a starting worker gives
-    # ticks due just before it started.
-    time.sleep(ON_TIME_SLACK.total_seconds() + 3)
+    # ticks due just before it started. A sleep for time to pass, not for a worker.
+    await asyncio.sleep(ON_TIME_SLACK.total_seconds() + 3)
     second = start(database_dsn, run_log, catch_up)
     try:
         second.wait_for("schedules declared")
