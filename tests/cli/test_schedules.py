@@ -12,6 +12,7 @@ import pytest
 
 from starlette_jobs import Jobs
 from starlette_jobs.cli._main import main
+from tests.conftest import eventually
 
 APP = """
 from starlette_jobs import Jobs, job, periodic
@@ -35,16 +36,18 @@ def target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "cli_schedules_app:jobs"
 
 
+async def ticked(jobs: Jobs) -> bool:
+    return any(schedule.last_tick is not None for schedule in await jobs.schedules())
+
+
 def run_a_worker_until_a_tick(dsn: str) -> None:
     """A worker of the app declares its schedules and records a tick of the fast one."""
-    import cli_schedules_app  # type: ignore[import-not-found]  # noqa: PLC0415 - after `target`
+    import cli_schedules_app  # type: ignore[import-not-found]
 
     async def run() -> None:
         worker: Jobs = cli_schedules_app.jobs.replace(dsn=dsn)
         async with worker:
-            async with asyncio.timeout(10):
-                while not [s for s in await worker.schedules() if s.last_tick is not None]:
-                    await asyncio.sleep(0.05)  # noqa: ASYNC110 - a tick has no event to wait on
+            await eventually(lambda: ticked(worker), "a tick")
 
     asyncio.run(run())
 
