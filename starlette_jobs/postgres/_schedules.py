@@ -48,7 +48,7 @@ class ScheduleStatements(ConnectedStore):
     async def record_tick(self, tick: NewTick) -> TickRecord | None:
         return await self._locked_tick(
             tick,
-            "record_tick",
+            self._q["record_tick"],
             tick.schedule, tick.at, tick.overlap, tick.skipped, tick.note, tick.job_name,
             tick.queue, tick.payload, tick.priority, tick.max_attempts, tick.worker_id,
         )  # fmt: skip
@@ -56,13 +56,13 @@ class ScheduleStatements(ConnectedStore):
     async def start_waiting_tick(self, tick: NewTick) -> TickRecord | None:
         return await self._locked_tick(
             tick,
-            "start_waiting_tick",
+            self._q["start_waiting_tick"],
             tick.schedule, tick.job_name, tick.queue, tick.payload, tick.priority,
             tick.max_attempts,
         )  # fmt: skip
 
     async def _locked_tick(self, tick: NewTick, query: str, *args: Any) -> TickRecord | None:
-        """`query` in a transaction that first locks the schedule's row, if its definition is
+        """`query` (its text) in a transaction that first locks the schedule's row, if its definition is
         still the tick's: the statement's snapshot, taken after the lock, sees the job that the
         tick decided before it enqueued (a first statement waiting on the lock would not)."""
         try:
@@ -72,7 +72,7 @@ class ScheduleStatements(ConnectedStore):
                 )
                 if locked is None:
                     return None
-                row = await connection.fetchrow(self._q[query], *args)
+                row = await connection.fetchrow(query, *args)
         except Exception as error:
             raise_as_store_error(error)
         return None if row is None else _tick(row)
