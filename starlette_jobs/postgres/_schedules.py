@@ -62,9 +62,10 @@ class ScheduleStatements(ConnectedStore):
         )  # fmt: skip
 
     async def _locked_tick(self, tick: NewTick, query: str, *args: Any) -> TickRecord | None:
-        """`query` (its text) in a transaction that first locks the schedule's row, if its definition is
-        still the tick's: the statement's snapshot, taken after the lock, sees the job that the
-        tick decided before it enqueued (a first statement waiting on the lock would not)."""
+        """`query` (its text) in a transaction that first locks the schedule's row, if its
+        definition is still the tick's: the statement's snapshot, taken after the lock, sees the
+        job that the tick decided before it enqueued (a first statement waiting on the lock
+        would not)."""
         try:
             async with self.pool.acquire() as connection, connection.transaction():
                 locked = await connection.fetchval(
