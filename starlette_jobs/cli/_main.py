@@ -143,7 +143,9 @@ def _parser() -> argparse.ArgumentParser:
         "schedules", help="list the schedules the workers declared, with their next and last tick"
     )
     _add_target(schedules, required=False)
-    schedules.add_argument("--json", action="store_true", help="one JSON object per schedule")
+    schedules.add_argument(
+        "--json", action="store_true", help="print one JSON object per schedule (default: a table)"
+    )
     return parser
 
 
