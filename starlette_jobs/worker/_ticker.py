@@ -92,7 +92,8 @@ class Ticker:
         if not self._declared:
             await self._store.declare_schedules([s.declared() for s in self._schedules])
             self._declared = True
-            logger.info("schedules declared: %s", [s.name for s in self._schedules])
+            if self._schedules:
+                logger.info("schedules declared: %s", [s.name for s in self._schedules])
         if not self._schedules:
             return None
         now = self._clock()
