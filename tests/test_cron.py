@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from starlette_jobs import ScheduleDefinitionError
 from starlette_jobs._cron import MAX_TICKS_PER_ROUND, Cron, PlannedTick, plan_ticks
@@ -197,3 +199,45 @@ def test_a_long_stop_costs_a_bounded_round() -> None:
     ]
     window = plan_ticks(every_second, timedelta(days=1), month_ago, NOW, NOW)
     assert len(window) == MAX_TICKS_PER_ROUND
+
+
+# -- a property over zones, expressions and instants ---------------------------------------------
+
+ZONES = ["Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "UTC"]
+EXPRESSIONS = ["30 2 * * *", "0 1 * * *", "45 1 * * SUN", "*/20 * * * *", "0 */3 * * *"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    zone=st.sampled_from(ZONES),
+    expression=st.sampled_from(EXPRESSIONS),
+    start=st.one_of(
+        st.datetimes(
+            min_value=datetime(2025, 1, 1), max_value=datetime(2027, 12, 31), timezones=st.just(UTC)
+        ),
+        # Near the transitions of these zones in 2026, where walking a wall clock goes wrong.
+        st.builds(
+            lambda day, minutes: day + timedelta(minutes=minutes),
+            st.sampled_from(
+                [datetime(2026, m, d, tzinfo=UTC) for m, d in ((3, 7), (3, 28), (4, 4), (10, 3))]
+                + [datetime(2026, m, d, tzinfo=UTC) for m, d in ((10, 24), (10, 31))]
+            ),
+            st.integers(0, 3 * 24 * 60),
+        ),
+    ),
+)
+def test_ticks_are_the_same_however_they_are_walked(
+    zone: str, expression: str, start: datetime
+) -> None:
+    # One tick after another (a ticker running), all at once (a catch-up window), or the latest
+    # before an instant (catch-up "latest"): the same instants, each once, in order.
+    cron = Cron(expression, zone)
+    until = start + timedelta(days=3)
+    listed = cron.between(start, until, 1000)
+    assert listed == sorted(set(listed))
+    assert all(start < tick <= until for tick in listed)
+    walked = [tick for tick in walk(cron, start, len(listed) + 1) if tick <= until]
+    assert walked == listed
+    if listed:
+        assert cron.latest_until(until) == listed[-1]
+        assert cron.latest_until(listed[0]) == listed[0]
