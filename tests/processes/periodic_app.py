@@ -2,13 +2,14 @@
 Apart from `worker_app.py`, whose workers every other process test starts: they must not tick.
 
 Each run of the job appends "<tick as epoch seconds> <pid>" to $RUN_LOG. $CATCH_UP is the
-schedule's catch-up policy ("latest" unless set): every worker of a test gets the same, or they
-would declare different definitions.
+schedule's catch-up policy: "latest" (unless set), "none", or a window in seconds. Every worker
+of a test gets the same, or they would declare different definitions.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from starlette_jobs import Jobs, current_job, job, periodic
 from tests.processes.worker_app import append_to_run_log
@@ -16,7 +17,14 @@ from tests.processes.worker_app import append_to_run_log
 jobs = Jobs(queues={"periodic": 5}, poll_interval=0.2)
 
 
-@periodic("* * * * * *", name="every-second", catch_up=os.environ.get("CATCH_UP", "latest"))  # type: ignore[arg-type]
+CATCH_UP = os.environ.get("CATCH_UP", "latest")
+
+
+@periodic(
+    "* * * * * *",
+    name="every-second",
+    catch_up=CATCH_UP if CATCH_UP in ("none", "latest") else timedelta(seconds=float(CATCH_UP)),  # type: ignore[arg-type]
+)
 @job(queue="periodic")
 async def every_second() -> None:
     me = current_job()
