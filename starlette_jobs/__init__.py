@@ -17,6 +17,7 @@ from ._errors import JobResultError as JobResultError
 from ._errors import MemoryStoreUnsupportedError as MemoryStoreUnsupportedError
 from ._errors import NotStartedError as NotStartedError
 from ._errors import OnSuccessError as OnSuccessError
+from ._errors import ScheduleDefinitionError as ScheduleDefinitionError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
 from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
@@ -31,6 +32,10 @@ from ._records import JobEvent as JobEvent
 from ._records import JobRecord as JobRecord
 from ._records import JobStatus as JobStatus
 from ._retry import Retry as Retry
+from ._schedule_records import ScheduleRecord as ScheduleRecord
+from ._schedule_records import TickRecord as TickRecord
+from ._schedule_records import TickStatus as TickStatus
+from ._schedules import periodic as periodic
 from ._version import __version__ as __version__
 from .web._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from .web._idempotency import idempotency_key as idempotency_key
@@ -65,8 +70,12 @@ __all__ = [
     "OnSuccessMiddleware",
     "Retry",
     "RunningJob",
+    "ScheduleDefinitionError",
+    "ScheduleRecord",
     "SchemaVersionError",
     "StarletteJobsError",
+    "TickRecord",
+    "TickStatus",
     "UniqueKeyTakenError",
     "UnknownJobError",
     "__version__",
@@ -74,4 +83,5 @@ __all__ = [
     "current_job",
     "idempotency_key",
     "job",
+    "periodic",
 ]

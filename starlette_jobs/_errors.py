@@ -67,6 +67,12 @@ class JobDefinitionError(StarletteJobsError, ValueError):
     """A `@job` declaration or a per-call option is invalid (bad name, queue, priority...)."""
 
 
+class ScheduleDefinitionError(JobDefinitionError):
+    """A `@periodic` declaration is invalid: a cron expression cronsim cannot read, a time zone
+    the system's database does not know, a policy out of its choices, arguments the job refuses,
+    or a second schedule of one job without a distinct `name`. Raised at declaration (import)."""
+
+
 class UnknownJobError(StarletteJobsError, LookupError):
     """No job with this name is registered in this process.
 

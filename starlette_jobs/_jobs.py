@@ -26,6 +26,7 @@ from ._errors import (
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
 from ._queries import JobQueries
+from ._schedule_queries import ScheduleQueries
 from ._startup import (
     open_store,
     outage_reason,
@@ -45,7 +46,7 @@ from .worker._worker import Worker
 logger = logging.getLogger("starlette_jobs")
 
 
-class Jobs(JobQueries, JobWaiting):
+class Jobs(JobQueries, JobWaiting, ScheduleQueries):
     """Where jobs are stored, and which of them this process works on.
 
     Args:

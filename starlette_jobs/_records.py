@@ -128,6 +128,8 @@ class JobRecord:
     """The last progress the job reported (`current_job().report_progress`), or None."""
     cancel_requested_at: datetime | None = None
     """When `jobs.cancel` asked a running job to stop; the job ends `cancelled`."""
+    scheduled_for: datetime | None = None
+    """The tick a schedule enqueued the job for (docs/schedules.md); None for other jobs."""
 
     @property
     def finished(self) -> bool:
@@ -159,6 +161,7 @@ class JobRecord:
             else _decoded(row["result"], job_id, "result", None),
             progress=None if progress is None else _decoded(progress, job_id, "progress", None),
             cancel_requested_at=row.get("cancel_requested_at"),
+            scheduled_for=row.get("scheduled_for"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -234,6 +237,8 @@ class Claim(NamedTuple):
     max_attempts: int
     lease_token: UUID
     trace_context: str | None
+    scheduled_for: datetime | None = None
+    """The tick a schedule enqueued the job for, if one did."""
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")

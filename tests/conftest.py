@@ -20,6 +20,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs
+from starlette_jobs._schedules import _registry as schedules_registry
 from starlette_jobs.postgres._store import PostgresStore
 from tests.faultproxy import fault_proxy as fault_proxy  # a fixture, for every test
 
@@ -29,6 +30,16 @@ pytest_plugins = ["starlette_jobs.testing"]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _forget_schedules_declared_by_the_test() -> Iterator[None]:
+    """A `@periodic` declared by a test (or a docs page) would be ticked by every later test's
+    worker: each test leaves the registry of schedules as it found it."""
+    before = dict(schedules_registry)
+    yield
+    schedules_registry.clear()
+    schedules_registry.update(before)
 
 
 @pytest.fixture

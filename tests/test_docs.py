@@ -43,6 +43,7 @@ EXPECTED_DOCS = {
     "progress.md",
     "reliability.md",
     "requests.md",
+    "schedules.md",
     "testing.md",
     "tracing.md",
     "waiting.md",

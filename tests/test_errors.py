@@ -24,6 +24,7 @@ from starlette_jobs._errors import (
     MemoryStoreUnsupportedError,
     NotStartedError,
     OnSuccessError,
+    ScheduleDefinitionError,
     SchemaVersionError,
     StarletteJobsError,
     UniqueKeyTakenError,
@@ -46,7 +47,7 @@ NOT_EXPORTED: dict[type[BaseException], type[BaseException]] = {
 
 
 def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
-    assert len(ERRORS) == 18
+    assert len(ERRORS) == 19
     for error in ERRORS:
         assert issubclass(error, StarletteJobsError), error
         exported = NOT_EXPORTED.get(error, error)
@@ -62,6 +63,7 @@ def test_every_error_derives_from_the_base_class_and_is_exported() -> None:
         (JobArgumentsError, ValueError),
         (IdempotencyKeyReusedError, JobArgumentsError),
         (JobDefinitionError, ValueError),
+        (ScheduleDefinitionError, JobDefinitionError),
         (JobResultError, ValueError),
         (ConfigurationError, ValueError),
         (UnknownJobError, LookupError),

@@ -27,6 +27,12 @@ TESTED_ELSEWHERE = {
     "postgres._connected": "postgres/test_store.py",
     # The memory store's tables, tested through the store built on them (and the contract suite).
     "memory._tables": "memory/test_store.py",
+    # Periodic jobs: the records and the stores' parts, held by the contract suite; the
+    # schedules' queries, through `Jobs` on both stores.
+    "_schedule_records": "contract/test_schedules_contract.py",
+    "memory._schedules": "contract/test_schedules_contract.py",
+    "postgres._schedules": "contract/test_schedules_contract.py",
+    "_schedule_queries": "integration/test_schedules.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

@@ -36,8 +36,12 @@ def test_exported_names_are_pinned() -> None:
         "OnSuccessMiddleware",
         "Retry",
         "RunningJob",
+        "ScheduleDefinitionError",
+        "ScheduleRecord",
         "SchemaVersionError",
         "StarletteJobsError",
+        "TickRecord",
+        "TickStatus",
         "UniqueKeyTakenError",
         "UnknownJobError",
         "__version__",
@@ -45,6 +49,7 @@ def test_exported_names_are_pinned() -> None:
         "current_job",
         "idempotency_key",
         "job",
+        "periodic",
     ]
     assert sorted(starlette_jobs.__all__) == starlette_jobs.__all__
     for name in starlette_jobs.__all__:

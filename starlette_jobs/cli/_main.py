@@ -1,4 +1,5 @@
-"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status."""
+"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status,
+list the schedules."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from .._startup import configured_dsn
 from .._version import __version__
 from ..memory._store import is_memory_dsn
 from ..worker._settings import DEFAULT_RETRY_WAIT
+from ._schedules import print_schedules
 
 logger = logging.getLogger("starlette_jobs.cli")
 
@@ -41,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_worker(jobs, burst=args.burst, retry_wait=args.retry_wait))
         if args.command == "migrate":
             return asyncio.run(_migrate(jobs))
+        if args.command == "schedules":
+            return asyncio.run(print_schedules(jobs, as_json=args.json))
         return asyncio.run(_status(jobs))
     except (CommandError, StarletteJobsError) as error:
         print(f"starlette-jobs: error: {error}", file=sys.stderr)
@@ -135,6 +139,13 @@ def _parser() -> argparse.ArgumentParser:
 
     for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
         _add_target(commands.add_parser(name, help=text), required=False)
+    schedules = commands.add_parser(
+        "schedules", help="list the schedules the workers declared, with their next and last tick"
+    )
+    _add_target(schedules, required=False)
+    schedules.add_argument(
+        "--json", action="store_true", help="print one JSON object per schedule (default: a table)"
+    )
     return parser
 
 
@@ -177,7 +188,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
                 changes[option] = getattr(args, option)
         changes["protect_event_loop"] = args.protect_event_loop
     else:
-        changes["queues"] = {}  # migrate and status run no worker
+        changes["queues"] = {}  # migrate, status and schedules run no worker
         changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
         changes["require_database"] = True  # a one-off command has nothing to wait for
     jobs = found.replace(**changes)

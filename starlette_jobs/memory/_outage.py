@@ -25,6 +25,8 @@ STORE_CALLS = (
     *("listen", "listen_for_outcomes", "want_outcome", "get_job", "list_jobs"),
     *("count_by_status", "job_status", "cancel_job", "peek_jobs", "job_events", "retry_job"),
     *("release_job", "release_worker_jobs"),
+    *("declare_schedules", "list_schedules", "record_tick", "start_waiting_tick"),
+    *("schedule_ticks", "prune_ticks"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -43,6 +43,7 @@ class Row:
     cancel_requested_at: datetime | None = None
     outcome_wanted: bool = False
     idempotency_key: str | None = None
+    scheduled_for: datetime | None = None
     events: list[JobEvent] = field(default_factory=list)
 
     @classmethod
@@ -130,6 +131,7 @@ class Row:
             max_attempts=self.max_attempts,
             lease_token=self.lease_token,
             trace_context=self.trace_context,
+            scheduled_for=self.scheduled_for,
         )
 
     def end(self, outcome: Outcome, now: datetime) -> EventKind:

@@ -42,7 +42,8 @@ from .._records import (
 )
 from ..memory._outage import failing_in_outages
 from ._rows import OutcomeListener, QueueListener
-from ._tables import MemoryData, MemoryTables, canonical_json, utc_now
+from ._schedules import MemorySchedules
+from ._tables import MemoryData, canonical_json, utc_now
 
 SCHEME = "memory://"
 # The data of stores shared by name in this process, while a `Jobs` holds them.
@@ -65,7 +66,7 @@ def memory_store(dsn: str) -> MemoryStore:
 
 
 @failing_in_outages
-class MemoryStore(MemoryTables):
+class MemoryStore(MemorySchedules):
     """The `Store` protocol on a dict; see the module's docstring."""
 
     @property

@@ -7,12 +7,17 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError
 from .._records import FINISHED, EventKind, JobStatus, NewJobs
 from ._outage import SimulatedOutage
 from ._rows import OutcomeListener, QueueListener, Row
+
+if TYPE_CHECKING:
+    from .._schedule_records import TickRecord
+    from ._schedules import ScheduleRow
 
 LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
 
@@ -30,6 +35,10 @@ class MemoryData:
         self.listeners: set[QueueListener] = set()
         self.outcome_listeners: set[OutcomeListener] = set()
         self.outage: SimulatedOutage | None = None  # see `memory._outage`
+        # Periodic jobs (`memory/_schedules.py`): the schedules by name, their ticks by
+        # (schedule, tick time).
+        self.schedules: dict[str, ScheduleRow] = {}
+        self.ticks: dict[tuple[str, datetime], TickRecord] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

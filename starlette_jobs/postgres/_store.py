@@ -19,12 +19,13 @@ from ._connections import (
     raise_as_store_error,
 )
 from ._lanes import Executor
+from ._schedules import ScheduleStatements
 from ._transactions import JoinedTransaction
 
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(ConnectedStore):
+class PostgresStore(ScheduleStatements, ConnectedStore):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
 
 
 class Listener(Protocol):
@@ -205,6 +206,40 @@ class Store(Protocol):
 
     async def release_worker_jobs(self, worker_id: str) -> list[int]:
         """`release_job` for every job `worker_id` runs; returns their ids."""
+        ...
+
+    # -- periodic jobs (docs/schedules.md) ---------------------------------------------------------
+
+    async def declare_schedules(self, schedules: Sequence[DeclaredSchedule]) -> None:
+        """The code declares these schedules (sorted by name) and no others: writes each whose
+        definition is new or changed (a changed one starts afresh, its waiting tick skipped),
+        and deletes the others, with their ticks."""
+        ...
+
+    async def list_schedules(self) -> list[StoredSchedule]:
+        """Every stored schedule, by name, with its latest tick."""
+        ...
+
+    async def record_tick(self, tick: NewTick) -> TickRecord | None:
+        """Records the tick and enqueues its job (notifying its queue), at once, as its overlap
+        policy decides, unless the tick is recorded already or the stored definition's hash is
+        no longer `tick.definition_hash`; returns the tick recorded, or None. Ticks of one
+        schedule are decided one at a time; the job is `scheduled_for` the tick."""
+        ...
+
+    async def start_waiting_tick(self, tick: NewTick) -> TickRecord | None:
+        """Enqueues the job of the schedule's waiting tick (`overlap="one_waiting"`) once the
+        job of the tick before it has finished; `tick` gives the schedule, its hash and the
+        job (its time is ignored). Returns the tick, now enqueued, or None."""
+        ...
+
+    async def schedule_ticks(self, schedule: str, limit: int) -> list[TickRecord]:
+        """The schedule's latest ticks, latest first."""
+        ...
+
+    async def prune_ticks(self, keep: int) -> int:
+        """Deletes all but each schedule's latest `keep` ticks (a waiting one stays);
+        returns how many it deleted."""
         ...
 
     # -- closing -------------------------------------------------------------------------------

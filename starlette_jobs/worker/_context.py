@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
+from datetime import datetime
 from uuid import UUID
 
 from .._records import Claim
@@ -89,7 +90,7 @@ class AttemptControl:
                 return None
             job = self._job = RunningJob(
                 claim.id, claim.name, claim.queue, claim.attempts, claim.max_attempts,
-                _control=self,
+                scheduled_for=claim.scheduled_for, _control=self,
             )  # fmt: skip
         return job
 
@@ -110,6 +111,9 @@ class RunningJob:
     attempt: int
     """1 on the first run, 2 on the first retry, ..."""
     max_attempts: int
+    scheduled_for: datetime | None = field(default=None, kw_only=True)
+    """The tick a schedule enqueued this job for (`@periodic`); None for a job enqueued
+    otherwise. A tick caught up after the workers were stopped runs later than this."""
     _control: AttemptControl = field(
         default_factory=AttemptControl, repr=False, compare=False, kw_only=True
     )

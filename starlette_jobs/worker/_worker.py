@@ -13,6 +13,7 @@ import logging
 
 from .._errors import DatabaseUnavailableError
 from .._records import Claim, Unfinished
+from .._schedules import registered_schedules
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
@@ -32,6 +33,7 @@ from ._settings import (
     new_worker_id,
 )
 from ._shutdown import give_running_jobs_the_grace, release_held
+from ._ticker import Ticker
 from ._upkeep import Upkeep, Wakeups
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -64,6 +66,7 @@ class Worker:
             store, settings.lease_duration, self._held, self._stops.lost, self._stops.requested
         )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
+        self._ticker = Ticker(store, registered_schedules(), self.worker_id)
         self._wakeups = Wakeups(
             store,
             list(self._queues),
@@ -94,6 +97,7 @@ class Worker:
                 )
             self._leases.start()
             self._upkeep.start()
+            self._ticker.start()
             self._guard.start()
         except BaseException:
             # Nothing may outlive a start that failed: the pool is closed next.
@@ -101,6 +105,7 @@ class Worker:
                 task.cancel()
             await self._leases.stop()
             await self._upkeep.stop()
+            await self._ticker.stop()
             await self._outcomes.stop(timeout=0)
             await self._progress.stop()
             self._wakeups.terminate()
@@ -297,6 +302,7 @@ class Worker:
             state.stop_polling()
         await self._leases.stop()
         await self._upkeep.stop()
+        await self._ticker.stop()
         await self._progress.stop()
         self._wakeups.terminate()  # if closing it ran out of time
         logger.info("worker %s stopped", self.worker_id)

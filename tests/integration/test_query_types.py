@@ -54,6 +54,16 @@ EXPECTED: dict[str, list[str]] = {
     "peek_jobs": ["text", "int8", "int8[]"],
     "job_events": ["int8"],
     "want_outcome": ["int8"],
+    "declare_schedules": ["text[]", "text[]", "text[]"],
+    "list_schedules": [],
+    "lock_schedule": ["text", "text"],
+    "record_tick": [
+        *["text", "timestamptz", "text", "text", "text", "text", "text", "jsonb", "int4", "int4"],
+        "text",
+    ],
+    "start_waiting_tick": ["text", "text", "text", "jsonb", "int4", "int4"],
+    "schedule_ticks": ["text", "int8"],
+    "prune_ticks": ["int8"],
 }
 
 

@@ -11,7 +11,18 @@ from typing import assert_type
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
-from starlette_jobs import ConfiguredJob, Job, JobId, JobRecord, Jobs, idempotency_key, job
+from starlette_jobs import (
+    ConfiguredJob,
+    Job,
+    JobId,
+    JobRecord,
+    Jobs,
+    ScheduleRecord,
+    TickRecord,
+    idempotency_key,
+    job,
+    periodic,
+)
 
 
 @job
@@ -22,6 +33,18 @@ async def resize(image_id: int, width: int = 100) -> str:
 @job
 def count_words(text: str) -> int:
     return len(text.split())
+
+
+# `@periodic` hands the job back as it was: enqueue stays typed against its signature.
+@periodic("0 9 * * *", timezone="Europe/Paris", arguments={"image_id": 1})
+@job
+async def thumbnail(image_id: int) -> str:
+    return str(image_id)
+
+
+@periodic("0 9 * * *", overlap="queue")  # type: ignore[arg-type]
+@job
+async def misconfigured() -> None: ...
 
 
 async def checks(jobs: Jobs, request: Request, session: AsyncSession) -> None:
@@ -36,6 +59,10 @@ async def checks(jobs: Jobs, request: Request, session: AsyncSession) -> None:
     # `result` is what the function returns: an async job's, once awaited.
     assert_type(await jobs.result(resize, 1, timeout=5), str)
     assert_type(await jobs.result(count_words, 1), int)
+    await thumbnail.enqueue(image_id="x")  # type: ignore[arg-type]
+    assert_type(await thumbnail.enqueue(image_id=2), JobId)
+    assert_type(await jobs.schedules(), list[ScheduleRecord])
+    assert_type(await jobs.ticks("thumbnail", limit=5), list[TickRecord])
 
     # A SQLAlchemy session joins as a transaction; the header is a key or None.
     key = idempotency_key(request, scope="user-1")

@@ -187,7 +187,8 @@ WITH picked AS (
      WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
     -- In the order of `Claim`'s fields: the store builds each by position.
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
-              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
+              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context,
+              job.scheduled_for
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
@@ -597,3 +598,171 @@ WITH wanted AS (
 SELECT status FROM wanted, (SELECT count(*) FROM woken) AS sent
 UNION ALL
 SELECT status FROM starlette_jobs WHERE id = $1 AND NOT EXISTS (SELECT FROM wanted);
+
+-- Periodic jobs (docs/schedules.md): the schedules the workers declare, and their ticks.
+
+-- name: declare_schedules
+-- A worker's code declares these schedules and no others: writes each whose definition is new
+-- or changed (a changed one starts afresh: a tick waiting under its old form is skipped), and
+-- deletes the others with their ticks. The names come sorted: two workers declaring at once
+-- lock the rows in one order.
+-- $1 names, $2 definitions (JSON texts), $3 their hashes
+WITH given AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+        AS given(name, definition, definition_hash)
+), removed AS (
+    DELETE FROM starlette_jobs_schedules WHERE name <> ALL($1::text[]) RETURNING name
+), forgotten AS (
+    DELETE FROM starlette_jobs_ticks AS tick USING removed WHERE tick.schedule = removed.name
+), written AS (
+    INSERT INTO starlette_jobs_schedules AS schedule (name, definition, definition_hash)
+    SELECT name, definition::jsonb, definition_hash FROM given ORDER BY name
+    ON CONFLICT (name) DO UPDATE
+       SET definition = excluded.definition, definition_hash = excluded.definition_hash,
+           defined_at = now(), waiting_tick_at = NULL
+     WHERE schedule.definition_hash <> excluded.definition_hash
+    RETURNING name
+), abandoned AS (
+    UPDATE starlette_jobs_ticks AS tick
+       SET status = 'skipped', reason = 'the schedule changed while this tick waited'
+      FROM written WHERE tick.schedule = written.name AND tick.status = 'waiting'
+)
+SELECT (SELECT count(*) FROM removed) AS removed, (SELECT count(*) FROM written) AS written;
+
+-- name: list_schedules
+-- Every stored schedule, by name, with its latest tick.
+SELECT schedule.name, schedule.definition::text AS definition, schedule.definition_hash,
+       schedule.defined_at, schedule.last_tick_at, schedule.waiting_tick_at,
+       tick.schedule, tick.tick_at, tick.status, tick.reason, tick.job_id, tick.recorded_at,
+       tick.worker_id
+  FROM starlette_jobs_schedules AS schedule
+  LEFT JOIN starlette_jobs_ticks AS tick
+         ON tick.schedule = schedule.name AND tick.tick_at = schedule.last_tick_at
+ ORDER BY schedule.name;
+
+-- name: lock_schedule
+-- The first statement of a tick's transaction: the schedule's row, locked while the tick is
+-- decided, if its stored definition is still this one. Ticks of one schedule are decided one
+-- after the other, and the next statement (a new snapshot) sees the job the last one made.
+-- $1 schedule name, $2 definition hash
+SELECT name FROM starlette_jobs_schedules
+ WHERE name = $1 AND definition_hash = $2
+   FOR NO KEY UPDATE;
+
+-- name: record_tick
+-- Records one tick of a schedule whose row `lock_schedule` holds, unless a worker recorded it
+-- already (the primary key), and enqueues its job, in one statement: a tick is never recorded
+-- without its job, nor a job enqueued for a tick that is not recorded. The overlap policy looks
+-- at the job the schedule's latest enqueued tick made. Returns the tick, or nothing.
+-- $1 schedule, $2 tick time, $3 overlap ('allow', 'skip', 'one_waiting'), $4 skip reason or
+-- NULL (recorded as skipped, no job), $5 note for an enqueued tick or NULL, $6 job name,
+-- $7 queue, $8 payload (JSON text), $9 priority, $10 max_attempts, $11 worker id
+WITH schedule AS (
+    SELECT name, last_job_id, waiting_tick_at FROM starlette_jobs_schedules WHERE name = $1
+), previous AS (
+    SELECT job.id, job.status
+      FROM schedule JOIN starlette_jobs AS job ON job.id = schedule.last_job_id
+     WHERE job.status IN ('pending', 'running')
+), decided AS (
+    SELECT CASE WHEN $4::text IS NOT NULL THEN 'skipped'
+                WHEN $3 = 'allow' OR previous.id IS NULL THEN 'enqueued'
+                WHEN $3 = 'one_waiting' AND schedule.waiting_tick_at IS NULL THEN 'waiting'
+                ELSE 'skipped' END AS status,
+           CASE WHEN $4::text IS NOT NULL THEN $4
+                WHEN $3 = 'allow' OR previous.id IS NULL THEN $5
+                WHEN $3 = 'one_waiting' AND schedule.waiting_tick_at IS NULL
+                THEN 'waits for job ' || previous.id || ' of an earlier tick, still '
+                     || previous.status
+                WHEN $3 = 'one_waiting'
+                THEN 'overlap: a tick waits already, behind job ' || previous.id
+                ELSE 'overlap: job ' || previous.id || ' of an earlier tick is still '
+                     || previous.status END AS reason
+      FROM schedule LEFT JOIN previous ON true
+), tick AS (
+    INSERT INTO starlette_jobs_ticks (schedule, tick_at, status, reason, job_id, worker_id)
+    SELECT $1, $2, status, reason,
+           CASE WHEN status = 'enqueued'
+                THEN nextval(pg_get_serial_sequence('starlette_jobs', 'id')) END, $11
+      FROM decided
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), job AS (
+    INSERT INTO starlette_jobs (id, name, queue, payload, priority, max_attempts, scheduled_for,
+                                created_at, run_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT job_id, $6, $7, $8::jsonb, $9, $10, tick_at, statement_timestamp(),
+           statement_timestamp()
+      FROM tick WHERE job_id IS NOT NULL
+    RETURNING id, pg_notify('starlette_jobs:' || queue, '') AS notified
+), moved AS (
+    UPDATE starlette_jobs_schedules AS schedule
+       SET last_tick_at = greatest(schedule.last_tick_at, tick.tick_at),
+           last_job_id = coalesce(tick.job_id, schedule.last_job_id),
+           waiting_tick_at = CASE WHEN tick.status = 'waiting' THEN tick.tick_at
+                                  ELSE schedule.waiting_tick_at END
+      FROM tick WHERE schedule.name = tick.schedule
+)
+SELECT tick.schedule, tick.tick_at, tick.status, tick.reason, tick.job_id, tick.recorded_at,
+       tick.worker_id
+  FROM tick, (SELECT count(*) FROM job) AS written;
+
+-- name: start_waiting_tick
+-- Enqueues the job of the tick waiting (overlap 'one_waiting') on a schedule whose row
+-- `lock_schedule` holds, once the job of the tick before it has finished. Returns the tick,
+-- or nothing (none waits, or that job is still pending or running).
+-- $1 schedule, $2 job name, $3 queue, $4 payload (JSON text), $5 priority, $6 max_attempts
+WITH ready AS (
+    SELECT schedule.name, schedule.waiting_tick_at,
+           nextval(pg_get_serial_sequence('starlette_jobs', 'id')) AS job_id
+      FROM starlette_jobs_schedules AS schedule
+     WHERE schedule.name = $1 AND schedule.waiting_tick_at IS NOT NULL
+       AND NOT EXISTS (SELECT FROM starlette_jobs AS job
+                        WHERE job.id = schedule.last_job_id
+                          AND job.status IN ('pending', 'running'))
+), tick AS (
+    UPDATE starlette_jobs_ticks AS tick
+       SET status = 'enqueued', job_id = ready.job_id,
+           reason = 'waited for the job of an earlier tick to finish'
+      FROM ready
+     WHERE tick.schedule = ready.name AND tick.tick_at = ready.waiting_tick_at
+    RETURNING tick.*
+), job AS (
+    INSERT INTO starlette_jobs (id, name, queue, payload, priority, max_attempts, scheduled_for,
+                                created_at, run_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT job_id, $2, $3, $4::jsonb, $5, $6, tick_at, statement_timestamp(),
+           statement_timestamp()
+      FROM tick
+    RETURNING id, pg_notify('starlette_jobs:' || queue, '') AS notified
+), moved AS (
+    UPDATE starlette_jobs_schedules AS schedule
+       SET waiting_tick_at = NULL, last_job_id = tick.job_id
+      FROM tick WHERE schedule.name = tick.schedule
+)
+SELECT tick.schedule, tick.tick_at, tick.status, tick.reason, tick.job_id, tick.recorded_at,
+       tick.worker_id
+  FROM tick, (SELECT count(*) FROM job) AS written;
+
+-- name: schedule_ticks
+-- A schedule's latest ticks, latest first.
+-- $1 schedule, $2 how many at most
+SELECT schedule, tick_at, status, reason, job_id, recorded_at, worker_id
+  FROM starlette_jobs_ticks WHERE schedule = $1
+ ORDER BY tick_at DESC
+ LIMIT $2;
+
+-- name: prune_ticks
+-- Keeps each schedule's latest $1 ticks (and a waiting one, whatever its age); returns how
+-- many it deleted.
+-- $1 how many ticks to keep per schedule
+WITH ranked AS (
+    SELECT schedule, tick_at, status,
+           row_number() OVER (PARTITION BY schedule ORDER BY tick_at DESC) AS position
+      FROM starlette_jobs_ticks
+), deleted AS (
+    DELETE FROM starlette_jobs_ticks AS tick USING ranked
+     WHERE tick.schedule = ranked.schedule AND tick.tick_at = ranked.tick_at
+       AND ranked.position > $1 AND ranked.status <> 'waiting'
+    RETURNING 1
+)
+SELECT count(*) FROM deleted;

@@ -38,7 +38,9 @@ CREATE TABLE starlette_jobs (
     -- Someone waits for the outcome (`jobs.wait`): the statement that finishes it NOTIFYs.
     outcome_wanted      boolean NOT NULL DEFAULT false,
     -- Held for as long as the job is kept (`configure(idempotency_key=...)`).
-    idempotency_key     text
+    idempotency_key     text,
+    -- The tick a schedule enqueued the job for (docs/schedules.md).
+    scheduled_for       timestamptz
 ) WITH (
     -- High churn: vacuum and analyze after 1 % of the rows changed, not the default 20 %.
     autovacuum_vacuum_scale_factor = 0.01,
@@ -83,4 +85,33 @@ CREATE TABLE starlette_jobs_events (
     autovacuum_vacuum_scale_factor = 0.01,
     autovacuum_vacuum_insert_scale_factor = 0.01,
     autovacuum_analyze_scale_factor = 0.01
+);
+
+-- The schedules the workers' code declares, written by each worker at start (its own set:
+-- upserted, and those its code no longer has deleted). A worker ticks a schedule only while
+-- `definition_hash` is its own definition's.
+CREATE TABLE starlette_jobs_schedules (
+    name            text        PRIMARY KEY,
+    definition      jsonb       NOT NULL,
+    definition_hash text        NOT NULL,
+    -- When this definition was written: ticks before it are not its own.
+    defined_at      timestamptz NOT NULL DEFAULT now(),
+    -- The latest tick recorded, and the job the latest enqueued tick made (overlap policies).
+    last_tick_at    timestamptz,
+    last_job_id     bigint,
+    -- A tick waiting for the previous tick's job to finish (overlap 'one_waiting').
+    waiting_tick_at timestamptz
+);
+
+-- What became of each tick: the primary key is what makes a tick happen once, whichever worker
+-- inserts it first. 'enqueued' (job_id), 'skipped' (reason) or 'waiting'.
+CREATE TABLE starlette_jobs_ticks (
+    schedule    text        NOT NULL,
+    tick_at     timestamptz NOT NULL,
+    status      text        NOT NULL,
+    reason      text,
+    job_id      bigint,
+    worker_id   text,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (schedule, tick_at)
 );

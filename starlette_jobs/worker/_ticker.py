@@ -1,0 +1,169 @@
+"""`Ticker`: a worker's part in periodic jobs. At start it writes the schedules its code
+declares (the store deletes those the code no longer has); then it records each tick that comes
+due, which enqueues its job. Every worker does so, with no leader: the store records a tick once
+(the first worker to insert it wins), and only while the stored definition is the worker's own,
+so older code stops ticking a schedule that newer code changed or removed.
+
+It sleeps until the next tick due (the earliest over its schedules), at most `MAX_SLEEP`, then
+reads the stored schedules again: how far their ticks were recorded, by any worker, and whether
+their definitions are still its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from .._cron import plan_ticks
+from .._errors import DatabaseUnavailableError
+from .._schedule_records import StoredSchedule, TickStatus
+from .._schedules import Schedule
+from ..store._protocol import Store
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+MAX_SLEEP = 60.0
+"""The longest a ticker sleeps between looks at the stored schedules."""
+ON_TIME_SLACK = timedelta(seconds=2)
+"""How late a tick may be recorded and still count as on time: another worker may be about to
+record a tick that came due just before this one started, or its last look."""
+WAITING_RECHECK = 1.0
+"""Seconds between looks at whether the job a tick waits for has finished."""
+RETRY_AFTER = 5.0
+"""Seconds before trying again after the database failed a round."""
+KEPT_TICKS = 100
+"""Ticks kept per schedule; older ones are deleted about once a minute."""
+_PRUNE_EVERY = timedelta(minutes=1)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Ticker:
+    """Records the ticks of `schedules` as they come due; see the module's docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        schedules: Sequence[Schedule],
+        worker_id: str,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._store = store
+        self._schedules = list(schedules)
+        self._hashes = {s.name: s.declared().definition_hash for s in self._schedules}
+        self._worker_id = worker_id
+        self._clock = clock
+        self._declared = False
+        # Ticks after this were due while this ticker ran: on time. Earlier ones, not yet
+        # recorded, were missed while no worker ran: the catch-up policy decides.
+        self._on_time_since = clock() - ON_TIME_SLACK
+        self._pruned_at: datetime | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="starlette_jobs ticker")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                wait = await self.round()
+            except DatabaseUnavailableError as error:
+                logger.warning("schedules: %s; trying again in %.0f s", error, RETRY_AFTER)
+                wait = RETRY_AFTER
+            except Exception:
+                logger.exception("schedules: a round failed; trying again in %.0f s", RETRY_AFTER)
+                wait = RETRY_AFTER
+            if wait is None:
+                return  # no schedule to tick
+            await asyncio.sleep(wait)
+
+    async def round(self) -> float | None:
+        """Declares the schedules if not done yet, records the ticks due, and returns how long
+        to sleep until the next (None: this process declares no schedule)."""
+        if not self._declared:
+            await self._store.declare_schedules([s.declared() for s in self._schedules])
+            self._declared = True
+            if self._schedules:
+                logger.info("schedules declared: %s", [s.name for s in self._schedules])
+        if not self._schedules:
+            return None
+        now = self._clock()
+        stored = {row.name: row for row in await self._store.list_schedules()}
+        next_due: datetime | None = None
+        waiting = False
+        for schedule in self._schedules:
+            row = stored.get(schedule.name)
+            definition_hash = self._hashes[schedule.name]
+            if row is None or row.definition_hash != definition_hash:
+                continue  # changed or removed by newer code: not ours to tick any more
+            recorded_until, waits = await self._record_due(schedule, row, definition_hash, now)
+            if schedule.overlap == "one_waiting" and (waits or row.waiting_tick_at is not None):
+                started = await self._start_waiting(schedule, row, definition_hash)
+                waiting = waiting or not started
+            upcoming = schedule.cron.next_after(max(recorded_until, now))
+            if upcoming is not None and (next_due is None or upcoming < next_due):
+                next_due = upcoming
+        self._on_time_since = now - ON_TIME_SLACK
+        await self._prune(now)
+        wait = MAX_SLEEP
+        if next_due is not None:
+            # A few ms past the tick: the clock read on waking must be at or after it.
+            wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
+        return min(wait, WAITING_RECHECK) if waiting else wait
+
+    async def _record_due(
+        self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime
+    ) -> tuple[datetime, bool]:
+        """Records the ticks of `schedule` due by `now`; returns the latest tick recorded, and
+        whether one of them waits (`overlap="one_waiting"`)."""
+        recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
+        planned = plan_ticks(
+            schedule.cron, schedule.catch_up, recorded_until, self._on_time_since, now
+        )
+        waits = False
+        for tick in planned:
+            new = schedule.new_tick(
+                definition_hash, tick.at, self._worker_id, skipped=tick.skipped, note=tick.note
+            )
+            recorded = await self._store.record_tick(new)
+            if recorded is not None:
+                waits = waits or recorded.status is TickStatus.WAITING
+                logger.info(
+                    "schedule %r: tick %s %s%s", schedule.name, tick.at.isoformat(),
+                    recorded.status.value,
+                    "" if recorded.job_id is None else f" as job {recorded.job_id}",
+                )  # fmt: skip
+            recorded_until = max(recorded_until, tick.at)
+        return recorded_until, waits
+
+    async def _start_waiting(
+        self, schedule: Schedule, row: StoredSchedule, definition_hash: str
+    ) -> bool:
+        """Enqueues the tick waiting on `schedule` if the job before it has finished; returns
+        whether it did (False: it still waits)."""
+        template = schedule.new_tick(definition_hash, row.defined_at, self._worker_id)
+        started = await self._store.start_waiting_tick(template)
+        if started is None:
+            return False
+        logger.info(
+            "schedule %r: tick %s enqueued as job %s after waiting",
+            schedule.name, started.at.isoformat(), started.job_id,
+        )  # fmt: skip
+        return True
+
+    async def _prune(self, now: datetime) -> None:
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        deleted = await self._store.prune_ticks(KEPT_TICKS)
+        if deleted:
+            logger.debug("schedules: deleted %d old tick(s)", deleted)

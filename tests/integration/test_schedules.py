@@ -1,0 +1,95 @@
+"""Periodic jobs end to end in one process, on PostgreSQL and memory alike: a tick's job reads
+the tick it was scheduled for, `jobs.get` shows it, `jobs.schedules()` and `jobs.ticks()` list
+what happened, several `Jobs` on one store tick once, and an enqueue-only `Jobs` does not
+tick."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import pytest
+
+from starlette_jobs import Jobs, TickStatus, current_job, job, periodic
+from tests.conftest import eventually
+
+seen: list[tuple[str, datetime | None]] = []
+
+
+@job(name="tests.integration.pulse", queue="pulse")
+async def pulse(label: str) -> None:
+    me = current_job()
+    assert me is not None
+    seen.append((label, me.scheduled_for))
+
+
+@pytest.fixture
+def every_second() -> None:
+    seen.clear()
+    periodic("* * * * * *", name="pulse", arguments={"label": "tick"})(pulse)
+
+
+async def ran(tick: datetime) -> bool:
+    return ("tick", tick) in seen
+
+
+async def ticks(jobs: Jobs, count: int) -> bool:
+    return len(await jobs.ticks("pulse", limit=100)) >= count
+
+
+@pytest.mark.usefixtures("every_second")
+async def test_a_tick_enqueues_a_job_that_reads_its_tick(jobs_dsn: str) -> None:
+    async with Jobs(jobs_dsn, queues={"pulse": 2}) as jobs:
+        await eventually(lambda: ticks(jobs, 2), "two ticks")
+        (schedule,) = await jobs.schedules()
+        recent = await jobs.ticks("pulse", limit=2)
+        await eventually(lambda: ran(recent[1].at), "the tick's job")
+    assert (schedule.name, schedule.job, schedule.queue) == (
+        "pulse",
+        "tests.integration.pulse",
+        "pulse",
+    )
+    assert (schedule.cron, schedule.timezone, schedule.arguments) == (
+        "* * * * * *",
+        "UTC",
+        {"label": "tick"},
+    )
+    assert schedule.last_tick is not None
+    assert schedule.next_tick is not None
+    assert schedule.next_tick > schedule.last_tick.at
+    assert [t.status for t in recent] == [TickStatus.ENQUEUED] * 2
+    assert recent[0].at > recent[1].at
+    async with Jobs(jobs_dsn, queues={}) as jobs:
+        record = await jobs.get(recent[1].job_id or 0)
+    assert record is not None
+    assert record.scheduled_for == recent[1].at
+    assert record.arguments == {"label": "tick"}
+
+
+@pytest.mark.usefixtures("every_second")
+async def test_several_jobs_on_one_store_tick_once(jobs_dsn: str) -> None:
+    async with (
+        Jobs(jobs_dsn, queues={"pulse": 2}) as first,
+        Jobs(jobs_dsn, queues={"pulse": 2}),
+        Jobs(jobs_dsn, queues={"pulse": 2}),
+    ):
+        await eventually(lambda: ticks(first, 4), "four ticks", timeout=15)
+        recorded = await first.ticks("pulse", limit=100)
+        enqueued = await first.list(queue="pulse", limit=100)
+    at = [t.at for t in recorded]
+    assert len(set(at)) == len(at)
+    assert sorted(j.scheduled_for for j in enqueued if j.scheduled_for) == sorted(at)
+
+
+@pytest.mark.usefixtures("every_second")
+async def test_a_jobs_that_only_enqueues_does_not_tick(jobs_dsn: str) -> None:
+    async with Jobs(jobs_dsn, queues={}) as jobs:
+        await asyncio.sleep(1.5)  # long enough for a tick: none may come
+        assert await jobs.schedules() == []
+        assert await jobs.ticks("pulse") == []
+
+
+async def test_ticks_refuses_a_bad_limit(jobs_memory: str) -> None:
+    async with Jobs(jobs_memory, queues={}) as jobs:
+        with pytest.raises(ValueError, match="limit must be a positive integer"):
+            await jobs.ticks("pulse", limit=0)

@@ -1,0 +1,252 @@
+"""`worker/_ticker.py`: a worker's rounds over its schedules, with a clock the test moves: what
+each round records, how long it sleeps, a restart across ticks under each catch-up policy,
+several workers, and definitions changed or removed by newer code. On the memory store (the
+contract suite holds PostgreSQL to the same store semantics)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from starlette_jobs import DatabaseUnavailableError, JobStatus, TickStatus, job
+from starlette_jobs._cron import Cron
+from starlette_jobs._schedule_records import StoredSchedule
+from starlette_jobs._schedules import CatchUp, Overlap, Schedule
+from starlette_jobs.memory import _schedules as memory_schedules
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.worker import _ticker
+from starlette_jobs.worker._ticker import MAX_SLEEP, ON_TIME_SLACK, Ticker
+from tests.conftest import eventually
+from tests.records import outcome
+
+T0 = datetime(2026, 5, 1, 12, 0, 0, 500000, tzinfo=UTC)
+
+
+@job(name="tests.ticker.beat", queue="ticker")
+async def beat() -> None:
+    pass
+
+
+class Clock:
+    """The test's clock, the tickers' and the memory store's alike (it writes when a schedule
+    is defined)."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(memory_schedules, "utc_now", clock)
+    return clock
+
+
+def schedule(
+    cron: str = "* * * * *",
+    *,
+    name: str = "beat",
+    catch_up: CatchUp = "latest",
+    overlap: Overlap = "allow",
+) -> Schedule:
+    return Schedule(name, beat, Cron(cron, "UTC"), "{}", catch_up, overlap)
+
+
+def ticker(
+    store: MemoryStore, clock: Clock, schedules: Sequence[Schedule], worker: str = "w1"
+) -> Ticker:
+    return Ticker(store, schedules, worker, clock)
+
+
+async def ticks(store: MemoryStore, name: str = "beat") -> list[tuple[str, TickStatus]]:
+    found = await store.schedule_ticks(name, 1000)
+    return [(t.at.strftime("%H:%M:%S"), t.status) for t in reversed(found)]
+
+
+async def enqueued(store: MemoryStore) -> list[str]:
+    jobs = await store.list_jobs(None, "ticker", 1000)
+    return sorted(j.scheduled_for.strftime("%H:%M:%S") for j in jobs if j.scheduled_for)
+
+
+async def test_a_round_records_the_ticks_due_and_sleeps_until_the_next(clock: Clock) -> None:
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule()])
+    wait = await worker.round()  # declares; the schedule is defined now: nothing due yet
+    assert [s.name for s in await store.list_schedules()] == ["beat"]
+    assert await ticks(store) == []
+    assert wait == pytest.approx(59.5 + 0.005)
+    clock.advance(59.5)
+    wait = await worker.round()
+    assert await ticks(store) == [("12:01:00", TickStatus.ENQUEUED)]
+    assert await enqueued(store) == ["12:01:00"]
+    assert wait == MAX_SLEEP  # 12:02 is 60.005 s away
+    assert await worker.round() == MAX_SLEEP  # nothing new: nothing recorded
+    assert len(await enqueued(store)) == 1
+
+
+async def test_the_sleep_is_bounded_and_the_earliest_schedule_wakes_it(clock: Clock) -> None:
+    store = MemoryStore()
+    hourly, every_ten = schedule("0 * * * *", name="hourly"), schedule("*/10 * * * * *")
+    worker = ticker(store, clock, [hourly, every_ten])
+    assert await worker.round() == pytest.approx(9.5 + 0.005)
+    only_hourly = ticker(MemoryStore(), clock, [hourly])
+    assert await only_hourly.round() == MAX_SLEEP
+
+
+async def test_several_workers_record_each_tick_once(clock: Clock) -> None:
+    store = MemoryStore()
+    workers = [ticker(store, clock, [schedule("* * * * * *")], f"w{i}") for i in range(3)]
+    for _ in range(10):
+        for worker in workers:
+            await worker.round()
+        clock.advance(1)
+    recorded = await ticks(store)
+    assert len(recorded) == 9
+    assert len({at for at, _ in recorded}) == 9
+    assert await enqueued(store) == [at for at, _ in recorded]
+    assert {t.worker_id for t in await store.schedule_ticks("beat", 100)} == {"w0"}
+
+
+async def restarted(clock: Clock, catch_up: CatchUp) -> tuple[MemoryStore, list[str]]:
+    """A worker ticks every minute from 12:00 to 12:02, all stop, and one starts at 12:10:30."""
+    store = MemoryStore()
+    clock.now = T0 - timedelta(minutes=1)
+    first = ticker(store, clock, [schedule(catch_up=catch_up)])
+    for _ in range(4):
+        await first.round()
+        clock.advance(60)
+    assert await enqueued(store) == ["12:00:00", "12:01:00", "12:02:00"]
+    clock.now = T0 + timedelta(minutes=10, seconds=30)
+    second = ticker(store, clock, [schedule(catch_up=catch_up)], "w2")
+    await second.round()
+    return store, (await enqueued(store))[3:]
+
+
+async def test_a_restart_with_catch_up_latest_runs_the_latest_missed_tick_once(
+    clock: Clock,
+) -> None:
+    store, after = await restarted(clock, "latest")
+    assert after == ["12:10:00"]
+    (latest,) = await store.schedule_ticks("beat", 1)
+    assert latest.reason == "caught up: the latest of the ticks missed while no worker ran"
+
+
+async def test_a_restart_with_catch_up_none_runs_nothing_and_says_so(clock: Clock) -> None:
+    store, after = await restarted(clock, "none")
+    assert after == []
+    (latest,) = await store.schedule_ticks("beat", 1)
+    assert (latest.at.strftime("%H:%M"), latest.status) == ("12:10", TickStatus.SKIPPED)
+    assert latest.reason == "missed while no worker ran (catch_up='none')"
+
+
+async def test_a_restart_with_a_window_runs_each_missed_tick_within_it(clock: Clock) -> None:
+    _, after = await restarted(clock, timedelta(minutes=4))
+    assert after == ["12:07:00", "12:08:00", "12:09:00", "12:10:00"]
+
+
+async def test_a_tick_due_just_before_a_worker_starts_is_on_time(clock: Clock) -> None:
+    store = MemoryStore()
+    clock.now = T0 - timedelta(minutes=1)
+    first = ticker(store, clock, [schedule(catch_up="none")])
+    await first.round()
+    clock.now = T0.replace(microsecond=0) + ON_TIME_SLACK / 2  # the 12:00 tick is not recorded
+    second = ticker(store, clock, [schedule(catch_up="none")], "w2")
+    await second.round()
+    assert await ticks(store) == [("12:00:00", TickStatus.ENQUEUED)]
+
+
+async def test_a_changed_definition_stops_the_old_code_ticking(clock: Clock) -> None:
+    store = MemoryStore()
+    old = ticker(store, clock, [schedule("* * * * *")], "old")
+    await old.round()
+    new = ticker(store, clock, [schedule("*/2 * * * *")], "new")  # a deploy changes it
+    await new.round()
+    for _ in range(4):
+        clock.advance(60)
+        await old.round()
+        await new.round()
+    recorded = await store.schedule_ticks("beat", 100)
+    assert {t.worker_id for t in recorded} == {"new"}
+    assert sorted(t.at.minute for t in recorded) == [2, 4]
+
+
+async def test_a_removed_schedule_stops_ticking_once_newer_code_starts(clock: Clock) -> None:
+    store = MemoryStore()
+    old = ticker(store, clock, [schedule("* * * * *"), schedule(name="other")], "old")
+    await old.round()
+    new = ticker(store, clock, [schedule(name="other")], "new")
+    await new.round()
+    clock.advance(120)
+    await old.round()
+    assert [s.name for s in await store.list_schedules()] == ["other"]
+    assert await store.schedule_ticks("beat", 10) == []
+    assert len(await store.schedule_ticks("other", 10)) == 2
+
+
+async def test_a_process_declaring_no_schedule_removes_them_and_stops(clock: Clock) -> None:
+    store = MemoryStore()
+    await ticker(store, clock, [schedule()]).round()
+    assert await ticker(store, clock, []).round() is None
+    assert await store.list_schedules() == []
+
+
+async def test_overlap_one_waiting_starts_the_waiting_tick_once_the_job_ends(clock: Clock) -> None:
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule(overlap="one_waiting")])
+    await worker.round()
+    clock.advance(59.5)
+    await worker.round()  # 12:01 enqueued
+    (claim,) = await store.claim_batch("ticker", 10, "w1", 30)
+    clock.advance(120)
+    wait = await worker.round()  # 12:02 waits, 12:03 skipped
+    assert await ticks(store) == [
+        ("12:01:00", TickStatus.ENQUEUED),
+        ("12:02:00", TickStatus.WAITING),
+        ("12:03:00", TickStatus.SKIPPED),
+    ]
+    assert wait == 1.0  # looks again soon: the job it waits for may end any time
+    await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+    await worker.round()
+    assert await ticks(store) == [
+        ("12:01:00", TickStatus.ENQUEUED),
+        ("12:02:00", TickStatus.ENQUEUED),
+        ("12:03:00", TickStatus.SKIPPED),
+    ]
+    assert await enqueued(store) == ["12:01:00", "12:02:00"]
+
+
+async def test_a_round_the_database_fails_is_tried_again(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_ticker, "RETRY_AFTER", 0.01)
+    store = MemoryStore()
+    failures = [DatabaseUnavailableError("connection refused")] * 2
+    listed = store.list_schedules
+
+    async def list_schedules() -> list[StoredSchedule]:
+        if failures:
+            raise failures.pop()
+        return await listed()
+
+    await ticker(store, clock, [schedule()]).round()
+    clock.advance(60)
+    monkeypatch.setattr(store, "list_schedules", list_schedules)
+    worker = ticker(store, clock, [schedule()])
+    worker.start()
+    try:
+        await eventually(lambda: has_ticks(store), "the tick recorded after the failures")
+    finally:
+        await worker.stop()
+    assert "schedules: connection refused; trying again" in caplog.text
+
+
+async def has_ticks(store: MemoryStore) -> bool:
+    return bool(await store.schedule_ticks("beat", 1))
