@@ -180,7 +180,10 @@ def worker_settings(config: JobsConfig, in_lifespan: bool) -> WorkerSettings:
     an app's lifespan, where a web tier shares the event loop."""
     c = config
     protect = in_lifespan if c.protect_event_loop is None else c.protect_event_loop
+    declared = c.declared_queues
     return WorkerSettings(
-        c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace,
-        c.retention, c.loop_lag_target if protect else None,
+        {name: queue.concurrency for name, queue in declared.items()}, c.batch_size,
+        c.poll_interval, c.lease_duration, c.shutdown_grace, c.retention,
+        c.loop_lag_target if protect else None,
+        limits={name: queue.limits for name, queue in declared.items()},
     )  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import logging
 import math
@@ -11,12 +12,13 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._config import JobsConfig
-from .._errors import MemoryStoreUnsupportedError, StarletteJobsError
+from .._errors import JobDefinitionError, MemoryStoreUnsupportedError, StarletteJobsError
 from .._jobs import Jobs
+from .._queue import Queue
 from .._startup import configured_dsn
 from .._version import __version__
 from ..memory._store import is_memory_dsn
@@ -161,7 +163,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
         changes["dsn"] = args.dsn
     if args.command == "worker":
         if args.queue:
-            changes["queues"] = _parse_queues(args.queue)
+            changes["queues"] = _parse_queues(args.queue, found.config.declared_queues)
         elif not found.config.queues:
             raise CommandError(
                 f"{args.target} declares no queues (queues={{}}); name them with --queue NAME=N"
@@ -205,16 +207,26 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _parse_queues(specs: list[str]) -> dict[str, int]:
-    queues = {}
+def _parse_queues(
+    specs: list[str], declared: Mapping[str, Queue] | None = None
+) -> dict[str, int | Queue]:
+    """The queues of `--queue` options; one the Jobs declares with limits keeps them, with
+    this concurrency."""
+    declared = declared or {}
+    queues: dict[str, int | Queue] = {}
     for spec in specs:
         name, _, concurrency = spec.partition("=")
         try:
-            queues[name] = int(concurrency or "10")
+            queues[name] = local = int(concurrency or "10")
         except ValueError:
             raise CommandError(
                 f"--queue {spec!r}: expected NAME=CONCURRENCY, e.g. emails=5"
             ) from None
+        if name in declared and declared[name].limits.limited:
+            try:
+                queues[name] = dataclasses.replace(declared[name], concurrency=local)
+            except JobDefinitionError as error:
+                raise CommandError(f"--queue {spec!r}: {error}") from None
     return queues
 
 

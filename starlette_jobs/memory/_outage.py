@@ -25,6 +25,7 @@ STORE_CALLS = (
     *("listen", "listen_for_outcomes", "want_outcome", "get_job", "list_jobs"),
     *("count_by_status", "job_status", "cancel_job", "peek_jobs", "job_events", "retry_job"),
     *("release_job", "release_worker_jobs"),
+    *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -41,8 +41,9 @@ from .._records import (
     Unfinished,
 )
 from ..memory._outage import failing_in_outages
+from ._controls import MemoryControls
 from ._rows import OutcomeListener, QueueListener
-from ._tables import MemoryData, MemoryTables, canonical_json, utc_now
+from ._tables import MemoryData, canonical_json, utc_now
 
 SCHEME = "memory://"
 # The data of stores shared by name in this process, while a `Jobs` holds them.
@@ -65,7 +66,7 @@ def memory_store(dsn: str) -> MemoryStore:
 
 
 @failing_in_outages
-class MemoryStore(MemoryTables):
+class MemoryStore(MemoryControls):
     """The `Store` protocol on a dict; see the module's docstring."""
 
     @property
@@ -232,8 +233,9 @@ class MemoryStore(MemoryTables):
         queues: Sequence[str],
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> QueueListener:
-        listener = QueueListener(self._listeners, queues, on_notify, on_cancel)
+        listener = QueueListener(self._listeners, queues, on_notify, on_cancel, on_controls)
         self._listeners.add(listener)
         self._opened.append(listener)
         return listener

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError
+from .._queue import QueueControls
 from .._records import FINISHED, EventKind, JobStatus, NewJobs
 from ._outage import SimulatedOutage
 from ._rows import OutcomeListener, QueueListener, Row
@@ -30,6 +31,8 @@ class MemoryData:
         self.listeners: set[QueueListener] = set()
         self.outcome_listeners: set[OutcomeListener] = set()
         self.outage: SimulatedOutage | None = None  # see `memory._outage`
+        # Queue controls by queue name (`memory._controls`); a queue left out has none.
+        self.queues: dict[str, QueueControls] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

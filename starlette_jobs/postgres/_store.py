@@ -13,18 +13,18 @@ from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
-from ._connected import ConnectedStore
 from ._connections import (
     UniqueViolationError,
     raise_as_store_error,
 )
+from ._controls import ControlledStore
 from ._lanes import Executor
 from ._transactions import JoinedTransaction
 
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(ConnectedStore):
+class PostgresStore(ControlledStore):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:

@@ -16,10 +16,11 @@ a rescue), it ends `cancelled` instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 
 
@@ -149,9 +150,11 @@ class Store(Protocol):
         queues: Sequence[str],
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> Listener:
-        """Calls `on_notify(queue)` when a job of one of `queues` may be due, and
-        `on_cancel(lease_token)` when a running job is asked to stop (any worker's)."""
+        """Calls `on_notify(queue)` when a job of one of `queues` may be due,
+        `on_cancel(lease_token)` when a running job is asked to stop (any worker's), and
+        `on_controls(queue)` when the controls of a queue (any queue's) changed."""
         ...
 
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
@@ -205,6 +208,34 @@ class Store(Protocol):
 
     async def release_worker_jobs(self, worker_id: str) -> list[int]:
         """`release_job` for every job `worker_id` runs; returns their ids."""
+        ...
+
+    # -- queue controls (docs/limits.md) -------------------------------------------------------
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        """Pauses (no claim takes its jobs) or resumes `queue`, and tells the workers."""
+        ...
+
+    async def declare_queues(self, limits: Mapping[str, QueueLimits]) -> None:
+        """A worker starting: the limits of its queues, replacing those declared before (the
+        last worker to start wins); the workers are told of each queue whose limits changed."""
+        ...
+
+    async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
+        """The controls of each of `queues` (neither paused nor limited if never set)."""
+        ...
+
+    async def claim_limited_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        """`claim_batch` as the queue's controls allow at this moment: nothing while it is
+        paused; with a global limit, no more than leave at most that many of its jobs running,
+        whatever other workers claim at the same moment."""
+        ...
+
+    async def wake_queues(self, queues: Sequence[str]) -> None:
+        """Wakes the workers of `queues` (as a job becoming due does): jobs of a limited queue
+        finished, and one that found no room may claim now."""
         ...
 
     # -- closing -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from ..store._protocol import Store
 from ._attempt import run_attempt
 from ._cancels import AttemptStops, is_async_job
 from ._context import AttemptControl
+from ._controls import QueueControlsCopy
 from ._drain import Draining, drain
 from ._leases import Held, LeaseKeeper
 from ._loop_lag import LoopLagGuard
@@ -64,12 +65,16 @@ class Worker:
             store, settings.lease_duration, self._held, self._stops.lost, self._stops.requested
         )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
+        self._controls = QueueControlsCopy(
+            store, list(self._queues), settings.limits, settings.poll_interval, self.wake
+        )
         self._wakeups = Wakeups(
             store,
             list(self._queues),
             self.wake,
             self._statement_timeout / 2,
             self._stops.requested,
+            self._controls.changed,
         )
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
@@ -86,6 +91,7 @@ class Worker:
             self._outcomes.start()
             self._progress.start()
             await self._wakeups.start()
+            await self._controls.start()
             for state in self._queues.values():
                 self._tasks.append(
                     asyncio.create_task(
@@ -101,6 +107,7 @@ class Worker:
                 task.cancel()
             await self._leases.stop()
             await self._upkeep.stop()
+            await self._controls.stop()
             await self._outcomes.stop(timeout=0)
             await self._progress.stop()
             self._wakeups.terminate()
@@ -125,12 +132,15 @@ class Worker:
             # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
             state.wake.clear()
             free = self._guard.room(state.name)
-            if free > 0:
+            if free > 0 and not self._controls.paused(state.name):  # paused: polls until resumed
                 wanted = min(free, settings.batch_size)
+                claim_from = self._store.claim_batch
+                if self._controls.limited(state.name):
+                    claim_from = self._store.claim_limited_batch
                 try:
                     if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
-                    claims = await self._store.claim_batch(
+                    claims = await claim_from(
                         state.name, wanted, self.worker_id, settings.lease_duration
                     )
                 except BaseException as error:
@@ -218,12 +228,20 @@ class Worker:
         if progress is not None:
             outcome.progress = progress
         delay = outcome.retry_delay
-        if delay is None:
+        if self._controls.limited(state.name):
+            # The job leaves room once its outcome is written: tell the queue's workers then.
+            self._outcomes.add(outcome, functools.partial(self._limited_written, state, delay))
+        elif delay is None:
             self._outcomes.add(outcome)
         else:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
             # may claim it, and the poll still covers a retry whose wake-up is lost.
             self._outcomes.add(outcome, functools.partial(self._wake_after, delay, state.name))
+
+    def _limited_written(self, state: QueueState, delay: float | None) -> None:
+        self._controls.ended(state.name)
+        if delay is not None:
+            self._wake_after(delay, state.name)
 
     def _wake_after(self, delay: float, queue: str) -> None:
         """Called once a retry's outcome is written. The store counts the delay from that write
@@ -297,6 +315,7 @@ class Worker:
             state.stop_polling()
         await self._leases.stop()
         await self._upkeep.stop()
+        await self._controls.stop()
         await self._progress.stop()
         self._wakeups.terminate()  # if closing it ran out of time
         logger.info("worker %s stopped", self.worker_id)

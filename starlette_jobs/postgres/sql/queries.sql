@@ -597,3 +597,75 @@ WITH wanted AS (
 SELECT status FROM wanted, (SELECT count(*) FROM woken) AS sent
 UNION ALL
 SELECT status FROM starlette_jobs WHERE id = $1 AND NOT EXISTS (SELECT FROM wanted);
+
+-- Queue controls (docs/limits.md): one row per queue in starlette_jobs_queues. A change of a
+-- row NOTIFYs 'starlette_jobs.controls' with the queue's name, so that workers read it again
+-- at once rather than at their next poll.
+
+-- name: set_queue_paused
+-- Pauses or resumes a queue, whether or not it has a row yet.
+-- $1 queue, $2 paused
+INSERT INTO starlette_jobs_queues AS q (name, paused) VALUES ($1, $2)
+    ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING pg_notify('starlette_jobs.controls', q.name);
+
+-- name: declare_queues
+-- A worker starting writes the limits it declares for its queues; the last one wins. A row
+-- whose limits are already these is left alone, and no one is told.
+-- $1 queue names, $2 global limits (NULL: none)
+INSERT INTO starlette_jobs_queues AS q (name, global_limit)
+SELECT * FROM unnest($1::text[], $2::int4[])
+    ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_at = now()
+    WHERE q.global_limit IS DISTINCT FROM excluded.global_limit
+RETURNING pg_notify('starlette_jobs.controls', q.name);
+
+-- name: queue_controls
+-- The rows of these queues (a queue without one is neither paused nor limited).
+-- $1 queue names
+SELECT name, paused, global_limit FROM starlette_jobs_queues WHERE name = ANY($1::text[]);
+
+-- name: lock_queue
+-- The first statement of a limited queue's claim: its claimers take turns on the row until
+-- their transaction ends. The claim is the next statement, so that it counts what the claimer
+-- before committed (a statement sees what committed before it began, not before it got a lock).
+-- FOR NO KEY UPDATE: it conflicts with itself and with a pause, which is all that is needed.
+-- $1 queue
+SELECT paused, global_limit FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
+
+-- name: claim_limited_batch
+-- `claim_batch` for a queue with a global limit, after `lock_queue` in the same transaction:
+-- takes no more than the limit leaves room for, counting the queue's running jobs (a small set,
+-- found through the index on running rows).
+-- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
+-- $4 lease duration in seconds, $5 whether to record events, $6 the queue's global limit
+WITH picked AS (
+    SELECT id FROM starlette_jobs
+     WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+     ORDER BY priority DESC, run_at, id
+     LIMIT greatest(least($2::int8, $6::int8 - (SELECT count(*) FROM starlette_jobs
+                                                 WHERE queue = $1 AND status = 'running')), 0)
+       FOR NO KEY UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'running',
+           attempts = job.attempts + 1,
+           worker_id = $3,
+           -- As in claim_batch.
+           lease_token = (left((SELECT gen_random_uuid())::text, 19)
+                          || lpad(to_hex(job.id), 16, '0'))::uuid,
+           lease_expires_at = now() + make_interval(secs => $4),
+           started_at = now(),
+           progress = NULL
+     WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
+              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
+)
+SELECT * FROM claimed;
+
+-- name: wake_queues
+-- Jobs of these limited queues finished: a worker that found no room may claim now.
+-- $1 queue names
+SELECT pg_notify('starlette_jobs:' || queue, '') FROM unnest($1::text[]) AS queue;

@@ -84,3 +84,13 @@ CREATE TABLE starlette_jobs_events (
     autovacuum_vacuum_insert_scale_factor = 0.01,
     autovacuum_analyze_scale_factor = 0.01
 );
+
+-- One row per queue: paused or not, and the limits its workers declared (docs/limits.md;
+-- migrations/0007_queue_controls.sql). A queue with no row is neither paused nor limited.
+CREATE TABLE starlette_jobs_queues (
+    name         text        PRIMARY KEY,
+    paused       boolean     NOT NULL DEFAULT false,
+    -- At most this many of the queue's jobs run at once across all workers; NULL: no limit.
+    global_limit integer,
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);

@@ -1,0 +1,85 @@
+"""Queues as `Jobs(queues=...)` declares them (`Queue`: this process's concurrency and the limits
+every worker obeys) and as the database keeps them (`QueueControls`: paused or not, and the
+limits the last worker to start declared)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._errors import JobDefinitionError
+
+MAX_CONCURRENCY = 10_000
+"""The most jobs of one queue that one process, or all of them (`global_limit`), may run."""
+
+
+def _check_count(name: str, value: int | None) -> None:
+    # A bool is an int to Python, and almost certainly a mistake here.
+    if value is not None and (type(value) is not int or not 1 <= value <= MAX_CONCURRENCY):
+        raise JobDefinitionError(
+            f"{name} must be None or a positive integer, at most {MAX_CONCURRENCY}, got {value!r}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """What every worker of a queue obeys, wherever it runs (see docs/limits.md).
+
+    `global_limit`: at most this many of the queue's jobs run at once across all workers;
+    None: no limit but each worker's own concurrency.
+    """
+
+    global_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_count("global_limit", self.global_limit)
+
+    @property
+    def limited(self) -> bool:
+        """Whether a claim must count the queue's running jobs (a claim of its own)."""
+        return self.global_limit is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue of `Jobs(queues=...)`: how many of its jobs run at once in this process, and
+    the limits every worker of the queue obeys.
+
+    Args:
+        concurrency: how many of its jobs this process runs at once (1 to 10,000); what a bare
+            int in `queues=` means.
+        global_limit: at most this many of its jobs run at once across every worker process
+            (1 to 10,000); None (default): no limit but each process's `concurrency`.
+
+    Example:
+        >>> Jobs(queues={"default": 10, "exports": Queue(concurrency=10, global_limit=4)})
+    """
+
+    concurrency: int = 10
+    global_limit: int | None = None
+    limits: QueueLimits = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if type(self.concurrency) is not int or not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise JobDefinitionError(
+                f"concurrency must be a positive integer, at most {MAX_CONCURRENCY}, "
+                f"got {self.concurrency!r}"
+            )
+        object.__setattr__(self, "limits", QueueLimits(self.global_limit))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueControls:
+    """A queue as the database keeps it: `jobs.queue_controls(name)`.
+
+    `paused`: `jobs.pause(name)` was called, and no `jobs.resume(name)` since: no worker claims
+    its jobs. `limits`: what the last worker to start on the queue declared (see `Queue`).
+    """
+
+    name: str
+    paused: bool = False
+    limits: QueueLimits = QueueLimits()
+
+
+def as_queue(declared: int | Queue) -> Queue:
+    """A queue of `queues=`: a bare int is its concurrency."""
+    return declared if isinstance(declared, Queue) else Queue(concurrency=declared)

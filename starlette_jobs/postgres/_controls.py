@@ -1,0 +1,62 @@
+"""The queue controls of the PostgreSQL store (docs/limits.md): pause and resume, the limits
+workers declare, and the claim of a limited queue, on the `starlette_jobs_queues` rows.
+`_store.PostgresStore` is built on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .._queue import QueueControls, QueueLimits
+from .._records import Claim
+from ._connected import ConnectedStore
+from ._connections import raise_as_store_error
+
+
+class ControlledStore(ConnectedStore):
+    """`ConnectedStore` with the protocol's queue controls."""
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await self._write("execute", self._q["set_queue_paused"], queue, paused)
+
+    async def declare_queues(self, limits: Mapping[str, QueueLimits]) -> None:
+        names = sorted(limits)  # every worker locks the rows in one order: no deadlock
+        await self._worker_write(
+            "execute",
+            self._q["declare_queues"],
+            names,
+            [limits[name].global_limit for name in names],
+        )
+
+    async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
+        rows = await self._read("fetch", self._q["queue_controls"], list(queues))
+        found = {row[0]: QueueControls(row[0], row[1], QueueLimits(row[2])) for row in rows}
+        return {queue: found.get(queue) or QueueControls(queue) for queue in queues}
+
+    async def claim_limited_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        timeout = self.worker_statement_timeout
+        try:
+            async with self.pool.acquire() as connection, connection.transaction():
+                row = await connection.fetchrow(self._q["lock_queue"], queue, timeout=timeout)
+                if row is not None and row["paused"]:
+                    return []
+                if row is not None and row["global_limit"] is not None:
+                    rows = await connection.fetch(
+                        self._q["claim_limited_batch"],
+                        queue, limit, worker_id, lease_seconds, self.record_events,
+                        row["global_limit"], timeout=timeout,
+                    )  # fmt: skip
+                    return [Claim(*row) for row in rows]
+        except Exception as error:
+            raise_as_store_error(error)
+        # No limit on the row (another worker declared none since): the claim of any queue.
+        return await self.claim_batch(queue, limit, worker_id, lease_seconds)
+
+    async def claim_batch(
+        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+    ) -> list[Claim]:
+        raise NotImplementedError  # `PostgresStore`'s
+
+    async def wake_queues(self, queues: Sequence[str]) -> None:
+        await self._worker_write("execute", self._q["wake_queues"], list(queues))

@@ -1,0 +1,13 @@
+-- starlette-jobs 0007: queue controls, one row per queue (docs/limits.md).
+
+-- Whether the queue is paused (`jobs.pause`), and the limits its workers declared in
+-- `Jobs(queues=...)`, written by each worker as it starts (the last one wins). A queue with no
+-- row is neither paused nor limited. The claim of a limited queue locks its row: the claimers
+-- of that queue take turns, and each counts the jobs the others claimed.
+CREATE TABLE starlette_jobs_queues (
+    name         text        PRIMARY KEY,
+    paused       boolean     NOT NULL DEFAULT false,
+    -- At most this many of the queue's jobs run at once across all workers; NULL: no limit.
+    global_limit integer,
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);
