@@ -27,6 +27,9 @@ TESTED_ELSEWHERE = {
     "postgres._connected": "postgres/test_store.py",
     # The memory store's tables, tested through the store built on them (and the contract suite).
     "memory._tables": "memory/test_store.py",
+    # The memory store's queue controls: all they do is what the contract suite holds both
+    # stores to.
+    "memory._controls": "contract/test_controls_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

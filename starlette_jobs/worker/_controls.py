@@ -50,12 +50,18 @@ class QueueControlsCopy:
             for queue in queues
         }
         self._changed = asyncio.Event()
+        # Queues whose controls changed since the last read, and those the read in flight is
+        # for: they claim nothing until it is done, so that a pause stops claims as soon as
+        # its notification arrives, not one read later.
+        self._unsure: set[str] = set()
+        self._reading: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._to_wake: set[str] = set()
         self._waking: asyncio.Task[None] | None = None
 
     def paused(self, queue: str) -> bool:
-        return self._current[queue].paused
+        """Whether claims of `queue` must wait (it is paused, or may have been just now)."""
+        return self._current[queue].paused or queue in self._unsure or queue in self._reading
 
     def limited(self, queue: str) -> bool:
         return self._current[queue].limits.limited
@@ -77,11 +83,19 @@ class QueueControlsCopy:
     def changed(self, queue: str) -> None:
         """The store announced that `queue`'s controls changed (perhaps not one of ours)."""
         if queue in self._current:
+            self._unsure.add(queue)
             self._changed.set()
 
     async def refresh(self) -> None:
         """Reads the controls again; wakes each queue that may claim more than it did."""
-        found = await self._store.queue_controls(list(self._current))
+        self._reading, self._unsure = self._reading | self._unsure, set()
+        try:
+            found = await self._store.queue_controls(list(self._current))
+        except BaseException:
+            self._unsure |= self._reading
+            raise
+        finally:
+            reading, self._reading = self._reading, set()
         for queue, controls in found.items():
             before, self._current[queue] = self._current[queue], controls
             if controls != before:
@@ -89,8 +103,8 @@ class QueueControlsCopy:
                     "queue %r: %s, limits %s", queue,
                     "paused" if controls.paused else "not paused", controls.limits,
                 )  # fmt: skip
-                if not controls.paused:
-                    self._wake(queue)
+            if (controls != before or queue in reading) and not self.paused(queue):
+                self._wake(queue)
 
     def ended(self, queue: str) -> None:
         """A job of `queue` ended and its outcome is written: if the queue is limited, wake

@@ -1,0 +1,182 @@
+"""Queue controls (docs/limits.md) on both stores: pause and resume, the limits workers declare,
+and the claim of a limited queue. Several worker processes on one limit: processes/test_limits.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from starlette_jobs import Jobs, JobStatus, Queue, QueueControls, QueueLimits, job
+from starlette_jobs.store._protocol import Store
+from tests.records import new_jobs as new
+from tests.records import outcome as ended
+
+LEASE = 30.0
+QUEUE = "controlled"
+
+
+@pytest.fixture
+def shared_dsn(postgres_dsn: str | None) -> str:
+    """A database that several `Jobs` of the test share (a named memory store, while one of
+    them holds it)."""
+    return postgres_dsn or f"memory://controls-{uuid.uuid4().hex}"
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+async def test_a_queue_never_controlled_is_neither_paused_nor_limited(store: Store) -> None:
+    assert await store.queue_controls(["a", "b"]) == {
+        "a": QueueControls("a"),
+        "b": QueueControls("b"),
+    }
+
+
+async def test_pause_and_resume_are_kept_apart_from_the_declared_limits(store: Store) -> None:
+    await store.set_paused(QUEUE, True)
+    await store.declare_queues({QUEUE: QueueLimits(global_limit=3), "other": QueueLimits()})
+    assert await store.queue_controls([QUEUE, "other"]) == {
+        QUEUE: QueueControls(QUEUE, paused=True, limits=QueueLimits(global_limit=3)),
+        "other": QueueControls("other"),
+    }
+    await store.set_paused(QUEUE, False)
+    await store.set_paused(QUEUE, False)  # resuming a queue that is not paused changes nothing
+    # The last worker to start wins: one that declares no limit lifts it.
+    await store.declare_queues({QUEUE: QueueLimits()})
+    assert await store.queue_controls([QUEUE]) == {QUEUE: QueueControls(QUEUE)}
+
+
+async def test_a_paused_queue_gives_no_limited_claim_and_a_resumed_one_does(store: Store) -> None:
+    await store.insert_jobs(new(3, queue=QUEUE))
+    await store.set_paused(QUEUE, True)
+    assert await store.claim_limited_batch(QUEUE, 10, "w", LEASE) == []
+    await store.set_paused(QUEUE, False)
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 3
+
+
+async def test_a_limited_claim_leaves_at_most_the_global_limit_running(store: Store) -> None:
+    await store.declare_queues({QUEUE: QueueLimits(global_limit=3)})
+    await store.insert_jobs(new(6, queue=QUEUE))
+    [other] = await store.insert_jobs(new(queue="elsewhere"))
+    await store.claim_batch("elsewhere", 10, "w", LEASE)  # another queue's jobs do not count
+    first = await store.claim_limited_batch(QUEUE, 2, "w1", LEASE)  # the worker's free slots
+    second = await store.claim_limited_batch(QUEUE, 10, "w2", LEASE)  # the limit's room
+    assert (len(first), len(second)) == (2, 1)
+    assert await store.claim_limited_batch(QUEUE, 10, "w3", LEASE) == []
+    await store.record_outcomes([ended(first[0], JobStatus.SUCCEEDED)])
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w3", LEASE)) == 1
+    counts = await store.count_by_status(QUEUE)
+    assert (counts[JobStatus.RUNNING], counts[JobStatus.PENDING]) == (3, 2)
+    assert other not in [c.id for c in first + second]
+
+
+async def test_a_limited_claim_of_a_queue_whose_limit_was_lifted_takes_what_it_asks(
+    store: Store,
+) -> None:
+    await store.insert_jobs(new(4, queue=QUEUE))
+    # A worker still holding an old copy of the controls claims as for a limited queue.
+    assert len(await store.claim_limited_batch(QUEUE, 4, "w", LEASE)) == 4
+
+
+async def test_workers_are_told_of_a_change_of_controls_and_woken_for_freed_room(
+    store: Store,
+) -> None:
+    changed: asyncio.Queue[str] = asyncio.Queue()
+    woken: asyncio.Queue[str] = asyncio.Queue()
+    listener = await store.listen([QUEUE], woken.put_nowait, on_controls=changed.put_nowait)
+    try:
+        await store.set_paused(QUEUE, True)
+        assert await asyncio.wait_for(changed.get(), 10) == QUEUE
+        await store.declare_queues({"other": QueueLimits(global_limit=1)})
+        assert await asyncio.wait_for(changed.get(), 10) == "other"  # any queue's change
+        await store.wake_queues([QUEUE, "not-listened"])
+        assert await asyncio.wait_for(woken.get(), 10) == QUEUE
+    finally:
+        await listener.close()
+
+
+# -- Jobs and workers --------------------------------------------------------------------------
+
+
+class Peak:
+    """How many `limited_sleep` jobs ran at once at most, in this process."""
+
+    def __init__(self) -> None:
+        self.now = self.most = 0
+
+
+peaks: list[Peak] = []
+
+
+@pytest.fixture
+def peak() -> Iterator[Peak]:
+    peaks.append(Peak())
+    yield peaks[-1]
+    peaks.pop()
+
+
+@job(queue=QUEUE)
+async def limited_sleep(n: int, seconds: float) -> int:
+    peak = peaks[-1]
+    peak.now += 1
+    peak.most = max(peak.most, peak.now)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        peak.now -= 1
+    return n
+
+
+async def test_a_paused_queue_is_not_claimed_from_enqueue_goes_on_and_resume_runs_it(
+    shared_dsn: str, peak: Peak
+) -> None:
+    async with Jobs(shared_dsn, queues={QUEUE: 5}, poll_interval=0.05) as jobs:
+        await jobs.pause(QUEUE)
+        assert (await jobs.queue_controls(QUEUE)).paused
+        job_id = await jobs.enqueue(limited_sleep, n=1, seconds=0)
+        # Nothing announces a claim that does not happen: the worker polls the queue a dozen
+        # times meanwhile, and the job is still pending.
+        await asyncio.sleep(0.6)
+        record = await jobs.get(job_id)
+        assert record is not None
+        assert record.status is JobStatus.PENDING
+        await jobs.resume(QUEUE)
+        assert await jobs.result(limited_sleep, job_id, timeout=10) == 1
+        assert not (await jobs.queue_controls(QUEUE)).paused
+
+
+async def test_a_pause_outlasts_the_jobs_that_set_it_and_any_process_resumes(
+    shared_dsn: str, peak: Peak
+) -> None:
+    async with Jobs(shared_dsn, queues={}) as holder:  # keeps a memory store alive meanwhile
+        async with Jobs(shared_dsn, queues={}) as pausing:
+            await pausing.pause(QUEUE)
+        async with Jobs(shared_dsn, queues={QUEUE: 5}, poll_interval=0.05) as worker:
+            assert (await worker.queue_controls(QUEUE)).paused
+            job_id = await worker.enqueue(limited_sleep, n=2, seconds=0)
+            await asyncio.sleep(0.3)  # six polls, none of which claims
+            record = await worker.get(job_id)
+            assert record is not None
+            assert record.status is JobStatus.PENDING
+            await holder.resume(QUEUE)  # a process that enqueues only
+            assert await worker.result(limited_sleep, job_id, timeout=10) == 2
+
+
+async def test_a_global_limit_holds_across_two_workers_on_one_store(
+    shared_dsn: str, peak: Peak
+) -> None:
+    limited = Queue(concurrency=5, global_limit=3)
+    async with (
+        Jobs(shared_dsn, queues={QUEUE: limited}, poll_interval=0.05) as first,
+        Jobs(shared_dsn, queues={QUEUE: limited}, poll_interval=0.05) as second,
+    ):
+        ids = [await first.enqueue(limited_sleep, n=n, seconds=0.05) for n in range(15)]
+        results = [await second.result(limited_sleep, i, timeout=20) for i in ids]
+        assert results == list(range(15))
+        assert (await first.queue_controls(QUEUE)).limits == QueueLimits(global_limit=3)
+    # Ten slots between the two, and fifteen jobs long enough to fill them: the limit, exactly.
+    assert peak.most == 3
