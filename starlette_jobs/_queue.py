@@ -11,6 +11,11 @@ from ._errors import JobDefinitionError
 MAX_CONCURRENCY = 10_000
 """The most jobs of one queue that one process, or all of them (`global_limit`), may run."""
 
+KEY_LIMIT_SCAN = 1000
+"""How many due jobs, in claim order, the claim of a queue with a `key_limit` looks at: the
+claim stays bounded however long the queue, at the price that jobs further down wait while
+the first ones all belong to keys at their limit."""
+
 
 def _check_count(name: str, value: int | None) -> None:
     # A bool is an int to Python, and almost certainly a mistake here.
@@ -25,18 +30,33 @@ class QueueLimits:
     """What every worker of a queue obeys, wherever it runs (see docs/limits.md).
 
     `global_limit`: at most this many of the queue's jobs run at once across all workers;
-    None: no limit but each worker's own concurrency.
+    None: no limit but each worker's own concurrency. `key`, `key_limit`: at most `key_limit`
+    of its jobs run at once with the same value of their argument `key` (jobs without that
+    argument are not limited by it); None: no such limit.
     """
 
     global_limit: int | None = None
+    key: str | None = None
+    key_limit: int | None = None
 
     def __post_init__(self) -> None:
         _check_count("global_limit", self.global_limit)
+        _check_count("key_limit", self.key_limit)
+        if (self.key is None) != (self.key_limit is None):
+            raise JobDefinitionError(
+                "key and key_limit go together: name the argument (key=) and how many jobs "
+                f"may run per value of it (key_limit=), got key={self.key!r}, "
+                f"key_limit={self.key_limit!r}"
+            )
+        if self.key is not None and not (isinstance(self.key, str) and self.key.isidentifier()):
+            raise JobDefinitionError(
+                f"key must be the name of an argument of the queue's jobs, got {self.key!r}"
+            )
 
     @property
     def limited(self) -> bool:
         """Whether a claim must count the queue's running jobs (a claim of its own)."""
-        return self.global_limit is not None
+        return self.global_limit is not None or self.key_limit is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +69,20 @@ class Queue:
             int in `queues=` means.
         global_limit: at most this many of its jobs run at once across every worker process
             (1 to 10,000); None (default): no limit but each process's `concurrency`.
+        key: the name of an argument of the queue's jobs, read from each job's stored
+            arguments (whoever enqueued it), for `key_limit`.
+        key_limit: at most this many of its jobs run at once, across every worker process,
+            with the same value of the argument `key` (1 to 10,000); None (default): no limit.
 
     Example:
         >>> Jobs(queues={"default": 10, "exports": Queue(concurrency=10, global_limit=4)})
+        >>> Jobs(queues={"sync": Queue(key="customer_id", key_limit=1)})
     """
 
     concurrency: int = 10
     global_limit: int | None = None
+    key: str | None = None
+    key_limit: int | None = None
     limits: QueueLimits = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -64,7 +91,8 @@ class Queue:
                 f"concurrency must be a positive integer, at most {MAX_CONCURRENCY}, "
                 f"got {self.concurrency!r}"
             )
-        object.__setattr__(self, "limits", QueueLimits(self.global_limit))
+        limits = QueueLimits(self.global_limit, self.key, self.key_limit)
+        object.__setattr__(self, "limits", limits)
 
 
 @dataclass(frozen=True, slots=True)

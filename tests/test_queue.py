@@ -57,3 +57,16 @@ def test_controls_are_values() -> None:
     assert QueueControls("a") == QueueControls("a", paused=False, limits=QueueLimits())
     with pytest.raises(dataclasses.FrozenInstanceError):
         QueueControls("a").paused = True  # type: ignore[misc]
+
+
+def test_a_key_limit_names_the_argument_and_how_many_per_value() -> None:
+    limited = Queue(key="customer_id", key_limit=2)
+    assert limited.limits == QueueLimits(key="customer_id", key_limit=2)
+    assert limited.limits.limited
+    for arguments in ({"key": "customer_id"}, {"key_limit": 2}):
+        with pytest.raises(JobDefinitionError, match="key and key_limit go together"):
+            Queue(**arguments)
+    with pytest.raises(JobDefinitionError, match="key must be the name of an argument"):
+        Queue(key="customer-id", key_limit=1)
+    with pytest.raises(JobDefinitionError, match="key_limit must be None or a positive integer"):
+        Queue(key="customer_id", key_limit=0)

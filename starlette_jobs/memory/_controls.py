@@ -5,11 +5,15 @@ process. `_store.MemoryStore` is built on it."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
-from .._queue import QueueControls, QueueLimits
-from .._records import Claim
-from ._tables import MemoryTables
+from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
+from .._records import Claim, EventKind
+from ._rows import Row
+from ._tables import MemoryTables, utc_now
 
 
 class MemoryControls(MemoryTables):
@@ -32,11 +36,28 @@ class MemoryControls(MemoryTables):
         controls = self._controls(queue)
         if controls.paused:
             return []
-        most = controls.limits.global_limit
-        if most is not None:
-            running = sum(1 for row in self._running() if row.queue == queue)
-            limit = max(0, min(limit, most - running))
-        return await self.claim_batch(queue, limit, worker_id, lease_seconds)
+        limits = controls.limits
+        running = [row for row in self._running() if row.queue == queue]
+        if limits.global_limit is not None:
+            limit = max(0, min(limit, limits.global_limit - len(running)))
+        if limits.key is None or limits.key_limit is None:
+            return await self.claim_batch(queue, limit, worker_id, lease_seconds)
+        per_key = Counter(_key_of(row, limits.key) for row in running)
+        picked: list[Row] = []
+        for row in self._due(queue, KEY_LIMIT_SCAN):
+            if len(picked) >= limit:
+                break
+            key = _key_of(row, limits.key)
+            if key is None or per_key[key] < limits.key_limit:
+                picked.append(row)
+                per_key[key] += 1
+        now = utc_now()
+        expires = now + timedelta(seconds=lease_seconds)
+        claims = []
+        for row in picked:
+            claims.append(row.claim(worker_id, expires, now))
+            self._changed(row, EventKind.CLAIMED, now)
+        return claims
 
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float
@@ -54,3 +75,12 @@ class MemoryControls(MemoryTables):
         self.data.queues[queue] = dataclasses.replace(self._controls(queue), **changes)  # type: ignore[arg-type]
         for listener in list(self._listeners):
             listener.controls_changed(queue)
+
+
+def _key_of(row: Row, argument: str) -> str | None:
+    """The value of the job's argument as PostgreSQL's `payload ->> argument` gives it: a
+    string as itself, any other value as its JSON text, a missing one or null as None."""
+    value = json.loads(row.payload).get(argument)
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .._queue import QueueControls, QueueLimits
+from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
 from .._records import Claim
 from ._connected import ConnectedStore
 from ._connections import raise_as_store_error
@@ -25,11 +25,13 @@ class ControlledStore(ConnectedStore):
             self._q["declare_queues"],
             names,
             [limits[name].global_limit for name in names],
+            [limits[name].key for name in names],
+            [limits[name].key_limit for name in names],
         )
 
     async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
         rows = await self._read("fetch", self._q["queue_controls"], list(queues))
-        found = {row[0]: QueueControls(row[0], row[1], QueueLimits(row[2])) for row in rows}
+        found = {row[0]: QueueControls(row[0], row[1], QueueLimits(*row[2:])) for row in rows}
         return {queue: found.get(queue) or QueueControls(queue) for queue in queues}
 
     async def claim_limited_batch(
@@ -41,11 +43,17 @@ class ControlledStore(ConnectedStore):
                 row = await connection.fetchrow(self._q["lock_queue"], queue, timeout=timeout)
                 if row is not None and row["paused"]:
                     return []
+                claiming = (queue, limit, worker_id, lease_seconds, self.record_events)
+                if row is not None and row["key_limit"] is not None:
+                    rows = await connection.fetch(
+                        self._q["claim_keyed_batch"], *claiming, row["global_limit"],
+                        row["limit_key"], row["key_limit"], KEY_LIMIT_SCAN, timeout=timeout,
+                    )  # fmt: skip
+                    return [Claim(*row) for row in rows]
                 if row is not None and row["global_limit"] is not None:
                     rows = await connection.fetch(
-                        self._q["claim_limited_batch"],
-                        queue, limit, worker_id, lease_seconds, self.record_events,
-                        row["global_limit"], timeout=timeout,
+                        self._q["claim_limited_batch"], *claiming, row["global_limit"],
+                        timeout=timeout,
                     )  # fmt: skip
                     return [Claim(*row) for row in rows]
         except Exception as error:

@@ -74,6 +74,35 @@ async def test_a_limited_claim_leaves_at_most_the_global_limit_running(store: St
     assert other not in [c.id for c in first + second]
 
 
+async def test_a_key_limit_runs_at_most_that_many_jobs_per_value_of_the_argument(
+    store: Store,
+) -> None:
+    await store.declare_queues({QUEUE: QueueLimits(key="customer_id", key_limit=2)})
+    payloads = ['{"customer_id": "a"}'] * 3 + ['{"customer_id": 7}'] * 3 + ['{"other": 1}'] * 2
+    for payload in payloads:  # one at a time: in this claim order
+        await store.insert_jobs(new(queue=QUEUE, payload=payload))
+    first = await store.claim_limited_batch(QUEUE, 3, "w1", LEASE)  # the worker's slots
+    second = await store.claim_limited_batch(QUEUE, 10, "w2", LEASE)
+    keys = [c.payload for c in first + second]
+    # Two of customer "a" and two of customer 7 (a number: its JSON text is the key), and every
+    # job without the argument; the third of each customer waits.
+    assert sorted(keys) == sorted(payloads[0:2] + payloads[3:5] + payloads[6:8])
+    assert await store.claim_limited_batch(QUEUE, 10, "w3", LEASE) == []
+    await store.record_outcomes([ended(first[0], JobStatus.SUCCEEDED)])  # one of customer "a"
+    [third] = await store.claim_limited_batch(QUEUE, 10, "w3", LEASE)
+    assert third.payload == '{"customer_id": "a"}'
+
+
+async def test_a_key_limit_and_a_global_limit_hold_together(store: Store) -> None:
+    limits = QueueLimits(global_limit=3, key="customer_id", key_limit=1)
+    await store.declare_queues({QUEUE: limits})
+    for customer in "aabbccdd":
+        await store.insert_jobs(new(queue=QUEUE, payload=f'{{"customer_id": "{customer}"}}'))
+    claims = await store.claim_limited_batch(QUEUE, 10, "w", LEASE)
+    assert sorted(c.payload for c in claims) == [f'{{"customer_id": "{c}"}}' for c in "abc"]
+    assert (await store.queue_controls([QUEUE]))[QUEUE].limits == limits
+
+
 async def test_a_limited_claim_of_a_queue_whose_limit_was_lifted_takes_what_it_asks(
     store: Store,
 ) -> None:
@@ -137,6 +166,9 @@ async def test_a_paused_queue_is_not_claimed_from_enqueue_goes_on_and_resume_run
     async with Jobs(shared_dsn, queues={QUEUE: 5}, poll_interval=0.05) as jobs:
         await jobs.pause(QUEUE)
         assert (await jobs.queue_controls(QUEUE)).paused
+        # A claim already on its way when the pause lands may still take jobs: the pause is
+        # promised within a poll interval. Two of them, and the job comes after.
+        await asyncio.sleep(0.1)
         job_id = await jobs.enqueue(limited_sleep, n=1, seconds=0)
         # Nothing announces a claim that does not happen: the worker polls the queue a dozen
         # times meanwhile, and the job is still pending.
@@ -180,3 +212,39 @@ async def test_a_global_limit_holds_across_two_workers_on_one_store(
         assert (await first.queue_controls(QUEUE)).limits == QueueLimits(global_limit=3)
     # Ten slots between the two, and fifteen jobs long enough to fill them: the limit, exactly.
     assert peak.most == 3
+
+
+per_customer_running: dict[str, int] = {}
+per_customer_most: dict[str, int] = {}
+
+
+@job(queue=QUEUE)
+async def sync_customer(customer: str, seconds: float) -> str:
+    per_customer_running[customer] = per_customer_running.get(customer, 0) + 1
+    most = max(per_customer_most.get(customer, 0), per_customer_running[customer])
+    per_customer_most[customer] = most
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        per_customer_running[customer] -= 1
+    return customer
+
+
+async def test_a_key_limit_holds_across_two_workers_for_jobs_any_process_enqueued(
+    shared_dsn: str,
+) -> None:
+    per_customer_most.clear()
+    one_each = Queue(concurrency=5, key="customer", key_limit=1)
+    async with (
+        Jobs(shared_dsn, queues={}) as producer,  # declares nothing: the workers' limit holds
+        Jobs(shared_dsn, queues={QUEUE: one_each}, poll_interval=0.05) as first,
+        Jobs(shared_dsn, queues={QUEUE: one_each}, poll_interval=0.05) as second,
+    ):
+        ids = [
+            await producer.enqueue(sync_customer, customer=customer, seconds=0.05)
+            for customer in "abc" * 4
+        ]
+        results = [await first.result(sync_customer, i, timeout=20) for i in ids]
+        assert results == list("abc" * 4)
+        assert second.worker_id is not None
+    assert per_customer_most == {"a": 1, "b": 1, "c": 1}

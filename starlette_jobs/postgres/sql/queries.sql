@@ -612,17 +612,22 @@ RETURNING pg_notify('starlette_jobs.controls', q.name);
 -- name: declare_queues
 -- A worker starting writes the limits it declares for its queues; the last one wins. A row
 -- whose limits are already these is left alone, and no one is told.
--- $1 queue names, $2 global limits (NULL: none)
-INSERT INTO starlette_jobs_queues AS q (name, global_limit)
-SELECT * FROM unnest($1::text[], $2::int4[])
-    ON CONFLICT (name) DO UPDATE SET global_limit = excluded.global_limit, updated_at = now()
-    WHERE q.global_limit IS DISTINCT FROM excluded.global_limit
+-- $1 queue names, $2 global limits, $3 the arguments a key limit reads, $4 key limits
+-- (NULL: none)
+INSERT INTO starlette_jobs_queues AS q (name, global_limit, limit_key, key_limit)
+SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::int4[])
+    ON CONFLICT (name) DO UPDATE
+   SET global_limit = excluded.global_limit, limit_key = excluded.limit_key,
+       key_limit = excluded.key_limit, updated_at = now()
+ WHERE (q.global_limit, q.limit_key, q.key_limit)
+       IS DISTINCT FROM (excluded.global_limit, excluded.limit_key, excluded.key_limit)
 RETURNING pg_notify('starlette_jobs.controls', q.name);
 
 -- name: queue_controls
 -- The rows of these queues (a queue without one is neither paused nor limited).
 -- $1 queue names
-SELECT name, paused, global_limit FROM starlette_jobs_queues WHERE name = ANY($1::text[]);
+SELECT name, paused, global_limit, limit_key, key_limit
+  FROM starlette_jobs_queues WHERE name = ANY($1::text[]);
 
 -- name: lock_queue
 -- The first statement of a limited queue's claim: its claimers take turns on the row until
@@ -630,7 +635,8 @@ SELECT name, paused, global_limit FROM starlette_jobs_queues WHERE name = ANY($1
 -- before committed (a statement sees what committed before it began, not before it got a lock).
 -- FOR NO KEY UPDATE: it conflicts with itself and with a pause, which is all that is needed.
 -- $1 queue
-SELECT paused, global_limit FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
+SELECT paused, global_limit, limit_key, key_limit
+  FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
 
 -- name: claim_limited_batch
 -- `claim_batch` for a queue with a global limit, after `lock_queue` in the same transaction:
@@ -657,6 +663,55 @@ WITH picked AS (
            started_at = now(),
            progress = NULL
      WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
+              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
+)
+SELECT * FROM claimed;
+
+-- name: claim_keyed_batch
+-- `claim_limited_batch` for a queue with a limit per key (at most $8 running jobs per value of
+-- the argument $7), and perhaps a global limit. It looks at the first $9 due jobs only, in
+-- claim order, so that it stays bounded however long the queue; a job without the argument is
+-- not limited by it. The jobs were seen without a lock (the claimers of the queue take turns
+-- on its row): the UPDATE takes only those still pending.
+-- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
+-- $4 lease duration in seconds, $5 whether to record events, $6 the global limit or NULL,
+-- $7 the argument's name, $8 how many may run per value, $9 how many due jobs to look at
+WITH running AS (
+    SELECT payload ->> $7 AS key FROM starlette_jobs WHERE queue = $1 AND status = 'running'
+), per_key AS (
+    SELECT key, count(*) AS running FROM running WHERE key IS NOT NULL GROUP BY key
+), due AS (
+    SELECT id, payload ->> $7 AS key,
+           row_number() OVER (ORDER BY priority DESC, run_at, id) AS position
+      FROM (SELECT id, payload, priority, run_at FROM starlette_jobs
+             WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+             ORDER BY priority DESC, run_at, id
+             LIMIT $9) AS first_due
+), ranked AS (
+    SELECT id, key, position, row_number() OVER (PARTITION BY key ORDER BY position) AS nth
+      FROM due
+), picked AS (
+    SELECT ranked.id FROM ranked LEFT JOIN per_key USING (key)
+     WHERE ranked.key IS NULL OR ranked.nth + coalesce(per_key.running, 0) <= $8
+     ORDER BY ranked.position
+     LIMIT greatest(least($2::int8, coalesce($6::int8 - (SELECT count(*) FROM running),
+                                             $2::int8)), 0)
+), claimed AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'running',
+           attempts = job.attempts + 1,
+           worker_id = $3,
+           -- As in claim_batch.
+           lease_token = (left((SELECT gen_random_uuid())::text, 19)
+                          || lpad(to_hex(job.id), 16, '0'))::uuid,
+           lease_expires_at = now() + make_interval(secs => $4),
+           started_at = now(),
+           progress = NULL
+     WHERE job.id = ANY(ARRAY(SELECT id FROM picked)) AND job.status = 'pending'
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
               job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
 ), logged AS (

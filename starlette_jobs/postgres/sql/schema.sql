@@ -92,5 +92,9 @@ CREATE TABLE starlette_jobs_queues (
     paused       boolean     NOT NULL DEFAULT false,
     -- At most this many of the queue's jobs run at once across all workers; NULL: no limit.
     global_limit integer,
+    -- At most key_limit of its jobs run at once per value of their argument limit_key (read
+    -- from the payload); both NULL: no such limit.
+    limit_key    text,
+    key_limit    integer,
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
