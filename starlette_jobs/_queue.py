@@ -11,6 +11,9 @@ from ._errors import JobDefinitionError
 MAX_CONCURRENCY = 10_000
 """The most jobs of one queue that one process, or all of them (`global_limit`), may run."""
 
+MIN_RATE_PERIOD = 0.01
+MAX_RATE_PERIOD = 86_400.0
+
 KEY_LIMIT_SCAN = 1000
 """How many due jobs, in claim order, the claim of a queue with a `key_limit` looks at: the
 claim stays bounded however long the queue, at the price that jobs further down wait while
@@ -32,16 +35,30 @@ class QueueLimits:
     `global_limit`: at most this many of the queue's jobs run at once across all workers;
     None: no limit but each worker's own concurrency. `key`, `key_limit`: at most `key_limit`
     of its jobs run at once with the same value of their argument `key` (jobs without that
-    argument are not limited by it); None: no such limit.
+    argument are not limited by it); None: no such limit. `rate_limit`, `rate_period`: at most
+    `rate_limit` of its jobs start in any `rate_period` seconds; None: no such limit.
     """
 
     global_limit: int | None = None
     key: str | None = None
     key_limit: int | None = None
+    rate_limit: int | None = None
+    rate_period: float = 1.0
 
     def __post_init__(self) -> None:
         _check_count("global_limit", self.global_limit)
         _check_count("key_limit", self.key_limit)
+        _check_count("rate_limit", self.rate_limit)
+        period: object = self.rate_period
+        if (
+            isinstance(period, bool)
+            or not isinstance(period, int | float)
+            or not MIN_RATE_PERIOD <= period <= MAX_RATE_PERIOD  # NaN fails it too
+        ):
+            raise JobDefinitionError(
+                f"rate_period must be a number of seconds from {MIN_RATE_PERIOD} to "
+                f"{MAX_RATE_PERIOD:.0f}, got {period!r}"
+            )
         if (self.key is None) != (self.key_limit is None):
             raise JobDefinitionError(
                 "key and key_limit go together: name the argument (key=) and how many jobs "
@@ -56,7 +73,7 @@ class QueueLimits:
     @property
     def limited(self) -> bool:
         """Whether a claim must count the queue's running jobs (a claim of its own)."""
-        return self.global_limit is not None or self.key_limit is not None
+        return any(x is not None for x in (self.global_limit, self.key_limit, self.rate_limit))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +90,22 @@ class Queue:
             arguments (whoever enqueued it), for `key_limit`.
         key_limit: at most this many of its jobs run at once, across every worker process,
             with the same value of the argument `key` (1 to 10,000); None (default): no limit.
+        rate_limit: at most this many of its jobs start in any `rate_period` seconds, across
+            every worker process (1 to 10,000); None (default): no limit.
+        rate_period: the length of that window, in seconds (0.01 to 86,400; default 1).
 
     Example:
         >>> Jobs(queues={"default": 10, "exports": Queue(concurrency=10, global_limit=4)})
         >>> Jobs(queues={"sync": Queue(key="customer_id", key_limit=1)})
+        >>> Jobs(queues={"sms": Queue(rate_limit=10, rate_period=1.0)})
     """
 
     concurrency: int = 10
     global_limit: int | None = None
     key: str | None = None
     key_limit: int | None = None
+    rate_limit: int | None = None
+    rate_period: float = 1.0
     limits: QueueLimits = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,7 +114,9 @@ class Queue:
                 f"concurrency must be a positive integer, at most {MAX_CONCURRENCY}, "
                 f"got {self.concurrency!r}"
             )
-        limits = QueueLimits(self.global_limit, self.key, self.key_limit)
+        limits = QueueLimits(
+            self.global_limit, self.key, self.key_limit, self.rate_limit, self.rate_period
+        )
         object.__setattr__(self, "limits", limits)
 
 

@@ -70,3 +70,15 @@ def test_a_key_limit_names_the_argument_and_how_many_per_value() -> None:
         Queue(key="customer-id", key_limit=1)
     with pytest.raises(JobDefinitionError, match="key_limit must be None or a positive integer"):
         Queue(key="customer_id", key_limit=0)
+
+
+def test_a_rate_limit_is_a_count_of_starts_in_a_period_of_seconds() -> None:
+    limited = Queue(rate_limit=10, rate_period=60)
+    assert limited.limits == QueueLimits(rate_limit=10, rate_period=60)
+    assert limited.limits.limited
+    assert not Queue(rate_period=5).limits.limited  # a period alone limits nothing
+    for period in (0.001, 86_401, float("nan"), True, "1"):
+        with pytest.raises(JobDefinitionError, match="rate_period must be a number of seconds"):
+            Queue(rate_limit=1, rate_period=period)  # type: ignore[arg-type]
+    with pytest.raises(JobDefinitionError, match="rate_limit must be None or a positive"):
+        Queue(rate_limit=0)

@@ -36,33 +36,28 @@ class MemoryControls(MemoryTables):
         controls = self._controls(queue)
         if controls.paused:
             return []
-        limits = controls.limits
+        limits, now = controls.limits, utc_now()
         running = [row for row in self._running() if row.queue == queue]
         if limits.global_limit is not None:
-            limit = max(0, min(limit, limits.global_limit - len(running)))
-        if limits.key is None or limits.key_limit is None:
-            return await self.claim_batch(queue, limit, worker_id, lease_seconds)
-        per_key = Counter(_key_of(row, limits.key) for row in running)
-        picked: list[Row] = []
-        for row in self._due(queue, KEY_LIMIT_SCAN):
-            if len(picked) >= limit:
-                break
-            key = _key_of(row, limits.key)
-            if key is None or per_key[key] < limits.key_limit:
-                picked.append(row)
-                per_key[key] += 1
-        now = utc_now()
+            limit = min(limit, limits.global_limit - len(running))
+        starts = self.data.recent_starts.get(queue, [])
+        if limits.rate_limit is not None:
+            window = now - timedelta(seconds=limits.rate_period)
+            limit = min(limit, limits.rate_limit - sum(1 for at in starts if at > window))
+        picked = self._due(queue, max(limit, 0))  # what `claim_batch` would take
+        if limits.key is not None and limits.key_limit is not None:
+            picked = _within_key_limit(
+                self._due(queue, KEY_LIMIT_SCAN), running, limits.key, limits.key_limit, limit
+            )
         expires = now + timedelta(seconds=lease_seconds)
         claims = []
         for row in picked:
             claims.append(row.claim(worker_id, expires, now))
             self._changed(row, EventKind.CLAIMED, now)
+        if limits.rate_limit is not None and claims:
+            kept = [*starts, *[now] * len(claims)][-limits.rate_limit :]
+            self.data.recent_starts[queue] = kept
         return claims
-
-    async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
-    ) -> list[Claim]:
-        raise NotImplementedError  # `MemoryStore`'s
 
     async def wake_queues(self, queues: Sequence[str]) -> None:
         for queue in queues:
@@ -75,6 +70,22 @@ class MemoryControls(MemoryTables):
         self.data.queues[queue] = dataclasses.replace(self._controls(queue), **changes)  # type: ignore[arg-type]
         for listener in list(self._listeners):
             listener.controls_changed(queue)
+
+
+def _within_key_limit(
+    due: list[Row], running: list[Row], key: str, key_limit: int, limit: int
+) -> list[Row]:
+    """The first `limit` of `due` that leave at most `key_limit` running per value of `key`."""
+    per_key = Counter(_key_of(row, key) for row in running)
+    picked: list[Row] = []
+    for row in due:
+        if len(picked) >= limit:
+            break
+        value = _key_of(row, key)
+        if value is None or per_key[value] < key_limit:
+            picked.append(row)
+            per_key[value] += 1
+    return picked
 
 
 def _key_of(row: Row, argument: str) -> str | None:

@@ -33,6 +33,8 @@ class MemoryData:
         self.outage: SimulatedOutage | None = None  # see `memory._outage`
         # Queue controls by queue name (`memory._controls`); a queue left out has none.
         self.queues: dict[str, QueueControls] = {}
+        # The latest starts of each rate-limited queue, the oldest first.
+        self.recent_starts: dict[str, list[datetime]] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

@@ -11,6 +11,8 @@ from .._records import Claim
 from ._connected import ConnectedStore
 from ._connections import raise_as_store_error
 
+_LIMITS = ("global_limit", "key_limit", "rate_limit")
+
 
 class ControlledStore(ConnectedStore):
     """`ConnectedStore` with the protocol's queue controls."""
@@ -27,6 +29,8 @@ class ControlledStore(ConnectedStore):
             [limits[name].global_limit for name in names],
             [limits[name].key for name in names],
             [limits[name].key_limit for name in names],
+            [limits[name].rate_limit for name in names],
+            [limits[name].rate_period for name in names],
         )
 
     async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
@@ -43,16 +47,12 @@ class ControlledStore(ConnectedStore):
                 row = await connection.fetchrow(self._q["lock_queue"], queue, timeout=timeout)
                 if row is not None and row["paused"]:
                     return []
-                claiming = (queue, limit, worker_id, lease_seconds, self.record_events)
-                if row is not None and row["key_limit"] is not None:
+                if row is not None and any(row[name] is not None for name in _LIMITS):
+                    # Jobs at their key's limit are passed over: look further down the queue.
+                    due = KEY_LIMIT_SCAN if row["key_limit"] is not None else limit
                     rows = await connection.fetch(
-                        self._q["claim_keyed_batch"], *claiming, row["global_limit"],
-                        row["limit_key"], row["key_limit"], KEY_LIMIT_SCAN, timeout=timeout,
-                    )  # fmt: skip
-                    return [Claim(*row) for row in rows]
-                if row is not None and row["global_limit"] is not None:
-                    rows = await connection.fetch(
-                        self._q["claim_limited_batch"], *claiming, row["global_limit"],
+                        self._q["claim_limited_batch"],
+                        queue, limit, worker_id, lease_seconds, self.record_events, due,
                         timeout=timeout,
                     )  # fmt: skip
                     return [Claim(*row) for row in rows]

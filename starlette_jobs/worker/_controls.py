@@ -58,6 +58,7 @@ class QueueControlsCopy:
         self._task: asyncio.Task[None] | None = None
         self._to_wake: set[str] = set()
         self._waking: asyncio.Task[None] | None = None
+        self._rate_wakeups: dict[str, asyncio.TimerHandle] = {}
 
     def paused(self, queue: str) -> bool:
         """Whether claims of `queue` must wait (it is paused, or may have been just now)."""
@@ -75,6 +76,8 @@ class QueueControlsCopy:
         self._task = asyncio.create_task(self._run(), name="starlette_jobs queue controls")
 
     async def stop(self) -> None:
+        for handle in self._rate_wakeups.values():
+            handle.cancel()
         for task in (self._task, self._waking):
             if task is not None:
                 task.cancel()
@@ -114,6 +117,21 @@ class QueueControlsCopy:
         self._to_wake.add(queue)
         if self._waking is None or self._waking.done():
             self._waking = asyncio.create_task(self._wake_all(), name="starlette_jobs wake")
+
+    def claimed_short(self, queue: str) -> None:
+        """A claim of `queue` took fewer jobs than it asked for. Should a rate limit have cut
+        it, nothing announces when the next start is allowed: within a rate period, one is.
+        The poll covers a period longer than its interval."""
+        limits = self._current[queue].limits
+        if limits.rate_limit is None or limits.rate_period >= self._interval:
+            return
+        if queue not in self._rate_wakeups:
+            loop = asyncio.get_running_loop()
+            self._rate_wakeups[queue] = loop.call_later(limits.rate_period, self._rate_wake, queue)
+
+    def _rate_wake(self, queue: str) -> None:
+        del self._rate_wakeups[queue]
+        self._wake(queue)
 
     async def _wake_all(self) -> None:
         while self._to_wake:

@@ -134,9 +134,8 @@ class Worker:
             free = self._guard.room(state.name)
             if free > 0 and not self._controls.paused(state.name):  # paused: polls until resumed
                 wanted = min(free, settings.batch_size)
-                claim_from = self._store.claim_batch
-                if self._controls.limited(state.name):
-                    claim_from = self._store.claim_limited_batch
+                limited = self._controls.limited(state.name)
+                claim_from = self._store.claim_limited_batch if limited else self._store.claim_batch
                 try:
                     if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
@@ -178,6 +177,8 @@ class Worker:
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))
                 state.may_have_more = len(claims) == wanted
+                if limited and not state.may_have_more:
+                    self._controls.claimed_short(state.name)
                 if state.may_have_more:
                     room = self._guard.room(state.name)
                     if wanted < settings.batch_size or room <= 0:

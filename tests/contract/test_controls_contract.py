@@ -5,6 +5,7 @@ and the claim of a limited queue. Several worker processes on one limit: process
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -101,6 +102,33 @@ async def test_a_key_limit_and_a_global_limit_hold_together(store: Store) -> Non
     claims = await store.claim_limited_batch(QUEUE, 10, "w", LEASE)
     assert sorted(c.payload for c in claims) == [f'{{"customer_id": "{c}"}}' for c in "abc"]
     assert (await store.queue_controls([QUEUE]))[QUEUE].limits == limits
+
+
+async def test_a_rate_limit_counts_starts_not_running_jobs(store: Store) -> None:
+    limits = QueueLimits(rate_limit=3, rate_period=3600)
+    await store.declare_queues({QUEUE: limits})
+    await store.insert_jobs(new(10, queue=QUEUE))
+    first = await store.claim_limited_batch(QUEUE, 2, "w1", LEASE)
+    second = await store.claim_limited_batch(QUEUE, 10, "w2", LEASE)
+    assert (len(first), len(second)) == (2, 1)
+    await store.record_outcomes([ended(c, JobStatus.SUCCEEDED) for c in first + second])
+    # Nothing runs, and still no start is left in this hour.
+    assert await store.claim_limited_batch(QUEUE, 10, "w3", LEASE) == []
+    assert (await store.queue_controls([QUEUE]))[QUEUE].limits == limits
+
+
+async def test_a_rate_limit_allows_its_starts_again_once_the_period_has_passed(
+    store: Store,
+) -> None:
+    await store.declare_queues({QUEUE: QueueLimits(rate_limit=2, rate_period=0.2)})
+    await store.insert_jobs(new(10, queue=QUEUE))
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 2
+    assert await store.claim_limited_batch(QUEUE, 10, "w", LEASE) == []
+    await asyncio.sleep(0.25)  # the store's clock: the period is over
+    assert len(await store.claim_limited_batch(QUEUE, 1, "w", LEASE)) == 1
+    await asyncio.sleep(0.1)
+    # A start 0.1 s ago is within the period: one more, not two.
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 1
 
 
 async def test_a_limited_claim_of_a_queue_whose_limit_was_lifted_takes_what_it_asks(
@@ -248,3 +276,32 @@ async def test_a_key_limit_holds_across_two_workers_for_jobs_any_process_enqueue
         assert results == list("abc" * 4)
         assert second.worker_id is not None
     assert per_customer_most == {"a": 1, "b": 1, "c": 1}
+
+
+start_times: list[float] = []
+
+
+@job(queue=QUEUE)
+async def rate_limited(n: int) -> int:
+    start_times.append(time.monotonic())
+    return n
+
+
+async def test_a_rate_limit_holds_across_two_workers(shared_dsn: str) -> None:
+    start_times.clear()
+    three_a_period = Queue(concurrency=10, rate_limit=3, rate_period=0.3)
+    async with (
+        Jobs(shared_dsn, queues={QUEUE: three_a_period}, poll_interval=0.05) as first,
+        Jobs(shared_dsn, queues={QUEUE: three_a_period}, poll_interval=0.05) as second,
+    ):
+        ids = await first.enqueue_many(rate_limited, [{"n": n} for n in range(9)])
+        for job_id in ids:
+            await second.wait(job_id, timeout=20)
+    assert len(start_times) == 9
+    start_times.sort()
+    # Three starts per 0.3 s: nine take two periods at least.
+    assert start_times[-1] - start_times[0] >= 0.6
+    # The store counts a start when the claim commits; the job starts a little later, so its
+    # own clock sees the same window a few milliseconds narrower.
+    for i, began in enumerate(start_times):
+        assert sum(1 for t in start_times[i:] if t < began + 0.25) <= 3

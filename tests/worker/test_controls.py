@@ -182,3 +182,17 @@ async def test_the_copy_declares_reads_and_wakes_a_queue_whose_controls_eased() 
         assert woken == ["a", "b"]  # a pause wakes no one
     finally:
         await copy.stop()
+
+
+async def test_a_rate_limited_queue_claims_again_once_its_period_has_passed_without_a_poll(
+    gate: asyncio.Event,
+) -> None:
+    gate.set()
+    store = MemoryStore()
+    limits = {QUEUE: QueueLimits(rate_limit=2, rate_period=0.1)}
+    ids = await enqueue(store, 6)
+    # No poll for an hour, and a finished job announces no room for a start: only the wake-up
+    # the rate period calls for claims the next ones.
+    async with running(store, limits=limits):
+        for job_id in ids:
+            await eventually(has_status(store, job_id, JobStatus.SUCCEEDED), "each job")

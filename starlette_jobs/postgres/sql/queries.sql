@@ -612,21 +612,24 @@ RETURNING pg_notify('starlette_jobs.controls', q.name);
 -- name: declare_queues
 -- A worker starting writes the limits it declares for its queues; the last one wins. A row
 -- whose limits are already these is left alone, and no one is told.
--- $1 queue names, $2 global limits, $3 the arguments a key limit reads, $4 key limits
--- (NULL: none)
-INSERT INTO starlette_jobs_queues AS q (name, global_limit, limit_key, key_limit)
-SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::int4[])
+-- $1 queue names, $2 global limits, $3 the arguments a key limit reads, $4 key limits,
+-- $5 rate limits (NULL: none), $6 rate periods in seconds
+INSERT INTO starlette_jobs_queues AS q
+       (name, global_limit, limit_key, key_limit, rate_limit, rate_period)
+SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::int4[], $5::int4[], $6::float8[])
     ON CONFLICT (name) DO UPDATE
    SET global_limit = excluded.global_limit, limit_key = excluded.limit_key,
-       key_limit = excluded.key_limit, updated_at = now()
- WHERE (q.global_limit, q.limit_key, q.key_limit)
-       IS DISTINCT FROM (excluded.global_limit, excluded.limit_key, excluded.key_limit)
+       key_limit = excluded.key_limit, rate_limit = excluded.rate_limit,
+       rate_period = excluded.rate_period, updated_at = now()
+ WHERE (q.global_limit, q.limit_key, q.key_limit, q.rate_limit, q.rate_period)
+       IS DISTINCT FROM (excluded.global_limit, excluded.limit_key, excluded.key_limit,
+                         excluded.rate_limit, excluded.rate_period)
 RETURNING pg_notify('starlette_jobs.controls', q.name);
 
 -- name: queue_controls
 -- The rows of these queues (a queue without one is neither paused nor limited).
 -- $1 queue names
-SELECT name, paused, global_limit, limit_key, key_limit
+SELECT name, paused, global_limit, limit_key, key_limit, rate_limit, rate_period
   FROM starlette_jobs_queues WHERE name = ANY($1::text[]);
 
 -- name: lock_queue
@@ -635,71 +638,52 @@ SELECT name, paused, global_limit, limit_key, key_limit
 -- before committed (a statement sees what committed before it began, not before it got a lock).
 -- FOR NO KEY UPDATE: it conflicts with itself and with a pause, which is all that is needed.
 -- $1 queue
-SELECT paused, global_limit, limit_key, key_limit
+SELECT paused, global_limit, key_limit, rate_limit
   FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
 
 -- name: claim_limited_batch
--- `claim_batch` for a queue with a global limit, after `lock_queue` in the same transaction:
--- takes no more than the limit leaves room for, counting the queue's running jobs (a small set,
--- found through the index on running rows).
+-- `claim_batch` for a queue with limits, after `lock_queue` in the same transaction: the claims
+-- of the queue take turns, and this statement, begun once the one before committed, sees what
+-- it claimed. Takes no more than leave at most its global limit running (counting the queue's
+-- running jobs: a small set, found through the index on running rows), at most its key limit
+-- running per value of the argument it names (read from the payload; a job without the
+-- argument is not limited by it), and no more starts in any rate period than its rate limit
+-- (the latest starts are kept in the queue's row, this statement's own included). It looks at
+-- the first $6 due jobs only, in claim order, so that it stays bounded however long the queue.
+-- The jobs are seen without a lock (no other claim of the queue runs meanwhile); the UPDATE
+-- takes only those still pending.
 -- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
--- $4 lease duration in seconds, $5 whether to record events, $6 the queue's global limit
-WITH picked AS (
-    SELECT id FROM starlette_jobs
-     WHERE queue = $1 AND status = 'pending' AND run_at <= now()
-     ORDER BY priority DESC, run_at, id
-     LIMIT greatest(least($2::int8, $6::int8 - (SELECT count(*) FROM starlette_jobs
-                                                 WHERE queue = $1 AND status = 'running')), 0)
-       FOR NO KEY UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE starlette_jobs AS job
-       SET status = 'running',
-           attempts = job.attempts + 1,
-           worker_id = $3,
-           -- As in claim_batch.
-           lease_token = (left((SELECT gen_random_uuid())::text, 19)
-                          || lpad(to_hex(job.id), 16, '0'))::uuid,
-           lease_expires_at = now() + make_interval(secs => $4),
-           started_at = now(),
-           progress = NULL
-     WHERE job.id = ANY(ARRAY(SELECT id FROM picked))
-    RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
-              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context
-), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
-    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
-)
-SELECT * FROM claimed;
-
--- name: claim_keyed_batch
--- `claim_limited_batch` for a queue with a limit per key (at most $8 running jobs per value of
--- the argument $7), and perhaps a global limit. It looks at the first $9 due jobs only, in
--- claim order, so that it stays bounded however long the queue; a job without the argument is
--- not limited by it. The jobs were seen without a lock (the claimers of the queue take turns
--- on its row): the UPDATE takes only those still pending.
--- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
--- $4 lease duration in seconds, $5 whether to record events, $6 the global limit or NULL,
--- $7 the argument's name, $8 how many may run per value, $9 how many due jobs to look at
-WITH running AS (
-    SELECT payload ->> $7 AS key FROM starlette_jobs WHERE queue = $1 AND status = 'running'
+-- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs to look at
+WITH q AS (
+    SELECT * FROM starlette_jobs_queues WHERE name = $1
+), running AS (
+    SELECT payload ->> (SELECT limit_key FROM q) AS key
+      FROM starlette_jobs WHERE queue = $1 AND status = 'running'
 ), per_key AS (
     SELECT key, count(*) AS running FROM running WHERE key IS NOT NULL GROUP BY key
+), room AS (
+    SELECT least($2::int8,
+                 q.global_limit - (SELECT count(*) FROM running),
+                 q.rate_limit - (SELECT count(*) FROM unnest(q.recent_starts) AS s(at)
+                                  WHERE at > statement_timestamp()
+                                             - make_interval(secs => q.rate_period))) AS jobs
+      FROM q
 ), due AS (
-    SELECT id, payload ->> $7 AS key,
+    SELECT id, payload ->> (SELECT limit_key FROM q) AS key,
            row_number() OVER (ORDER BY priority DESC, run_at, id) AS position
       FROM (SELECT id, payload, priority, run_at FROM starlette_jobs
              WHERE queue = $1 AND status = 'pending' AND run_at <= now()
              ORDER BY priority DESC, run_at, id
-             LIMIT $9) AS first_due
+             LIMIT $6) AS first_due
 ), ranked AS (
     SELECT id, key, position, row_number() OVER (PARTITION BY key ORDER BY position) AS nth
       FROM due
 ), picked AS (
     SELECT ranked.id FROM ranked LEFT JOIN per_key USING (key)
-     WHERE ranked.key IS NULL OR ranked.nth + coalesce(per_key.running, 0) <= $8
+     WHERE ranked.key IS NULL
+        OR ranked.nth + coalesce(per_key.running, 0) <= (SELECT key_limit FROM q)
      ORDER BY ranked.position
-     LIMIT greatest(least($2::int8, coalesce($6::int8 - (SELECT count(*) FROM running),
-                                             $2::int8)), 0)
+     LIMIT greatest(coalesce((SELECT jobs FROM room), $2::int8), 0)
 ), claimed AS (
     UPDATE starlette_jobs AS job
        SET status = 'running',
@@ -717,6 +701,18 @@ WITH running AS (
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
+), started AS (
+    -- The latest rate_limit starts, the oldest first.
+    UPDATE starlette_jobs_queues AS queue
+       SET recent_starts = array(
+           SELECT at FROM (SELECT at FROM unnest(queue.recent_starts
+                                                 || array_fill(statement_timestamp(),
+                                                               ARRAY[(SELECT count(*)
+                                                                        FROM claimed)::int4]))
+                                          AS s(at)
+                            ORDER BY at DESC LIMIT queue.rate_limit) AS kept
+            ORDER BY at)
+     WHERE queue.name = $1 AND queue.rate_limit IS NOT NULL AND EXISTS (SELECT FROM claimed)
 )
 SELECT * FROM claimed;
 

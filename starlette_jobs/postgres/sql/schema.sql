@@ -88,13 +88,18 @@ CREATE TABLE starlette_jobs_events (
 -- One row per queue: paused or not, and the limits its workers declared (docs/limits.md;
 -- migrations/0007_queue_controls.sql). A queue with no row is neither paused nor limited.
 CREATE TABLE starlette_jobs_queues (
-    name         text        PRIMARY KEY,
-    paused       boolean     NOT NULL DEFAULT false,
+    name          text          PRIMARY KEY,
+    paused        boolean       NOT NULL DEFAULT false,
     -- At most this many of the queue's jobs run at once across all workers; NULL: no limit.
-    global_limit integer,
+    global_limit  integer,
     -- At most key_limit of its jobs run at once per value of their argument limit_key (read
     -- from the payload); both NULL: no such limit.
-    limit_key    text,
-    key_limit    integer,
-    updated_at   timestamptz NOT NULL DEFAULT now()
+    limit_key     text,
+    key_limit     integer,
+    -- At most rate_limit of its jobs start in any rate_period seconds (NULL: no limit); the
+    -- latest rate_limit start times are kept in recent_starts.
+    rate_limit    integer,
+    rate_period   float8        NOT NULL DEFAULT 1,
+    recent_starts timestamptz[] NOT NULL DEFAULT '{}',
+    updated_at    timestamptz   NOT NULL DEFAULT now()
 );
