@@ -1,4 +1,5 @@
-"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status."""
+"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status,
+pause and resume a queue."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_worker(jobs, burst=args.burst, retry_wait=args.retry_wait))
         if args.command == "migrate":
             return asyncio.run(_migrate(jobs))
+        if args.command in ("pause", "resume"):
+            return asyncio.run(_pause_or_resume(jobs, args.queue, pause=args.command == "pause"))
         return asyncio.run(_status(jobs))
     except (CommandError, StarletteJobsError) as error:
         print(f"starlette-jobs: error: {error}", file=sys.stderr)
@@ -137,6 +140,13 @@ def _parser() -> argparse.ArgumentParser:
 
     for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
         _add_target(commands.add_parser(name, help=text), required=False)
+    for name, text in (
+        ("pause", "stop every worker claiming a queue's jobs (running jobs finish)"),
+        ("resume", "let the workers claim a paused queue's jobs again"),
+    ):
+        control = commands.add_parser(name, help=text)
+        control.add_argument("queue", metavar="QUEUE", help="the queue's name")
+        _add_target(control, required=False)
     return parser
 
 
@@ -179,8 +189,10 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
                 changes[option] = getattr(args, option)
         changes["protect_event_loop"] = args.protect_event_loop
     else:
-        changes["queues"] = {}  # migrate and status run no worker
-        changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
+        changes["queues"] = {}  # migrate, status, pause and resume run no worker
+        # `status` only reads, `pause` and `resume` write a row that exists once migrated;
+        # `migrate` applies them itself, below
+        changes["migrate"] = False
         changes["require_database"] = True  # a one-off command has nothing to wait for
     jobs = found.replace(**changes)
     configured = configured_dsn(jobs.config.dsn)
@@ -313,6 +325,13 @@ async def _migrate(jobs: Jobs) -> int:
     async with jobs:
         applied = await jobs.migrate()
     print("migrations up to date" + (f" (applied {', '.join(applied)})" if applied else ""))
+    return 0
+
+
+async def _pause_or_resume(jobs: Jobs, queue: str, *, pause: bool) -> int:
+    async with jobs:
+        await (jobs.pause(queue) if pause else jobs.resume(queue))
+    print(f"queue {queue!r} {'paused' if pause else 'resumed'}")
     return 0
 
 
