@@ -11,7 +11,7 @@ from opentelemetry.trace import TracerProvider
 from ._dsn import masked_dsn
 from ._errors import JobDefinitionError
 from ._job import check_queue_name
-from ._queue import Queue, as_queue
+from ._queue import Queue
 from .postgres._embedded import DEFAULT_DATA_DIR
 
 DAY = 24 * 3600.0
@@ -84,11 +84,6 @@ class JobsConfig:
                 raise JobDefinitionError(
                     f"{name} must be True or False{extra}, got {getattr(self, name)!r}"
                 )
-
-    @property
-    def declared_queues(self) -> dict[str, Queue]:
-        """`queues`, each as a `Queue` (a bare int is its concurrency)."""
-        return {name: as_queue(declared) for name, declared in self.queues.items()}
 
     def __repr__(self) -> str:
         # The DSN's password must not reach a log line or a traceback.

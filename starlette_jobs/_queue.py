@@ -4,6 +4,7 @@ limits the last worker to start declared)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ._errors import JobDefinitionError
@@ -136,3 +137,8 @@ class QueueControls:
 def as_queue(declared: int | Queue) -> Queue:
     """A queue of `queues=`: a bare int is its concurrency."""
     return declared if isinstance(declared, Queue) else Queue(concurrency=declared)
+
+
+def declared_queues(queues: Mapping[str, int | Queue]) -> dict[str, Queue]:
+    """The queues of `Jobs(queues=...)`, each as a `Queue`."""
+    return {name: as_queue(declared) for name, declared in queues.items()}

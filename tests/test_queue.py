@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from starlette_jobs import JobDefinitionError, Jobs, Queue, QueueControls, QueueLimits
-from starlette_jobs._queue import as_queue
+from starlette_jobs._queue import as_queue, declared_queues
 
 
 def test_a_bare_int_is_a_queues_concurrency_with_no_limit() -> None:
@@ -23,11 +23,13 @@ def test_a_bare_int_is_a_queues_concurrency_with_no_limit() -> None:
 
 def test_jobs_takes_ints_and_queues_side_by_side() -> None:
     jobs = Jobs(queues={"default": 10, "exports": Queue(concurrency=3, global_limit=2)})
-    assert jobs.config.declared_queues == {
+    assert declared_queues(jobs.config.queues) == {
         "default": Queue(concurrency=10),
         "exports": Queue(concurrency=3, global_limit=2),
     }
-    assert jobs.replace(queues={"x": 2}).config.declared_queues == {"x": Queue(concurrency=2)}
+    assert declared_queues(jobs.replace(queues={"x": 2}).config.queues) == {
+        "x": Queue(concurrency=2)
+    }
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from typing import Any
 from .._config import JobsConfig
 from .._errors import JobDefinitionError, MemoryStoreUnsupportedError, StarletteJobsError
 from .._jobs import Jobs
-from .._queue import Queue
+from .._queue import Queue, declared_queues
 from .._startup import configured_dsn
 from .._version import __version__
 from ..memory._store import is_memory_dsn
@@ -173,7 +173,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
         changes["dsn"] = args.dsn
     if args.command == "worker":
         if args.queue:
-            changes["queues"] = _parse_queues(args.queue, found.config.declared_queues)
+            changes["queues"] = _parse_queues(args.queue, declared_queues(found.config.queues))
         elif not found.config.queues:
             raise CommandError(
                 f"{args.target} declares no queues (queues={{}}); name them with --queue NAME=N"
