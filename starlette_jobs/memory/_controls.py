@@ -31,13 +31,19 @@ class MemoryControls(MemoryTables):
         return {queue: self._controls(queue) for queue in queues}
 
     async def claim_limited_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        ended: Sequence[int] = (),
     ) -> list[Claim]:
         controls = self._controls(queue)
         if controls.paused:
             return []
         limits, now = controls.limits, utc_now()
-        running = [row for row in self._running() if row.queue == queue]
+        gone = set(ended)
+        running = [row for row in self._running() if row.queue == queue and row.id not in gone]
         if limits.global_limit is not None:
             limit = min(limit, limits.global_limit - len(running))
         starts = self.data.recent_starts.get(queue, [])

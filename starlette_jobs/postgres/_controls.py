@@ -11,8 +11,6 @@ from .._records import Claim
 from ._connected import ConnectedStore
 from ._connections import raise_as_store_error
 
-_LIMITS = ("global_limit", "key_limit", "rate_limit")
-
 
 class ControlledStore(ConnectedStore):
     """`ConnectedStore` with the protocol's queue controls."""
@@ -39,32 +37,32 @@ class ControlledStore(ConnectedStore):
         return {queue: found.get(queue) or QueueControls(queue) for queue in queues}
 
     async def claim_limited_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        ended: Sequence[int] = (),
     ) -> list[Claim]:
+        claiming = (
+            *(queue, limit, worker_id, lease_seconds, self.record_events, KEY_LIMIT_SCAN),
+            list(ended),
+        )
+        rows = await self._claimer.fetch(self._q["claim_limited_batch"], *claiming)
+        if not rows or not rows[0]["stale"]:
+            return [Claim(*row[:-1]) for row in rows]
+        # Another claim of the queue committed while this one waited for its turn: claim again
+        # in a transaction that takes the turn first.
         timeout = self.worker_statement_timeout
         try:
             async with self.pool.acquire() as connection, connection.transaction():
-                row = await connection.fetchrow(self._q["lock_queue"], queue, timeout=timeout)
-                if row is not None and row["paused"]:
-                    return []
-                if row is not None and any(row[name] is not None for name in _LIMITS):
-                    # Jobs at their key's limit are passed over: look further down the queue.
-                    due = KEY_LIMIT_SCAN if row["key_limit"] is not None else limit
-                    rows = await connection.fetch(
-                        self._q["claim_limited_batch"],
-                        queue, limit, worker_id, lease_seconds, self.record_events, due,
-                        timeout=timeout,
-                    )  # fmt: skip
-                    return [Claim(*row) for row in rows]
+                await connection.execute(self._q["lock_queue"], queue, timeout=timeout)
+                rows = await connection.fetch(
+                    self._q["claim_limited_batch"], *claiming, timeout=timeout
+                )
         except Exception as error:
             raise_as_store_error(error)
-        # No limit on the row (another worker declared none since): the claim of any queue.
-        return await self.claim_batch(queue, limit, worker_id, lease_seconds)
-
-    async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
-    ) -> list[Claim]:
-        raise NotImplementedError  # `PostgresStore`'s
+        return [Claim(*row[:-1]) for row in rows if not row["stale"]]
 
     async def wake_queues(self, queues: Sequence[str]) -> None:
         await self._worker_write("execute", self._q["wake_queues"], list(queues))

@@ -226,11 +226,18 @@ class Store(Protocol):
         ...
 
     async def claim_limited_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        ended: Sequence[int] = (),
     ) -> list[Claim]:
-        """`claim_batch` as the queue's controls allow at this moment: nothing while it is
-        paused; with a global limit, no more than leave at most that many of its jobs running,
-        whatever other workers claim at the same moment."""
+        """`claim_batch` as the queue's controls allow at this moment, whatever other workers
+        claim at the same moment: nothing while it is paused; no more than leave at most its
+        global limit of its jobs running, and its key limit per value of its key; no more
+        starts in any rate period than its rate limit. `ended`: ids of jobs that have ended but
+        whose outcome is not written yet, not counted as running."""
         ...
 
     async def wake_queues(self, queues: Sequence[str]) -> None:

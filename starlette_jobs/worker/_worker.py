@@ -135,13 +135,20 @@ class Worker:
             if free > 0 and not self._controls.paused(state.name):  # paused: polls until resumed
                 wanted = min(free, settings.batch_size)
                 limited = self._controls.limited(state.name)
-                claim_from = self._store.claim_limited_batch if limited else self._store.claim_batch
                 try:
                     if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
-                    claims = await claim_from(
-                        state.name, wanted, self.worker_id, settings.lease_duration
-                    )
+                    if limited:
+                        # Jobs that ended here count as running until their outcome is
+                        # written: they leave their room to this claim now.
+                        claims = await self._store.claim_limited_batch(
+                            state.name, wanted, self.worker_id, settings.lease_duration,
+                            [job_id for job_id, _ in self._outcomes.held()],
+                        )  # fmt: skip
+                    else:
+                        claims = await self._store.claim_batch(
+                            state.name, wanted, self.worker_id, settings.lease_duration
+                        )
                 except BaseException as error:
                     # A claim that reached the server late is ended by it within a statement
                     # timeout of arriving; the connection it came on is cut at once.

@@ -633,40 +633,54 @@ SELECT name, paused, global_limit, limit_key, key_limit, rate_limit, rate_period
   FROM starlette_jobs_queues WHERE name = ANY($1::text[]);
 
 -- name: lock_queue
--- The first statement of a limited queue's claim: its claimers take turns on the row until
--- their transaction ends. The claim is the next statement, so that it counts what the claimer
--- before committed (a statement sees what committed before it began, not before it got a lock).
--- FOR NO KEY UPDATE: it conflicts with itself and with a pause, which is all that is needed.
+-- Begins the transaction of a limited queue's claim that found the queue's row changed since
+-- its snapshot (see `claim_limited_batch`): once the row is this transaction's, the claim that
+-- follows, a statement of its own, sees what every claim before it committed.
 -- $1 queue
-SELECT paused, global_limit, key_limit, rate_limit
-  FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
+SELECT FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
 
 -- name: claim_limited_batch
--- `claim_batch` for a queue with limits, after `lock_queue` in the same transaction: the claims
--- of the queue take turns, and this statement, begun once the one before committed, sees what
--- it claimed. Takes no more than leave at most its global limit running (counting the queue's
--- running jobs: a small set, found through the index on running rows), at most its key limit
--- running per value of the argument it names (read from the payload; a job without the
--- argument is not limited by it), and no more starts in any rate period than its rate limit
--- (the latest starts are kept in the queue's row, this statement's own included). It looks at
--- the first $6 due jobs only, in claim order, so that it stays bounded however long the queue.
--- The jobs are seen without a lock (no other claim of the queue runs meanwhile); the UPDATE
--- takes only those still pending.
+-- `claim_batch` for a queue with limits. Claims of one queue take turns on its row (FOR NO KEY
+-- UPDATE: it conflicts with itself and with a pause, which is all that is needed), each counting
+-- the jobs the others claimed. But a statement reads what had committed when it began, not
+-- when it got the lock: should a claim of the queue have committed meanwhile (`claim_seq`
+-- moved on), this one counts on a stale picture. It then takes nothing and says so (`stale`):
+-- the store claims again after `lock_queue`, in a transaction. A claim that waited for no one
+-- (the usual case) costs one statement, as an unlimited queue's does.
+-- It takes no more than leave at most `global_limit` running (counting the queue's running
+-- jobs: a small set, found through the index on running rows), at most `key_limit` running per
+-- value of the argument `limit_key` (read from the payload; a job without it is not limited by
+-- it), and no more starts in any `rate_period` than `rate_limit` (the latest starts are kept in
+-- the row, this statement's own included). With a key limit it looks at the first $6 due jobs,
+-- in claim order, so that it stays bounded however long the queue. The jobs are read without
+-- a lock (no other claim of the queue runs meanwhile): the UPDATE takes those still pending.
+-- Returns the claims, in the order of `Claim`'s fields, each with `stale` false; or one row of
+-- NULLs with `stale` true.
 -- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
--- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs to look at
-WITH q AS (
-    SELECT * FROM starlette_jobs_queues WHERE name = $1
+-- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs a key limit
+-- looks at, $7 ids of jobs that have ended but whose outcome is not written yet (not counted
+-- as running)
+WITH seen AS (
+    SELECT claim_seq FROM starlette_jobs_queues WHERE name = $1
+), turn AS (
+    -- The row as the claim before this one left it.
+    SELECT * FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE
+), q AS (
+    SELECT turn.*, turn.claim_seq = (SELECT claim_seq FROM seen) AS fresh FROM turn
 ), running AS (
     SELECT payload ->> (SELECT limit_key FROM q) AS key
-      FROM starlette_jobs WHERE queue = $1 AND status = 'running'
+      FROM starlette_jobs
+     WHERE queue = $1 AND status = 'running' AND id <> ALL($7::bigint[])
 ), per_key AS (
     SELECT key, count(*) AS running FROM running WHERE key IS NOT NULL GROUP BY key
 ), room AS (
-    SELECT least($2::int8,
-                 q.global_limit - (SELECT count(*) FROM running),
-                 q.rate_limit - (SELECT count(*) FROM unnest(q.recent_starts) AS s(at)
-                                  WHERE at > statement_timestamp()
-                                             - make_interval(secs => q.rate_period))) AS jobs
+    SELECT CASE WHEN q.paused OR NOT q.fresh THEN 0
+                ELSE least($2::int8,
+                           q.global_limit - (SELECT count(*) FROM running),
+                           q.rate_limit - (SELECT count(*) FROM unnest(q.recent_starts) AS s(at)
+                                            WHERE at > statement_timestamp()
+                                                       - make_interval(secs => q.rate_period)))
+           END AS jobs
       FROM q
 ), due AS (
     SELECT id, payload ->> (SELECT limit_key FROM q) AS key,
@@ -674,7 +688,7 @@ WITH q AS (
       FROM (SELECT id, payload, priority, run_at FROM starlette_jobs
              WHERE queue = $1 AND status = 'pending' AND run_at <= now()
              ORDER BY priority DESC, run_at, id
-             LIMIT $6) AS first_due
+             LIMIT CASE WHEN (SELECT key_limit FROM q) IS NULL THEN $2 ELSE $6 END) AS first_due
 ), ranked AS (
     SELECT id, key, position, row_number() OVER (PARTITION BY key ORDER BY position) AS nth
       FROM due
@@ -702,19 +716,22 @@ WITH q AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
 ), started AS (
-    -- The latest rate_limit starts, the oldest first.
+    -- The next claim's turn, and the latest rate_limit starts, the oldest first.
     UPDATE starlette_jobs_queues AS queue
-       SET recent_starts = array(
-           SELECT at FROM (SELECT at FROM unnest(queue.recent_starts
-                                                 || array_fill(statement_timestamp(),
-                                                               ARRAY[(SELECT count(*)
-                                                                        FROM claimed)::int4]))
-                                          AS s(at)
-                            ORDER BY at DESC LIMIT queue.rate_limit) AS kept
-            ORDER BY at)
-     WHERE queue.name = $1 AND queue.rate_limit IS NOT NULL AND EXISTS (SELECT FROM claimed)
+       SET claim_seq = queue.claim_seq + 1,
+           recent_starts = CASE WHEN queue.rate_limit IS NULL THEN '{}' ELSE array(
+               SELECT at FROM (SELECT at FROM unnest(queue.recent_starts
+                                                     || array_fill(statement_timestamp(),
+                                                                   ARRAY[(SELECT count(*)
+                                                                            FROM claimed)::int4]))
+                                              AS s(at)
+                                ORDER BY at DESC LIMIT queue.rate_limit) AS kept
+                ORDER BY at) END
+     WHERE queue.name = $1 AND EXISTS (SELECT FROM claimed)
 )
-SELECT * FROM claimed;
+SELECT claimed.*, false AS stale FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true FROM q WHERE NOT q.fresh;
 
 -- name: wake_queues
 -- Jobs of these limited queues finished: a worker that found no room may claim now.

@@ -18,5 +18,8 @@ CREATE TABLE starlette_jobs_queues (
     rate_limit    integer,
     rate_period   float8        NOT NULL DEFAULT 1,
     recent_starts timestamptz[] NOT NULL DEFAULT '{}',
+    -- One more with each claim that takes jobs of the queue: a claim that finds it changed
+    -- since its snapshot was taken counts no more on that snapshot (queries.sql).
+    claim_seq     bigint        NOT NULL DEFAULT 0,
     updated_at    timestamptz   NOT NULL DEFAULT now()
 );
