@@ -9,6 +9,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from uuid import UUID
 
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
 from .._records import Claim, EventKind
@@ -36,14 +37,14 @@ class MemoryControls(MemoryTables):
         limit: int,
         worker_id: str,
         lease_seconds: float,
-        ended: Sequence[int] = (),
+        ended: Sequence[UUID] = (),
     ) -> list[Claim]:
         controls = self._controls(queue)
         if controls.paused:
             return []
         limits, now = controls.limits, utc_now()
         gone = set(ended)
-        running = [row for row in self._running() if row.queue == queue and row.id not in gone]
+        running = [r for r in self._running() if r.queue == queue and r.lease_token not in gone]
         if limits.global_limit is not None:
             limit = min(limit, limits.global_limit - len(running))
         starts = self.data.recent_starts.get(queue, [])

@@ -5,6 +5,7 @@ workers declare, and the claim of a limited queue, on the `starlette_jobs_queues
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from uuid import UUID
 
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
 from .._records import Claim
@@ -42,7 +43,7 @@ class ControlledStore(ConnectedStore):
         limit: int,
         worker_id: str,
         lease_seconds: float,
-        ended: Sequence[int] = (),
+        ended: Sequence[UUID] = (),
     ) -> list[Claim]:
         claiming = (
             *(queue, limit, worker_id, lease_seconds, self.record_events, KEY_LIMIT_SCAN),

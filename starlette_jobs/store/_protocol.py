@@ -231,13 +231,13 @@ class Store(Protocol):
         limit: int,
         worker_id: str,
         lease_seconds: float,
-        ended: Sequence[int] = (),
+        ended: Sequence[UUID] = (),
     ) -> list[Claim]:
         """`claim_batch` as the queue's controls allow at this moment, whatever other workers
         claim at the same moment: nothing while it is paused; no more than leave at most its
         global limit of its jobs running, and its key limit per value of its key; no more
-        starts in any rate period than its rate limit. `ended`: ids of jobs that have ended but
-        whose outcome is not written yet, not counted as running."""
+        starts in any rate period than its rate limit. `ended`: the lease tokens of attempts that
+        have ended but whose outcome is not written yet, not counted as running."""
         ...
 
     async def wake_queues(self, queues: Sequence[str]) -> None:

@@ -143,7 +143,7 @@ class Worker:
                         # written: they leave their room to this claim now.
                         claims = await self._store.claim_limited_batch(
                             state.name, wanted, self.worker_id, settings.lease_duration,
-                            [job_id for job_id, _ in self._outcomes.held()],
+                            [token for _, token in self._outcomes.held()],
                         )  # fmt: skip
                     else:
                         claims = await self._store.claim_batch(

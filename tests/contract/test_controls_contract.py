@@ -75,6 +75,22 @@ async def test_a_limited_claim_leaves_at_most_the_global_limit_running(store: St
     assert other not in [c.id for c in first + second]
 
 
+async def test_an_attempt_that_ended_leaves_its_room_before_its_outcome_is_written(
+    store: Store,
+) -> None:
+    await store.declare_queues({QUEUE: QueueLimits(global_limit=2)})
+    await store.insert_jobs(new(5, queue=QUEUE))
+    first = await store.claim_limited_batch(QUEUE, 10, "w1", LEASE)
+    assert len(first) == 2
+    # Another worker's token, or one that no longer holds a job, frees nothing.
+    assert await store.claim_limited_batch(QUEUE, 10, "w2", LEASE, [uuid.uuid4()]) == []
+    # w1's first attempt ended; its outcome is on its way: w1 may take its room now.
+    again = await store.claim_limited_batch(QUEUE, 10, "w1", LEASE, [first[0].lease_token])
+    assert len(again) == 1
+    await store.record_outcomes([ended(first[0], JobStatus.SUCCEEDED)])
+    assert await store.claim_limited_batch(QUEUE, 10, "w2", LEASE) == []  # 2 running again
+
+
 async def test_a_key_limit_runs_at_most_that_many_jobs_per_value_of_the_argument(
     store: Store,
 ) -> None:

@@ -658,8 +658,8 @@ SELECT FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
 -- NULLs with `stale` true.
 -- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
 -- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs a key limit
--- looks at, $7 ids of jobs that have ended but whose outcome is not written yet (not counted
--- as running)
+-- looks at, $7 the lease tokens of attempts that have ended but whose outcome is not written
+-- yet (not counted as running)
 WITH seen AS (
     SELECT claim_seq FROM starlette_jobs_queues WHERE name = $1
 ), turn AS (
@@ -670,7 +670,7 @@ WITH seen AS (
 ), running AS (
     SELECT payload ->> (SELECT limit_key FROM q) AS key
       FROM starlette_jobs
-     WHERE queue = $1 AND status = 'running' AND id <> ALL($7::bigint[])
+     WHERE queue = $1 AND status = 'running' AND lease_token <> ALL($7::uuid[])
 ), per_key AS (
     SELECT key, count(*) AS running FROM running WHERE key IS NOT NULL GROUP BY key
 ), room AS (
