@@ -17,11 +17,14 @@ no room is waiting for it), several queues' wake-ups in one statement.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
 from .._queue import QueueControls, QueueLimits
+from .._records import Claim
 from ..store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -109,16 +112,44 @@ class QueueControlsCopy:
             if (controls != before or queue in reading) and not self.paused(queue):
                 self._wake(queue)
 
-    def ended(self, queue: str) -> None:
-        """A job of `queue` ended and its outcome is written: if the queue is limited, wake
-        its workers (this one's included) for the room it left."""
+    async def claim(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        held: Callable[[], Sequence[tuple[int, UUID]]],
+    ) -> list[Claim]:
+        """The store's `claim_batch`, or for a limited queue its `claim_limited_batch`: the
+        attempts that ended here (`held`: outcomes not written yet) count as running until
+        their outcome is written, but leave their room to this claim now."""
         if not self.limited(queue):
-            return
+            return await self._store.claim_batch(queue, limit, worker_id, lease_seconds)
+        ended = [token for _, token in held()]
+        claims = await self._store.claim_limited_batch(
+            queue, limit, worker_id, lease_seconds, ended
+        )
+        if len(claims) < limit:
+            self._claimed_short(queue)
+        return claims
+
+    def after_outcome(
+        self, queue: str, then: Callable[[], None] | None
+    ) -> Callable[[], None] | None:
+        """What to do once an outcome of `queue` is written: `then`, and for a limited queue,
+        wake its workers for the room the job left."""
+        if not self.limited(queue):
+            return then
+        return functools.partial(self._ended, queue, then)
+
+    def _ended(self, queue: str, then: Callable[[], None] | None) -> None:
+        if then is not None:
+            then()
         self._to_wake.add(queue)
         if self._waking is None or self._waking.done():
             self._waking = asyncio.create_task(self._wake_all(), name="starlette_jobs wake")
 
-    def claimed_short(self, queue: str) -> None:
+    def _claimed_short(self, queue: str) -> None:
         """A claim of `queue` took fewer jobs than it asked for. Should a rate limit have cut
         it, nothing announces when the next start is allowed: within a rate period, one is.
         The poll covers a period longer than its interval."""

@@ -134,21 +134,14 @@ class Worker:
             free = self._guard.room(state.name)
             if free > 0 and not self._controls.paused(state.name):  # paused: polls until resumed
                 wanted = min(free, settings.batch_size)
-                limited = self._controls.limited(state.name)
                 try:
                     if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
-                    if limited:
-                        # Jobs that ended here count as running until their outcome is
-                        # written: they leave their room to this claim now.
-                        claims = await self._store.claim_limited_batch(
-                            state.name, wanted, self.worker_id, settings.lease_duration,
-                            [token for _, token in self._outcomes.held()],
-                        )  # fmt: skip
-                    else:
-                        claims = await self._store.claim_batch(
-                            state.name, wanted, self.worker_id, settings.lease_duration
-                        )
+                    # The store's claim_batch, unless the queue has limits.
+                    claims = await self._controls.claim(
+                        state.name, wanted, self.worker_id, settings.lease_duration,
+                        self._outcomes.held,
+                    )  # fmt: skip
                 except BaseException as error:
                     # A claim that reached the server late is ended by it within a statement
                     # timeout of arriving; the connection it came on is cut at once.
@@ -184,8 +177,6 @@ class Worker:
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))
                 state.may_have_more = len(claims) == wanted
-                if limited and not state.may_have_more:
-                    self._controls.claimed_short(state.name)
                 if state.may_have_more:
                     room = self._guard.room(state.name)
                     if wanted < settings.batch_size or room <= 0:
@@ -236,20 +227,15 @@ class Worker:
         if progress is not None:
             outcome.progress = progress
         delay = outcome.retry_delay
-        if self._controls.limited(state.name):
-            # The job leaves room once its outcome is written: tell the queue's workers then.
-            self._outcomes.add(outcome, functools.partial(self._limited_written, state, delay))
-        elif delay is None:
-            self._outcomes.add(outcome)
+        # A limited queue's workers are told of the room the job leaves, once it is written.
+        after = self._controls.after_outcome
+        if delay is None:
+            self._outcomes.add(outcome, after(state.name, None))
         else:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
             # may claim it, and the poll still covers a retry whose wake-up is lost.
-            self._outcomes.add(outcome, functools.partial(self._wake_after, delay, state.name))
-
-    def _limited_written(self, state: QueueState, delay: float | None) -> None:
-        self._controls.ended(state.name)
-        if delay is not None:
-            self._wake_after(delay, state.name)
+            wake = functools.partial(self._wake_after, delay, state.name)
+            self._outcomes.add(outcome, after(state.name, wake))
 
     def _wake_after(self, delay: float, queue: str) -> None:
         """Called once a retry's outcome is written. The store counts the delay from that write

@@ -54,6 +54,12 @@ EXPECTED: dict[str, list[str]] = {
     "peek_jobs": ["text", "int8", "int8[]"],
     "job_events": ["int8"],
     "want_outcome": ["int8"],
+    "set_queue_paused": ["text", "bool"],
+    "declare_queues": ["text[]", "int4[]", "text[]", "int4[]", "int4[]", "float8[]"],
+    "queue_controls": ["text[]"],
+    "lock_queue": ["text"],
+    "claim_limited_batch": ["text", "int8", "text", "float8", "bool", "int8", "uuid[]"],
+    "wake_queues": ["text[]"],
 }
 
 
