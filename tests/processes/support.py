@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.processes.worker_app:jobs"
 LIMITED_APP = "tests.processes.worker_app:limited_jobs"
+KEYED_APP = "tests.processes.worker_app:keyed_jobs"
 
 
 class LoggedProcess:

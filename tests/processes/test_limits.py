@@ -1,6 +1,7 @@
 """Queue controls across worker processes (docs/limits.md): three workers with ten slots each on
-a queue limited to four run four of its jobs at once, never more; a pause stops every worker,
-lets the running jobs finish, and outlasts a restart of all of them."""
+a queue limited to four run four of its jobs at once, never more, and one job per customer on a
+queue limited to one per customer; a pause stops every worker, lets the running jobs finish, and
+outlasts a restart of all of them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from starlette_jobs import Jobs, JobStatus, QueueLimits
 from tests.processes.conftest import StartWorker
 from tests.processes.support import (
+    KEYED_APP,
     LIMITED_APP,
     WorkerProcess,
     count,
@@ -19,7 +21,7 @@ from tests.processes.support import (
     read_run_log,
 )
 from tests.processes.test_racing import peak_concurrency
-from tests.processes.worker_app import limited_work
+from tests.processes.worker_app import keyed_work, limited_work
 
 QUEUE = "limited"
 GLOBAL_LIMIT = 4  # worker_app.limited_jobs
@@ -54,11 +56,11 @@ async def test_three_workers_of_ten_slots_run_exactly_the_global_limit_at_once(
     assert peak == GLOBAL_LIMIT
 
 
-def start_idle_workers(start_worker: StartWorker, dsn: str) -> list[WorkerProcess]:
+def start_idle_workers(
+    start_worker: StartWorker, dsn: str, queue: str = QUEUE, app: str = LIMITED_APP
+) -> list[WorkerProcess]:
     # --queue keeps the limit the Jobs declares: it sets this process's slots only.
-    started = [
-        start_worker(f"--queue={QUEUE}=10", dsn=dsn, app=LIMITED_APP) for _ in range(WORKERS)
-    ]
+    started = [start_worker(f"--queue={queue}=10", dsn=dsn, app=app) for _ in range(WORKERS)]
     for worker in started:
         worker.wait_for("started on queues")
     return started
@@ -105,3 +107,33 @@ async def test_a_pause_stops_every_worker_lets_running_jobs_finish_and_outlasts_
 
         await eventually(all_done, 60, "the resumed queue draining")
     assert count(read_run_log(run_log), "start") == dict.fromkeys(range(20), 1)
+
+
+async def test_three_workers_run_one_job_per_customer_at_once(
+    database_dsn: str, start_worker: StartWorker, run_log: Path
+) -> None:
+    customers = {n: "abc"[n % 3] for n in range(15)}
+    async with Jobs(database_dsn, queues={}) as jobs:
+        workers = await asyncio.to_thread(
+            start_idle_workers, start_worker, database_dsn, "keyed", KEYED_APP
+        )
+        await keyed_work.enqueue_many(
+            [{"n": n, "customer": customer, "seconds": 0.3} for n, customer in customers.items()]
+        )
+
+        async def all_done() -> bool:
+            return (await jobs.count_by_status(queue="keyed"))[JobStatus.SUCCEEDED] == 15
+
+        await eventually(all_done, 60, "the fifteen jobs")
+        for worker in workers:
+            worker.send(signal.SIGTERM)
+            assert await asyncio.to_thread(worker.wait, 60) == 0, worker.output
+
+    events = read_run_log(run_log)
+    assert count(events, "start") == dict.fromkeys(range(15), 1)
+    peaks = {
+        customer: peak_concurrency([e for e in events if customers[e.n] == customer])
+        for customer in "abc"
+    }
+    assert peaks == {"a": 1, "b": 1, "c": 1}
+    assert peak_concurrency(events) == 3  # three customers at once: the limit is per customer
