@@ -27,6 +27,9 @@ from ._job import Job as Job
 from ._job import JobId as JobId
 from ._job import job as job
 from ._jobs import Jobs as Jobs
+from ._queue import Queue as Queue
+from ._queue import QueueControls as QueueControls
+from ._queue import QueueLimits as QueueLimits
 from ._records import EventKind as EventKind
 from ._records import JobEvent as JobEvent
 from ._records import JobRecord as JobRecord
@@ -68,6 +71,9 @@ __all__ = [
     "NotStartedError",
     "OnSuccessError",
     "OnSuccessMiddleware",
+    "Queue",
+    "QueueControls",
+    "QueueLimits",
     "Retry",
     "RunningJob",
     "ScheduleDefinitionError",

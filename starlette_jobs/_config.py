@@ -11,6 +11,7 @@ from opentelemetry.trace import TracerProvider
 from ._dsn import masked_dsn
 from ._errors import JobDefinitionError
 from ._job import check_queue_name
+from ._queue import Queue
 from .postgres._embedded import DEFAULT_DATA_DIR
 
 DAY = 24 * 3600.0
@@ -21,7 +22,7 @@ class JobsConfig:
     """Everything `Jobs(...)` was given; see `Jobs` for the meaning of each field."""
 
     dsn: str | None = None
-    queues: Mapping[str, int] = field(default_factory=lambda: {"default": 10})
+    queues: Mapping[str, int | Queue] = field(default_factory=lambda: {"default": 10})
     batch_size: int = 100
     poll_interval: float = 1.0
     lease_duration: float = 30.0
@@ -40,12 +41,14 @@ class JobsConfig:
     def __post_init__(self) -> None:
         if self.dsn is not None and not isinstance(self.dsn, str):
             raise JobDefinitionError(f"dsn must be a PostgreSQL URL or None, got {self.dsn!r}")
-        for queue, concurrency in self.queues.items():
+        for queue, declared in self.queues.items():
             check_queue_name(queue)
-            if type(concurrency) is not int or not 1 <= concurrency <= _MAX_CONCURRENCY:
+            if isinstance(declared, Queue):
+                continue  # checked when it was built
+            if type(declared) is not int or not 1 <= declared <= _MAX_CONCURRENCY:
                 raise JobDefinitionError(
                     f"queue {queue!r}: concurrency must be a positive integer, at most "
-                    f"{_MAX_CONCURRENCY}, got {concurrency!r}"
+                    f"{_MAX_CONCURRENCY}, or a Queue(...), got {declared!r}"
                 )
         for name, most in _INTEGER_BOUNDS.items():
             value: object = getattr(self, name)

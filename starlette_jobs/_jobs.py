@@ -26,6 +26,8 @@ from ._errors import (
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
 from ._queries import JobQueries
+from ._queue import Queue
+from ._queue_controls import QueueControlling
 from ._schedule_queries import ScheduleQueries
 from ._startup import (
     open_store,
@@ -46,15 +48,15 @@ from .worker._worker import Worker
 logger = logging.getLogger("starlette_jobs")
 
 
-class Jobs(JobQueries, JobWaiting, ScheduleQueries):
+class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling):
     """Where jobs are stored, and which of them this process works on.
 
     Args:
         dsn: a PostgreSQL URL. Default: `DATABASE_URL`, else the embedded PostgreSQL (the
             `embedded` extra), whose data lives in `embedded_data_dir`.
-        queues: queue name -> how many of its jobs may run at once in this process.
-            `queues={}` enqueues only and runs no worker.
-            A concurrency is 1 to 10,000.
+        queues: queue name -> how many of its jobs may run at once in this process (1 to
+            10,000), or a `Queue(concurrency=..., global_limit=...)` that also limits them
+            across every worker (docs/limits.md). `queues={}` enqueues only and runs no worker.
         batch_size: the most jobs one claim takes from a queue (never more than free slots);
             1 to 10,000.
         poll_interval: seconds between claims when no notification arrives; > 0, at most 3,600.
@@ -99,7 +101,7 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries):
         self,
         dsn: str | None = None,
         *,
-        queues: Mapping[str, int] | None = None,
+        queues: Mapping[str, int | Queue] | None = None,
         batch_size: int = 100,
         poll_interval: float = 1.0,
         lease_duration: float = 30.0,

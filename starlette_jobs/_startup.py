@@ -21,6 +21,7 @@ from pathlib import Path
 from ._config import JobsConfig
 from ._dsn import masked_dsn
 from ._errors import ConfigurationError, DatabaseUnavailableError
+from ._queue import declared_queues
 from .memory._store import is_memory_dsn, memory_store
 from .postgres._checks import EXPECTED_DSN, check_connection
 from .postgres._embedded import start_embedded_postgres
@@ -180,7 +181,10 @@ def worker_settings(config: JobsConfig, in_lifespan: bool) -> WorkerSettings:
     an app's lifespan, where a web tier shares the event loop."""
     c = config
     protect = in_lifespan if c.protect_event_loop is None else c.protect_event_loop
+    declared = declared_queues(c.queues)
     return WorkerSettings(
-        c.queues, c.batch_size, c.poll_interval, c.lease_duration, c.shutdown_grace,
-        c.retention, c.loop_lag_target if protect else None,
+        {name: queue.concurrency for name, queue in declared.items()}, c.batch_size,
+        c.poll_interval, c.lease_duration, c.shutdown_grace, c.retention,
+        c.loop_lag_target if protect else None,
+        limits={name: queue.limits for name, queue in declared.items()},
     )  # fmt: skip

@@ -38,6 +38,7 @@ EXPECTED_DOCS = {
     "fastapi.md",
     "getting-started.md",
     "jobs-and-retries.md",
+    "limits.md",
     "logging.md",
     "performance.md",
     "progress.md",

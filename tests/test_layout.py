@@ -33,6 +33,9 @@ TESTED_ELSEWHERE = {
     "memory._schedules": "contract/test_schedules_contract.py",
     "postgres._schedules": "contract/test_schedules_contract.py",
     "_schedule_queries": "integration/test_schedules.py",
+    # The memory store's queue controls: all they do is what the contract suite holds both
+    # stores to.
+    "memory._controls": "contract/test_controls_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

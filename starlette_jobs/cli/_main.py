@@ -1,10 +1,11 @@
 """`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status,
-list the schedules."""
+list the schedules, pause and resume a queue."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import logging
 import math
@@ -12,12 +13,13 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._config import JobsConfig
-from .._errors import MemoryStoreUnsupportedError, StarletteJobsError
+from .._errors import JobDefinitionError, MemoryStoreUnsupportedError, StarletteJobsError
 from .._jobs import Jobs
+from .._queue import Queue, declared_queues
 from .._startup import configured_dsn
 from .._version import __version__
 from ..memory._store import is_memory_dsn
@@ -45,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_migrate(jobs))
         if args.command == "schedules":
             return asyncio.run(print_schedules(jobs, as_json=args.json))
+        if args.command in ("pause", "resume"):
+            return asyncio.run(_pause_or_resume(jobs, args.queue, pause=args.command == "pause"))
         return asyncio.run(_status(jobs))
     except (CommandError, StarletteJobsError) as error:
         print(f"starlette-jobs: error: {error}", file=sys.stderr)
@@ -146,6 +150,13 @@ def _parser() -> argparse.ArgumentParser:
     schedules.add_argument(
         "--json", action="store_true", help="print one JSON object per schedule (default: a table)"
     )
+    for name, text in (
+        ("pause", "stop every worker claiming a queue's jobs (running jobs finish)"),
+        ("resume", "let the workers claim a paused queue's jobs again"),
+    ):
+        control = commands.add_parser(name, help=text)
+        control.add_argument("queue", metavar="QUEUE", help="the queue's name")
+        _add_target(control, required=False)
     return parser
 
 
@@ -172,7 +183,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
         changes["dsn"] = args.dsn
     if args.command == "worker":
         if args.queue:
-            changes["queues"] = _parse_queues(args.queue)
+            changes["queues"] = _parse_queues(args.queue, declared_queues(found.config.queues))
         elif not found.config.queues:
             raise CommandError(
                 f"{args.target} declares no queues (queues={{}}); name them with --queue NAME=N"
@@ -188,8 +199,10 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
                 changes[option] = getattr(args, option)
         changes["protect_event_loop"] = args.protect_event_loop
     else:
-        changes["queues"] = {}  # migrate, status and schedules run no worker
-        changes["migrate"] = False  # `status` only reads; `migrate` applies them itself, below
+        changes["queues"] = {}  # migrate, status, schedules, pause and resume run no worker
+        # `status` only reads, `pause` and `resume` write a row that exists once migrated;
+        # `migrate` applies them itself, below
+        changes["migrate"] = False
         changes["require_database"] = True  # a one-off command has nothing to wait for
     jobs = found.replace(**changes)
     configured = configured_dsn(jobs.config.dsn)
@@ -216,16 +229,26 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _parse_queues(specs: list[str]) -> dict[str, int]:
-    queues = {}
+def _parse_queues(
+    specs: list[str], declared: Mapping[str, Queue] | None = None
+) -> dict[str, int | Queue]:
+    """The queues of `--queue` options; one the Jobs declares with limits keeps them, with
+    this concurrency."""
+    declared = declared or {}
+    queues: dict[str, int | Queue] = {}
     for spec in specs:
         name, _, concurrency = spec.partition("=")
         try:
-            queues[name] = int(concurrency or "10")
+            queues[name] = local = int(concurrency or "10")
         except ValueError:
             raise CommandError(
                 f"--queue {spec!r}: expected NAME=CONCURRENCY, e.g. emails=5"
             ) from None
+        if name in declared and declared[name].limits.limited:
+            try:
+                queues[name] = dataclasses.replace(declared[name], concurrency=local)
+            except JobDefinitionError as error:
+                raise CommandError(f"--queue {spec!r}: {error}") from None
     return queues
 
 
@@ -312,6 +335,13 @@ async def _migrate(jobs: Jobs) -> int:
     async with jobs:
         applied = await jobs.migrate()
     print("migrations up to date" + (f" (applied {', '.join(applied)})" if applied else ""))
+    return 0
+
+
+async def _pause_or_resume(jobs: Jobs, queue: str, *, pause: bool) -> int:
+    async with jobs:
+        await (jobs.pause(queue) if pause else jobs.resume(queue))
+    print(f"queue {queue!r} {'paused' if pause else 'resumed'}")
     return 0
 
 

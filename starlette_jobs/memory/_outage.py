@@ -27,6 +27,7 @@ STORE_CALLS = (
     *("release_job", "release_worker_jobs"),
     *("declare_schedules", "list_schedules", "record_tick", "start_waiting_tick"),
     *("schedule_ticks", "prune_ticks"),
+    *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -202,10 +202,12 @@ class QueueListener:
         queues: Sequence[str],
         wake: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> None:
         # `registry`: the store's set of listeners, which this one leaves when it closes.
         self._registry, self._queues, self._wake = registry, set(queues), wake
         self._on_cancel = on_cancel
+        self._on_controls = on_controls
 
     def notify(self, queue: str) -> None:
         if queue in self._queues:
@@ -214,6 +216,10 @@ class QueueListener:
     def cancel(self, token: UUID) -> None:
         if self._on_cancel is not None:
             self._on_cancel(token)
+
+    def controls_changed(self, queue: str) -> None:
+        if self._on_controls is not None:
+            self._on_controls(queue)
 
     async def alive(self, timeout: float) -> bool:
         return self in self._registry  # dropped by a simulated outage (`memory._outage`)

@@ -41,6 +41,7 @@ from .._records import (
     Unfinished,
 )
 from ..memory._outage import failing_in_outages
+from ._controls import MemoryControls
 from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
 from ._tables import MemoryData, canonical_json, utc_now
@@ -66,7 +67,7 @@ def memory_store(dsn: str) -> MemoryStore:
 
 
 @failing_in_outages
-class MemoryStore(MemorySchedules):
+class MemoryStore(MemorySchedules, MemoryControls):
     """The `Store` protocol on a dict; see the module's docstring."""
 
     @property
@@ -233,8 +234,9 @@ class MemoryStore(MemorySchedules):
         queues: Sequence[str],
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> QueueListener:
-        listener = QueueListener(self._listeners, queues, on_notify, on_cancel)
+        listener = QueueListener(self._listeners, queues, on_notify, on_cancel, on_controls)
         self._listeners.add(listener)
         self._opened.append(listener)
         return listener

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError
+from .._queue import QueueControls
 from .._records import FINISHED, EventKind, JobStatus, NewJobs
 from ._outage import SimulatedOutage
 from ._rows import OutcomeListener, QueueListener, Row
@@ -39,6 +40,10 @@ class MemoryData:
         # (schedule, tick time).
         self.schedules: dict[str, ScheduleRow] = {}
         self.ticks: dict[tuple[str, datetime], TickRecord] = {}
+        # Queue controls by queue name (`memory._controls`); a queue left out has none.
+        self.queues: dict[str, QueueControls] = {}
+        # The latest starts of each rate-limited queue, the oldest first.
+        self.recent_starts: dict[str, list[datetime]] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

@@ -14,6 +14,7 @@ from uuid import UUID
 from ..store._connectivity import STATEMENT_TIMEOUT
 from ._connections import (
     CANCEL_CHANNEL,
+    CONTROLS_CHANNEL,
     OUTCOMES_CHANNEL,
     Listener,
     SharedPool,
@@ -181,14 +182,18 @@ class ConnectedStore:
         queues: Sequence[str],
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> Listener:
         """A connection of its own that calls `on_notify(queue)` when a queue's channel fires,
-        and `on_cancel(lease_token)` when a running job is asked to stop."""
+        `on_cancel(lease_token)` when a running job is asked to stop, and `on_controls(queue)`
+        when a queue's controls changed."""
         channels: dict[str, Callable[[str], None]] = {
             channel_for(queue): functools.partial(_wake, on_notify, queue) for queue in queues
         }
         if on_cancel is not None:
             channels[CANCEL_CHANNEL] = functools.partial(_call_with, on_cancel, UUID)
+        if on_controls is not None:
+            channels[CONTROLS_CHANNEL] = on_controls
         return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
 
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:

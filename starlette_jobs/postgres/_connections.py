@@ -190,6 +190,8 @@ CANCEL_CHANNEL = "starlette_jobs.cancel"
 """Payload: the lease token of a running attempt asked to stop."""
 OUTCOMES_CHANNEL = "starlette_jobs.outcomes"
 """Payload: the id of a finished job that someone waits for."""
+CONTROLS_CHANNEL = "starlette_jobs.controls"
+"""Payload: the name of a queue whose controls (paused, limits) changed."""
 
 
 async def connect(

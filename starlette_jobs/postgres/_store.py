@@ -13,11 +13,11 @@ from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
-from ._connected import ConnectedStore
 from ._connections import (
     UniqueViolationError,
     raise_as_store_error,
 )
+from ._controls import ControlledStore
 from ._lanes import Executor
 from ._schedules import ScheduleStatements
 from ._transactions import JoinedTransaction
@@ -25,7 +25,7 @@ from ._transactions import JoinedTransaction
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(ScheduleStatements, ConnectedStore):
+class PostgresStore(ScheduleStatements, ControlledStore):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:

@@ -16,10 +16,11 @@ a rescue), it ends `cancelled` instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
 
@@ -150,9 +151,11 @@ class Store(Protocol):
         queues: Sequence[str],
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> Listener:
-        """Calls `on_notify(queue)` when a job of one of `queues` may be due, and
-        `on_cancel(lease_token)` when a running job is asked to stop (any worker's)."""
+        """Calls `on_notify(queue)` when a job of one of `queues` may be due,
+        `on_cancel(lease_token)` when a running job is asked to stop (any worker's), and
+        `on_controls(queue)` when the controls of a queue (any queue's) changed."""
         ...
 
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
@@ -240,6 +243,40 @@ class Store(Protocol):
     async def prune_ticks(self, keep: int) -> int:
         """Deletes all but each schedule's latest `keep` ticks (a waiting one stays);
         returns how many it deleted."""
+
+    # -- queue controls (docs/limits.md) -------------------------------------------------------
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        """Pauses (no claim takes its jobs) or resumes `queue`, and tells the workers."""
+        ...
+
+    async def declare_queues(self, limits: Mapping[str, QueueLimits]) -> None:
+        """A worker starting: the limits of its queues, replacing those declared before (the
+        last worker to start wins); the workers are told of each queue whose limits changed."""
+        ...
+
+    async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
+        """The controls of each of `queues` (neither paused nor limited if never set)."""
+        ...
+
+    async def claim_limited_batch(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        ended: Sequence[UUID] = (),
+    ) -> list[Claim]:
+        """`claim_batch` as the queue's controls allow at this moment, whatever other workers
+        claim at the same moment: nothing while it is paused; no more than leave at most its
+        global limit of its jobs running, and its key limit per value of its key; no more
+        starts in any rate period than its rate limit. `ended`: the lease tokens of attempts that
+        have ended but whose outcome is not written yet, not counted as running."""
+        ...
+
+    async def wake_queues(self, queues: Sequence[str]) -> None:
+        """Wakes the workers of `queues` (as a job becoming due does): jobs of a limited queue
+        finished, and one that found no room may claim now."""
         ...
 
     # -- closing -------------------------------------------------------------------------------

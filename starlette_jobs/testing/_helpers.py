@@ -12,6 +12,7 @@ from typing import Any
 
 from .._job import Job, registered_jobs
 from .._jobs import Jobs
+from .._queue import declared_queues
 from .._records import JobRecord, JobStatus
 from ..memory._outage import SimulatedOutage
 from ..memory._store import MemoryStore
@@ -65,13 +66,16 @@ async def run_enqueued(
     queues = {job.queue for job in registered_jobs()} | set(jobs.config.queues)
     queues |= {record.queue for record in await store.list_jobs(JobStatus.PENDING, None, 10_000)}
     config = jobs.config
+    declared = declared_queues(config.queues)
+    concurrency = max((queue.concurrency for queue in declared.values()), default=10)
     settings = WorkerSettings(
-        queues=dict.fromkeys(sorted(queues), max(config.queues.values(), default=10)),
+        queues=dict.fromkeys(sorted(queues), concurrency),
         batch_size=config.batch_size,
         poll_interval=min(config.poll_interval, 0.1),
         lease_duration=config.lease_duration,
         shutdown_grace=config.shutdown_grace,
         retention=None,
+        limits={name: queue.limits for name, queue in declared.items()},
     )
     worker = Worker(store, settings, jobs._tracing)
     token = _running_enqueued.set(True)

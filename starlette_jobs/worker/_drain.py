@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from .._errors import DatabaseUnavailableError
@@ -24,6 +24,7 @@ class Draining:
     """What a drain needs of the worker it drains."""
 
     queue_names: Sequence[str]
+    paused_queues: Callable[[], Awaitable[set[str]]]
     wake: Callable[[str], None]
     running_count: Callable[[], int]
     outcomes: OutcomeWriter
@@ -39,23 +40,35 @@ async def drain(
 ) -> Unfinished:
     """Waits until no job of the worker's queues is running anywhere, or pending and due now,
     or a retry due within `retry_wait` seconds (with `include_scheduled`, any of them due before
-    the timeout ends). Returns, and logs, what it leaves pending."""
+    the timeout ends). Returns, and logs, what it leaves pending.
+
+    The pending jobs of a paused queue are not waited for (they would be until a resume, which
+    may never come): its jobs running here still are, and the drain says which queues it left."""
     check_drain_durations(timeout, retry_wait)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     wait = math.inf if include_scheduled else 0.0
     retry_wait = math.inf if include_scheduled else max(retry_wait, 0.0)
+    paused_told: set[str] = set()
     async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
         while True:
             for queue in worker.queue_names:
                 worker.wake(queue)
             if worker.running_count() == 0:
+                paused = await worker.paused_queues()
+                if paused - paused_told:
+                    logger.info(
+                        "drain: queue(s) %s paused: their pending jobs are left for a resume",
+                        ", ".join(sorted(paused)),
+                    )
+                    paused_told |= paused
+                working = [queue for queue in worker.queue_names if queue not in paused]
                 await worker.outcomes.flush()
                 remaining = deadline - loop.time()
                 retry_horizon = drain_horizon(remaining, retry_wait)
                 try:
                     left = await store.count_unfinished(
-                        worker.queue_names, drain_horizon(remaining, wait), retry_horizon
+                        working, drain_horizon(remaining, wait), retry_horizon
                     )
                 except DatabaseUnavailableError as error:  # e.g. PostgreSQL restarting: keep going
                     logger.warning("drain: counting the jobs left failed, retrying: %s", error)

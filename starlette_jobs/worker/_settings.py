@@ -9,8 +9,9 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .._queue import QueueLimits
 from .._records import Unfinished
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -26,6 +27,9 @@ class WorkerSettings:
     retention: float | None
     # Seconds of event loop lag above which fewer jobs start (see _loop_lag); None: no limit.
     loop_lag_target: float | None = None
+    # What every worker of each queue obeys, written to the queue's row at start (`_controls`);
+    # a queue left out has no limit.
+    limits: Mapping[str, QueueLimits] = field(default_factory=dict)
 
 
 DEFAULT_RETRY_WAIT = 60.0

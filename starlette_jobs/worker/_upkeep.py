@@ -98,7 +98,8 @@ class Wakeups:
     """LISTEN on the queues' channels; `wake(queue)` on each notification, and on every queue
     whenever the connection is opened again (notifications may have been missed meanwhile);
     `on_cancel(lease_token)` for each cancel request of a running job (any worker's: the
-    callee checks whether it runs that attempt; the heartbeat catches requests missed here).
+    callee checks whether it runs that attempt; the heartbeat catches requests missed here);
+    `on_controls(queue)` for each change of a queue's controls (any queue's).
     The connection is checked every `check_interval` seconds and must answer within as long:
     a silent one is found within twice that."""
 
@@ -109,11 +110,13 @@ class Wakeups:
         wake: Callable[[str], None],
         check_interval: float,
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
         self._queues = list(queues)
         self._wake = wake
         self._on_cancel = on_cancel
+        self._on_controls = on_controls
         self._check_interval = check_interval
         self._listener: Listener | None = None
         self._task: asyncio.Task[None] | None = None
@@ -137,7 +140,9 @@ class Wakeups:
 
     async def _open(self) -> bool:
         try:
-            self._listener = await self._store.listen(self._queues, self._wake, self._on_cancel)
+            self._listener = await self._store.listen(
+                self._queues, self._wake, self._on_cancel, self._on_controls
+            )
         except Exception as error:  # unreachable, too many connections...: polling still works
             self._listener = None
             logger.warning("LISTEN connection failed, polling until it is back: %s", error)

@@ -20,6 +20,7 @@ from ..store._protocol import Store
 from ._attempt import run_attempt
 from ._cancels import AttemptStops, is_async_job
 from ._context import AttemptControl
+from ._controls import QueueControlsCopy
 from ._drain import Draining, drain
 from ._leases import Held, LeaseKeeper
 from ._loop_lag import LoopLagGuard
@@ -67,12 +68,16 @@ class Worker:
         )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._ticker = Ticker(store, registered_schedules(), self.worker_id)
+        self._controls = QueueControlsCopy(
+            store, list(self._queues), settings.limits, settings.poll_interval, self.wake
+        )
         self._wakeups = Wakeups(
             store,
             list(self._queues),
             self.wake,
             self._statement_timeout / 2,
             self._stops.requested,
+            self._controls.changed,
         )
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
@@ -89,6 +94,7 @@ class Worker:
             self._outcomes.start()
             self._progress.start()
             await self._wakeups.start()
+            await self._controls.start()
             for state in self._queues.values():
                 self._tasks.append(
                     asyncio.create_task(
@@ -106,6 +112,7 @@ class Worker:
             await self._leases.stop()
             await self._upkeep.stop()
             await self._ticker.stop()
+            await self._controls.stop()
             await self._outcomes.stop(timeout=0)
             await self._progress.stop()
             self._wakeups.terminate()
@@ -130,14 +137,16 @@ class Worker:
             # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
             state.wake.clear()
             free = self._guard.room(state.name)
-            if free > 0:
+            if free > 0 and not self._controls.paused(state.name):  # paused: polls until resumed
                 wanted = min(free, settings.batch_size)
                 try:
                     if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
-                    claims = await self._store.claim_batch(
-                        state.name, wanted, self.worker_id, settings.lease_duration
-                    )
+                    # The store's claim_batch, unless the queue has limits.
+                    claims = await self._controls.claim(
+                        state.name, wanted, self.worker_id, settings.lease_duration,
+                        self._outcomes.held,
+                    )  # fmt: skip
                 except BaseException as error:
                     # A claim that reached the server late is ended by it within a statement
                     # timeout of arriving; the connection it came on is cut at once.
@@ -223,12 +232,15 @@ class Worker:
         if progress is not None:
             outcome.progress = progress
         delay = outcome.retry_delay
+        # A limited queue's workers are told of the room the job leaves, once it is written.
+        after = self._controls.after_outcome
         if delay is None:
-            self._outcomes.add(outcome)
+            self._outcomes.add(outcome, after(state.name, None))
         else:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
             # may claim it, and the poll still covers a retry whose wake-up is lost.
-            self._outcomes.add(outcome, functools.partial(self._wake_after, delay, state.name))
+            wake = functools.partial(self._wake_after, delay, state.name)
+            self._outcomes.add(outcome, after(state.name, wake))
 
     def _wake_after(self, delay: float, queue: str) -> None:
         """Called once a retry's outcome is written. The store counts the delay from that write
@@ -255,7 +267,13 @@ class Worker:
         """See `_drain.drain`: until no job of this worker's queues is left to run."""
         return await drain(
             self._store,
-            Draining(self.queue_names, self.wake, self.running_count, self._outcomes),
+            Draining(
+                self.queue_names,
+                self._controls.paused_now,
+                self.wake,
+                self.running_count,
+                self._outcomes,
+            ),
             timeout,
             include_scheduled=include_scheduled,
             retry_wait=retry_wait,
@@ -303,6 +321,7 @@ class Worker:
         await self._leases.stop()
         await self._upkeep.stop()
         await self._ticker.stop()
+        await self._controls.stop()
         await self._progress.stop()
         self._wakeups.terminate()  # if closing it ran out of time
         logger.info("worker %s stopped", self.worker_id)

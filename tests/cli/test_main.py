@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import starlette_jobs
-from starlette_jobs import JobDefinitionError
+from starlette_jobs import JobDefinitionError, Queue
 from starlette_jobs.cli._main import (
     CommandError,
     _jobs_for,
@@ -248,3 +248,14 @@ def test_a_command_on_the_in_memory_store_is_refused_since_no_other_process_sees
     assert "the in-memory store" in err
     assert "needs PostgreSQL" in err
     assert err.count("\n") == 1
+
+
+def test_a_queue_option_keeps_the_limits_the_jobs_declares_for_that_queue() -> None:
+    declared = {"exports": Queue(concurrency=10, global_limit=4), "plain": Queue(concurrency=3)}
+    assert _parse_queues(["exports=2", "plain=5", "new"], declared) == {
+        "exports": Queue(concurrency=2, global_limit=4),
+        "plain": 5,
+        "new": 10,
+    }
+    with pytest.raises(CommandError, match="--queue 'exports=0': concurrency must be"):
+        _parse_queues(["exports=0"], declared)

@@ -1,4 +1,4 @@
-"""The `starlette-jobs` command: worker processes, migrate, status."""
+"""The `starlette-jobs` command: worker processes, migrate, status, pause and resume."""
 
 from __future__ import annotations
 
@@ -247,3 +247,20 @@ def test_migrate_and_status_on_an_unreachable_database_exit_2_with_one_line(
     assert captured.err.startswith("starlette-jobs: error: PostgreSQL is unreachable at start")
     assert captured.err.count("\n") == 1
     assert "s3cret" not in captured.err
+
+
+def test_pause_and_resume_a_queue_from_the_command_line(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def paused() -> bool:
+        async with Jobs(database_dsn, queues={}) as jobs:
+            return (await jobs.queue_controls("emails")).paused
+
+    assert main(["pause", "emails", "--dsn", database_dsn]) == 0
+    assert capsys.readouterr().out.strip() == "queue 'emails' paused"
+    assert asyncio.run(paused())
+    assert main(["resume", "emails", "tests.integration.cli_app:jobs", "--dsn", database_dsn]) == 0
+    assert capsys.readouterr().out.strip() == "queue 'emails' resumed"
+    assert not asyncio.run(paused())
+    assert main(["pause", "no such queue", "--dsn", database_dsn]) == 2
+    assert "invalid queue name 'no such queue'" in capsys.readouterr().err

@@ -64,6 +64,12 @@ EXPECTED: dict[str, list[str]] = {
     "start_waiting_tick": ["text", "text", "text", "jsonb", "int4", "int4"],
     "schedule_ticks": ["text", "int8"],
     "prune_ticks": ["int8"],
+    "set_queue_paused": ["text", "bool"],
+    "declare_queues": ["text[]", "int4[]", "text[]", "int4[]", "int4[]", "float8[]"],
+    "queue_controls": ["text[]"],
+    "lock_queue": ["text"],
+    "claim_limited_batch": ["text", "int8", "text", "float8", "bool", "int8", "uuid[]"],
+    "wake_queues": ["text[]"],
 }
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from starlette_jobs import Jobs, TickStatus, current_job, job, periodic
+from starlette_jobs import Jobs, Queue, TickStatus, current_job, job, periodic
 from tests.conftest import eventually
 
 seen: list[tuple[str, datetime | None]] = []
@@ -93,3 +93,14 @@ async def test_ticks_refuses_a_bad_limit(jobs_memory: str) -> None:
     async with Jobs(jobs_memory, queues={}) as jobs:
         with pytest.raises(ValueError, match="limit must be a positive integer"):
             await jobs.ticks("pulse", limit=0)
+
+
+@pytest.mark.usefixtures("every_second")
+async def test_a_tick_in_a_limited_queue_reads_its_tick_too(jobs_dsn: str) -> None:
+    # A limited queue's jobs are claimed by another statement than claim_batch: the tick
+    # must reach them all the same.
+    limited = Queue(concurrency=2, global_limit=1)
+    async with Jobs(jobs_dsn, queues={"pulse": limited}) as jobs:
+        await eventually(lambda: ticks(jobs, 2), "two ticks")
+        recent = await jobs.ticks("pulse", limit=2)
+        await eventually(lambda: ran(recent[1].at), "the tick's job, with its tick")

@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, SchemaVersionError, job
+from starlette_jobs.postgres import _controls as controls_module
 from starlette_jobs.postgres import _migrations as migrations_module
 from starlette_jobs.postgres import _schedules as schedules_module
 from starlette_jobs.postgres import _store as postgres_module
@@ -25,7 +26,7 @@ from tests.records import new_jobs
 
 def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() -> None:
     used: set[str] = set()
-    for module in (postgres_module, migrations_module, schedules_module):
+    for module in (postgres_module, migrations_module, schedules_module, controls_module):
         assert module.__file__ is not None
         source = Path(module.__file__).read_text()
         used |= set(re.findall(r'(?:_q|\bq)\["(\w+)"\]', source))

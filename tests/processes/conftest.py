@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from tests.processes.cluster import Cluster
-from tests.processes.support import WorkerProcess
+from tests.processes.support import APP, WorkerProcess
 
 StartWorker = Callable[..., WorkerProcess]
 
@@ -23,11 +23,12 @@ def run_log(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def start_worker(run_log: Path) -> Iterator[StartWorker]:
-    """`start_worker(*cli_args, dsn=...)`: a worker process, killed at the end if still alive."""
+    """`start_worker(*cli_args, dsn=..., app=...)`: a worker process, killed at the end if still
+    alive."""
     started: list[WorkerProcess] = []
 
-    def start(*args: str, dsn: str) -> WorkerProcess:
-        worker = WorkerProcess(*args, dsn=dsn, run_log=run_log)
+    def start(*args: str, dsn: str, app: str = APP) -> WorkerProcess:
+        worker = WorkerProcess(*args, dsn=dsn, run_log=run_log, app=app)
         started.append(worker)
         return worker
 

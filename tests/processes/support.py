@@ -16,6 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.processes.worker_app:jobs"
+LIMITED_APP = "tests.processes.worker_app:limited_jobs"
+KEYED_APP = "tests.processes.worker_app:keyed_jobs"
 
 
 class LoggedProcess:
@@ -79,9 +81,9 @@ class LoggedProcess:
 class WorkerProcess(LoggedProcess):
     """`python -m starlette_jobs worker tests.processes.worker_app:jobs ARGS`."""
 
-    def __init__(self, *args: str, dsn: str, run_log: Path) -> None:
+    def __init__(self, *args: str, dsn: str, run_log: Path, app: str = APP) -> None:
         super().__init__(
-            [sys.executable, "-m", "starlette_jobs", "worker", APP, *args],
+            [sys.executable, "-m", "starlette_jobs", "worker", app, *args],
             cwd=ROOT,
             env={**os.environ, "DATABASE_URL": dsn, "RUN_LOG": str(run_log)},
         )

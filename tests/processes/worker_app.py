@@ -10,9 +10,15 @@ import asyncio
 import os
 import time
 
-from starlette_jobs import Jobs, Retry, current_job, job
+from starlette_jobs import Jobs, Queue, Retry, current_job, job
 
 jobs = Jobs(queues={"default": 10}, poll_interval=0.2)
+# The Jobs of processes/test_limits.py's workers (`LIMITED_APP`): one queue with a global limit.
+limited_jobs = Jobs(queues={"limited": Queue(concurrency=10, global_limit=4)}, poll_interval=0.2)
+# And of those with a limit per customer (`KEYED_APP`).
+keyed_jobs = Jobs(
+    queues={"keyed": Queue(concurrency=10, key="customer", key_limit=1)}, poll_interval=0.2
+)
 
 
 def append_to_run_log(line: str) -> None:
@@ -40,6 +46,22 @@ async def work(n: int, seconds: float = 0.0) -> int:
 
 @job(queue="other", retry=Retry.fixed(max_attempts=3, delay=0.1))
 async def other_work(n: int, seconds: float = 0.0) -> int:
+    log("start", n)
+    await asyncio.sleep(seconds)
+    log("done", n)
+    return os.getpid()
+
+
+@job(queue="limited", retry=Retry.fixed(max_attempts=3, delay=0.1))
+async def limited_work(n: int, seconds: float = 0.0) -> int:
+    log("start", n)
+    await asyncio.sleep(seconds)
+    log("done", n)
+    return os.getpid()
+
+
+@job(queue="keyed", retry=Retry.fixed(max_attempts=3, delay=0.1))
+async def keyed_work(n: int, customer: str, seconds: float = 0.0) -> int:
     log("start", n)
     await asyncio.sleep(seconds)
     log("done", n)

@@ -189,6 +189,7 @@ async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
             queues: Sequence[str],
             on_notify: Callable[[str], None],
             on_cancel: Callable[[UUID], None] | None = None,
+            on_controls: Callable[[str], None] | None = None,
         ) -> QueueListener:
             raise DatabaseUnavailableError("too many connections")
 
@@ -214,8 +215,9 @@ class SilentOnce(MemoryStore):
         queues: Sequence[str],
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> QueueListener:
-        listener = await super().listen(queues, on_notify, on_cancel)
+        listener = await super().listen(queues, on_notify, on_cancel, on_controls)
         if not self.listeners:
 
             async def silent(timeout: float) -> bool:

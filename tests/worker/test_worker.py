@@ -294,8 +294,9 @@ class DeafStore(MemoryStore):
         queues: Any,
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> Any:
-        return await super().listen(queues, on_notify, None)
+        return await super().listen(queues, on_notify, None, on_controls)
 
 
 async def run_and_cancel(store: MemoryStore, gate: Gate, name: str, **changes: Any) -> int:
@@ -380,10 +381,13 @@ class StopsAtClaim:
         queues: Any,
         on_notify: Callable[[str], None],
         on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
     ) -> Any:
         self._on_cancel, self._received = on_cancel, asyncio.Queue()
         self.shutdowns = []
-        return await super().listen(queues, on_notify, self._received.put_nowait)  # type: ignore[misc]
+        return await super().listen(  # type: ignore[misc]
+            queues, on_notify, self._received.put_nowait, on_controls
+        )
 
     async def claim_batch(
         self, queue: str, limit: int, worker_id: str, lease_seconds: float

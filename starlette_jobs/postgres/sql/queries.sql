@@ -766,3 +766,143 @@ WITH ranked AS (
     RETURNING 1
 )
 SELECT count(*) FROM deleted;
+-- Queue controls (docs/limits.md): one row per queue in starlette_jobs_queues. A change of a
+-- row NOTIFYs 'starlette_jobs.controls' with the queue's name, so that workers read it again
+-- at once rather than at their next poll.
+
+-- name: set_queue_paused
+-- Pauses or resumes a queue, whether or not it has a row yet.
+-- $1 queue, $2 paused
+INSERT INTO starlette_jobs_queues AS q (name, paused) VALUES ($1, $2)
+    ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING pg_notify('starlette_jobs.controls', q.name);
+
+-- name: declare_queues
+-- A worker starting writes the limits it declares for its queues; the last one wins. A row
+-- whose limits are already these is left alone, and no one is told.
+-- $1 queue names, $2 global limits, $3 the arguments a key limit reads, $4 key limits,
+-- $5 rate limits (NULL: none), $6 rate periods in seconds
+INSERT INTO starlette_jobs_queues AS q
+       (name, global_limit, limit_key, key_limit, rate_limit, rate_period)
+SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::int4[], $5::int4[], $6::float8[])
+    ON CONFLICT (name) DO UPDATE
+   SET global_limit = excluded.global_limit, limit_key = excluded.limit_key,
+       key_limit = excluded.key_limit, rate_limit = excluded.rate_limit,
+       rate_period = excluded.rate_period, updated_at = now()
+ WHERE (q.global_limit, q.limit_key, q.key_limit, q.rate_limit, q.rate_period)
+       IS DISTINCT FROM (excluded.global_limit, excluded.limit_key, excluded.key_limit,
+                         excluded.rate_limit, excluded.rate_period)
+RETURNING pg_notify('starlette_jobs.controls', q.name);
+
+-- name: queue_controls
+-- The rows of these queues (a queue without one is neither paused nor limited).
+-- $1 queue names
+SELECT name, paused, global_limit, limit_key, key_limit, rate_limit, rate_period
+  FROM starlette_jobs_queues WHERE name = ANY($1::text[]);
+
+-- name: lock_queue
+-- Begins the transaction of a limited queue's claim that found the queue's row changed since
+-- its snapshot (see `claim_limited_batch`): once the row is this transaction's, the claim that
+-- follows, a statement of its own, sees what every claim before it committed.
+-- $1 queue
+SELECT FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
+
+-- name: claim_limited_batch
+-- `claim_batch` for a queue with limits. Claims of one queue take turns on its row (FOR NO KEY
+-- UPDATE: it conflicts with itself and with a pause, which is all that is needed), each counting
+-- the jobs the others claimed. But a statement reads what had committed when it began, not
+-- when it got the lock: should a claim of the queue have committed meanwhile (`claim_seq`
+-- moved on), this one counts on a stale picture. It then takes nothing and says so (`stale`):
+-- the store claims again after `lock_queue`, in a transaction. A claim that waited for no one
+-- (the usual case) costs one statement, as an unlimited queue's does.
+-- It takes no more than leave at most `global_limit` running (counting the queue's running
+-- jobs: a small set, found through the index on running rows), at most `key_limit` running per
+-- value of the argument `limit_key` (read from the payload; a job without it is not limited by
+-- it), and no more starts in any `rate_period` than `rate_limit` (the latest starts are kept in
+-- the row, this statement's own included). With a key limit it looks at the first $6 due jobs,
+-- in claim order, so that it stays bounded however long the queue. The jobs are read without
+-- a lock (no other claim of the queue runs meanwhile): the UPDATE takes those still pending.
+-- Returns the claims, in the order of `Claim`'s fields, each with `stale` false; or one row of
+-- NULLs with `stale` true.
+-- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
+-- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs a key limit
+-- looks at, $7 the lease tokens of attempts that have ended but whose outcome is not written
+-- yet (not counted as running)
+WITH seen AS (
+    SELECT claim_seq FROM starlette_jobs_queues WHERE name = $1
+), turn AS (
+    -- The row as the claim before this one left it.
+    SELECT * FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE
+), q AS (
+    SELECT turn.*, turn.claim_seq = (SELECT claim_seq FROM seen) AS fresh FROM turn
+), running AS (
+    SELECT payload ->> (SELECT limit_key FROM q) AS key
+      FROM starlette_jobs
+     WHERE queue = $1 AND status = 'running' AND lease_token <> ALL($7::uuid[])
+), per_key AS (
+    SELECT key, count(*) AS running FROM running WHERE key IS NOT NULL GROUP BY key
+), room AS (
+    SELECT CASE WHEN q.paused OR NOT q.fresh THEN 0
+                ELSE least($2::int8,
+                           q.global_limit - (SELECT count(*) FROM running),
+                           q.rate_limit - (SELECT count(*) FROM unnest(q.recent_starts) AS s(at)
+                                            WHERE at > statement_timestamp()
+                                                       - make_interval(secs => q.rate_period)))
+           END AS jobs
+      FROM q
+), due AS (
+    SELECT id, payload ->> (SELECT limit_key FROM q) AS key,
+           row_number() OVER (ORDER BY priority DESC, run_at, id) AS position
+      FROM (SELECT id, payload, priority, run_at FROM starlette_jobs
+             WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+             ORDER BY priority DESC, run_at, id
+             LIMIT CASE WHEN (SELECT key_limit FROM q) IS NULL THEN $2 ELSE $6 END) AS first_due
+), ranked AS (
+    SELECT id, key, position, row_number() OVER (PARTITION BY key ORDER BY position) AS nth
+      FROM due
+), picked AS (
+    SELECT ranked.id FROM ranked LEFT JOIN per_key USING (key)
+     WHERE ranked.key IS NULL
+        OR ranked.nth + coalesce(per_key.running, 0) <= (SELECT key_limit FROM q)
+     ORDER BY ranked.position
+     LIMIT greatest(coalesce((SELECT jobs FROM room), $2::int8), 0)
+), claimed AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'running',
+           attempts = job.attempts + 1,
+           worker_id = $3,
+           -- As in claim_batch.
+           lease_token = (left((SELECT gen_random_uuid())::text, 19)
+                          || lpad(to_hex(job.id), 16, '0'))::uuid,
+           lease_expires_at = now() + make_interval(secs => $4),
+           started_at = now(),
+           progress = NULL
+     WHERE job.id = ANY(ARRAY(SELECT id FROM picked)) AND job.status = 'pending'
+    RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
+              job.max_attempts, job.lease_token, job.trace_context::text AS trace_context,
+              job.scheduled_for
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
+), started AS (
+    -- The next claim's turn, and the latest rate_limit starts, the oldest first.
+    UPDATE starlette_jobs_queues AS queue
+       SET claim_seq = queue.claim_seq + 1,
+           recent_starts = CASE WHEN queue.rate_limit IS NULL THEN '{}' ELSE array(
+               SELECT at FROM (SELECT at FROM unnest(queue.recent_starts
+                                                     || array_fill(statement_timestamp(),
+                                                                   ARRAY[(SELECT count(*)
+                                                                            FROM claimed)::int4]))
+                                              AS s(at)
+                                ORDER BY at DESC LIMIT queue.rate_limit) AS kept
+                ORDER BY at) END
+     WHERE queue.name = $1 AND EXISTS (SELECT FROM claimed)
+)
+SELECT claimed.*, false AS stale FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true FROM q WHERE NOT q.fresh;
+
+-- name: wake_queues
+-- Jobs of these limited queues finished: a worker that found no room may claim now.
+-- $1 queue names
+SELECT pg_notify('starlette_jobs:' || queue, '') FROM unnest($1::text[]) AS queue;

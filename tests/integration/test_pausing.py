@@ -1,0 +1,46 @@
+"""A paused queue and the commands that wait for jobs to run (`jobs.drain`, `worker --burst`,
+`run_enqueued`), on PostgreSQL and memory alike: they do not wait for a resume that may never
+come; they run the other queues' jobs, leave the paused queue's pending, and say so."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from starlette_jobs import Jobs, JobStatus, job
+
+
+async def status(jobs: Jobs, job_id: int) -> JobStatus:
+    record = await jobs.get(job_id)
+    assert record is not None
+    return record.status
+
+
+@job(queue="pausing-held")
+async def held(n: int) -> int:
+    return n
+
+
+@job(queue="pausing-free")
+async def free(n: int) -> int:
+    return n
+
+
+async def test_a_drain_leaves_a_paused_queues_jobs_pending_and_runs_the_others(
+    jobs_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="starlette_jobs.worker")
+    async with Jobs(jobs_dsn, queues={"pausing-held": 2, "pausing-free": 2}) as jobs:
+        await jobs.pause("pausing-held")
+        waiting = await held.enqueue(n=1)
+        ran = await free.enqueue(n=2)
+        # Would run out its timeout (and raise) if it waited for the paused queue.
+        await jobs.drain(timeout=30)
+        assert await status(jobs, ran) is JobStatus.SUCCEEDED
+        assert await status(jobs, waiting) is JobStatus.PENDING
+        assert "queue(s) pausing-held paused" in caplog.text
+
+        await jobs.resume("pausing-held")
+        await jobs.drain(timeout=30)
+        assert await status(jobs, waiting) is JobStatus.SUCCEEDED

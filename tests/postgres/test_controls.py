@@ -1,0 +1,83 @@
+"""The queue controls of the PostgreSQL store (`postgres/_controls.py`) where only PostgreSQL can
+be wrong: claimers of a limited queue on separate connections at the same moment. What both
+stores share: contract/test_controls_contract.py; several processes: processes/test_limits.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette_jobs import JobStatus, QueueLimits
+from starlette_jobs.postgres._store import PostgresStore
+from tests.conftest import eventually
+from tests.records import new_jobs
+from tests.records import outcome as ended
+
+QUEUE = "limited"
+LIMIT = 4
+HOLD_THE_ROW = "SELECT FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE"
+WAITING_FOR_A_LOCK = """
+SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND wait_event_type = 'Lock'
+"""
+
+
+async def test_claimers_at_the_same_moment_never_run_more_than_the_global_limit(
+    database_dsn: str,
+) -> None:
+    """Each claim counts what the claims before it committed. Six claims wait for the queue's
+    row together, each statement having read the jobs before the first of them claimed: each
+    of them, counting on what it read, would take the whole room."""
+    stores = [await PostgresStore.open(database_dsn, min_size=1, max_size=2) for _ in range(6)]
+    try:
+        await stores[0].declare_queues({QUEUE: QueueLimits(global_limit=LIMIT)})
+        await stores[0].insert_jobs(new_jobs(60, queue=QUEUE))
+        for store in stores:  # each opens its claim connection now, not while the row is held
+            await store.claim_limited_batch("elsewhere", 1, "warm-up", 30.0)
+        async with stores[0].pool.acquire() as connection:
+            async with connection.transaction():
+                await connection.execute(HOLD_THE_ROW, QUEUE)
+                claims = [
+                    asyncio.create_task(s.claim_limited_batch(QUEUE, 10, f"w{i}", 30.0))
+                    for i, s in enumerate(stores)
+                ]
+
+                async def all_waiting() -> bool:
+                    waiting: int = await connection.fetchval(WAITING_FOR_A_LOCK)
+                    return waiting == len(stores)
+
+                await eventually(all_waiting, "the six claims waiting for the row", timeout=30)
+            claimed = [claim for claimed in await asyncio.gather(*claims) for claim in claimed]
+        assert len(claimed) == LIMIT
+        counts = await stores[0].count_by_status(QUEUE)
+        assert counts[JobStatus.RUNNING] == LIMIT
+        for _ in range(5):  # and racing freely, round after round
+            rounds = await asyncio.gather(
+                *(s.claim_limited_batch(QUEUE, 10, f"w{i}", 30.0) for i, s in enumerate(stores))
+            )
+            assert (await stores[0].count_by_status(QUEUE))[JobStatus.RUNNING] == LIMIT
+            ended_now = [claim for claimed in rounds for claim in claimed] + claimed[:1]
+            await stores[0].record_outcomes([ended(c, JobStatus.SUCCEEDED) for c in ended_now])
+            claimed = []
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_a_pause_holds_a_limited_claim_that_takes_the_row_after_it(
+    database_dsn: str,
+) -> None:
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=3)
+    try:
+        await store.declare_queues({QUEUE: QueueLimits(global_limit=LIMIT)})
+        await store.insert_jobs(new_jobs(5, queue=QUEUE))
+        async with store.pool.acquire() as connection, connection.transaction():
+            # An operator's pause, not yet committed, holds the row...
+            await connection.execute(
+                "UPDATE starlette_jobs_queues SET paused = true WHERE name = $1", QUEUE
+            )
+            claim = asyncio.create_task(store.claim_limited_batch(QUEUE, 10, "w", 30.0))
+            await asyncio.sleep(0.2)
+            assert not claim.done()  # ...and the claim waits for it to commit
+        assert await claim == []
+    finally:
+        await store.close()
