@@ -53,6 +53,8 @@ class QueueControlsCopy:
             queue: QueueControls(queue, limits=self._declared.get(queue, QueueLimits()))
             for queue in queues
         }
+        # Asked for every claim and every job's outcome: kept as a set, not worked out.
+        self._limited = {queue for queue, c in self._current.items() if c.limits.limited}
         self._changed = asyncio.Event()
         # Queues whose controls changed since the last read, and those the read in flight is
         # for: they claim nothing until it is done, so that a pause stops claims as soon as
@@ -77,7 +79,7 @@ class QueueControlsCopy:
         return {queue for queue, controls in self._current.items() if controls.paused}
 
     def limited(self, queue: str) -> bool:
-        return self._current[queue].limits.limited
+        return queue in self._limited
 
     async def start(self) -> None:
         """Writes the limits this worker declares (the last worker to start wins), reads the
@@ -113,6 +115,10 @@ class QueueControlsCopy:
             reading, self._reading = self._reading, set()
         for queue, controls in found.items():
             before, self._current[queue] = self._current[queue], controls
+            if controls.limits.limited:
+                self._limited.add(queue)
+            else:
+                self._limited.discard(queue)
             if controls != before:
                 logger.info(
                     "queue %r: %s, limits %s", queue,
