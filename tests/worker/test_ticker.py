@@ -250,3 +250,23 @@ async def test_a_round_the_database_fails_is_tried_again(
 
 async def has_ticks(store: MemoryStore) -> bool:
     return bool(await store.schedule_ticks("beat", 1))
+
+
+async def test_overlap_one_waiting_never_enqueues_a_later_tick_ahead_of_the_waiting_one(
+    clock: Clock,
+) -> None:
+    """The job a tick waits for ends less than a second before the next tick (or while no
+    worker looked): the waiting tick goes first, the later one does not jump ahead of it."""
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule(overlap="one_waiting")])
+    await worker.round()
+    clock.advance(59.5)
+    await worker.round()  # 12:01 enqueued
+    (claim,) = await store.claim_batch("ticker", 10, "w1", 30)
+    clock.advance(60)
+    await worker.round()  # 12:02 waits
+    await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+    clock.advance(60)
+    await worker.round()  # 12:03 is due, and 12:02's wait is over
+    assert await enqueued(store) == ["12:01:00", "12:02:00"]
+    assert ("12:02:00", TickStatus.ENQUEUED) in await ticks(store)
