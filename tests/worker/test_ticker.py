@@ -270,3 +270,20 @@ async def test_overlap_one_waiting_never_enqueues_a_later_tick_ahead_of_the_wait
     await worker.round()  # 12:03 is due, and 12:02's wait is over
     assert await enqueued(store) == ["12:01:00", "12:02:00"]
     assert ("12:02:00", TickStatus.ENQUEUED) in await ticks(store)
+
+
+async def test_a_window_wider_than_a_rounds_ticks_catches_up_every_missed_tick_in_it(
+    clock: Clock,
+) -> None:
+    """Half an hour of a tick every second missed (1,800: more than one round records): every
+    one of them is enqueued, over several rounds, none lost between the rounds."""
+    store = MemoryStore()
+    every_second = schedule("* * * * * *", catch_up=timedelta(minutes=30))
+    await ticker(store, clock, [every_second]).round()  # 12:00:00.5: nothing due yet
+    clock.advance(30 * 60)  # every worker stopped meanwhile
+    restarted = ticker(store, clock, [every_second], "w2")
+    for _ in range(5):
+        await restarted.round()
+    jobs = await store.list_jobs(None, "ticker", 10_000)
+    missed = {T0.replace(microsecond=0) + timedelta(seconds=n) for n in range(1, 1801)}
+    assert missed <= {j.scheduled_for for j in jobs}
