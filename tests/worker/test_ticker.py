@@ -287,3 +287,22 @@ async def test_a_window_wider_than_a_rounds_ticks_catches_up_every_missed_tick_i
     jobs = await store.list_jobs(None, "ticker", 10_000)
     missed = {T0.replace(microsecond=0) + timedelta(seconds=n) for n in range(1, 1801)}
     assert missed <= {j.scheduled_for for j in jobs}
+
+
+async def test_a_worker_whose_clock_runs_ahead_enqueues_no_tick_before_it_is_due(
+    clock: Clock,
+) -> None:
+    """One host's clock is ten minutes fast (the test's `clock` is the database's): its worker
+    must not enqueue the ticks of the next ten minutes now, nor make the others skip them."""
+    store = MemoryStore()
+    on_time = ticker(store, clock, [schedule()])
+    await on_time.round()  # 12:00:00.5
+    fast = Clock(clock.now + timedelta(minutes=10))
+    await ticker(store, fast, [schedule()], "w2").round()
+    early = [j.scheduled_for for j in await store.list_jobs(None, "ticker", 100)]
+    assert early == []
+    for _ in range(3):
+        clock.advance(60)
+        fast.advance(60)
+        await on_time.round()
+    assert await enqueued(store) == ["12:01:00", "12:02:00", "12:03:00"]
