@@ -306,3 +306,30 @@ async def test_a_worker_whose_clock_runs_ahead_enqueues_no_tick_before_it_is_due
         fast.advance(60)
         await on_time.round()
     assert await enqueued(store) == ["12:01:00", "12:02:00", "12:03:00"]
+
+
+async def test_ticks_missed_while_the_database_was_unreachable_follow_the_catch_up_policy(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/schedules.md: a tick is missed when no worker runs at its instant, "all stopped, or
+    the database unreachable". A worker that ran through a ten-minute outage (its rounds
+    failing every five seconds) does not enqueue the ten ticks it missed under
+    catch_up="none": at most one, due in the last seconds of the outage, may count as on time."""
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule(catch_up="none")])
+    await worker.round()  # 12:00:00.5
+    listed = store.list_schedules
+
+    async def unreachable() -> list[StoredSchedule]:
+        raise DatabaseUnavailableError("connection refused")
+
+    monkeypatch.setattr(store, "list_schedules", unreachable)
+    for _ in range(120):  # until 12:10:00.5, a round every five seconds (RETRY_AFTER), failing
+        clock.advance(5)
+        with pytest.raises(DatabaseUnavailableError):
+            await worker.round()
+    monkeypatch.setattr(store, "list_schedules", listed)
+    clock.advance(5)  # 12:10:05.5: back
+    await worker.round()
+    assert len(await enqueued(store)) <= 1
+    assert ("12:09:00", TickStatus.SKIPPED) in await ticks(store)
