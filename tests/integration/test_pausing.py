@@ -58,7 +58,7 @@ async def test_a_limit_an_operator_wrote_by_hand_does_not_deafen_the_workers_to_
 ) -> None:
     """An operator "stops" a limited queue in SQL (global_limit = 0, which `Queue` refuses):
     the workers must still hear pause and resume of their other queues."""
-    queues = {"pausing-stopped": Queue(global_limit=2), "pausing-free": 2}
+    queues: dict[str, int | Queue] = {"pausing-stopped": Queue(global_limit=2), "pausing-free": 2}
     async with Jobs(database_dsn, queues=queues, poll_interval=0.05) as jobs:
         await connection.execute(
             "UPDATE starlette_jobs_queues SET global_limit = 0 WHERE name = 'pausing-stopped'"
