@@ -128,8 +128,13 @@ def plan_ticks(
     if missed_until > recorded_until:
         if isinstance(catch_up, timedelta):
             since = max(recorded_until, now - catch_up)
-            for at in cron.between(since, missed_until, MAX_TICKS_PER_ROUND):
+            caught_up = cron.between(since, missed_until, MAX_TICKS_PER_ROUND)
+            for at in caught_up:
                 planned.append(PlannedTick(at, note="caught up: missed while no worker ran"))
+            if len(caught_up) == MAX_TICKS_PER_ROUND:
+                # More missed than a round records: the next round goes on from the last of
+                # these. Recording the ticks due now would move the schedule past the rest.
+                return planned
         else:
             latest = cron.latest_until(missed_until)
             if latest is not None and latest > recorded_until.astimezone(UTC):

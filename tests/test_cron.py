@@ -49,6 +49,24 @@ def test_a_tick_in_the_hour_spring_forward_skips_runs_once_after_the_gap() -> No
     assert local(walk(cron, start, 3), PARIS) == expected
 
 
+def test_six_fields_at_a_fixed_time_of_day_tick_once_a_day_across_both_transitions() -> None:
+    """docs/schedules.md: a schedule at a fixed time of day runs once a day whatever the clocks
+    do. With the seconds field written out ("0 30 2 * * *" is "30 2 * * *") it must too."""
+    spring = datetime(2026, 3, 27, 12, tzinfo=UTC)
+    cron = Cron("0 30 2 * * *", "Europe/Paris")
+    assert local(cron.between(spring, spring + timedelta(days=3), 10), PARIS) == [
+        "2026-03-28T02:30:00+01:00",
+        "2026-03-29T03:00:00+02:00",  # not lost in the gap
+        "2026-03-30T02:30:00+02:00",
+    ]
+    fall = datetime(2026, 10, 23, 12, tzinfo=UTC)
+    assert local(cron.between(fall, fall + timedelta(days=3), 10), PARIS) == [
+        "2026-10-24T02:30:00+02:00",
+        "2026-10-25T02:30:00+02:00",  # not twice
+        "2026-10-26T02:30:00+01:00",
+    ]
+
+
 def test_a_tick_in_the_hour_fall_back_repeats_runs_once() -> None:
     # Paris, 25 October 2026: 03:00 goes back to 02:00; 02:30 happens twice that night.
     cron = Cron("30 2 * * *", "Europe/Paris")

@@ -97,8 +97,9 @@ def _within_key_limit(
 
 def _key_of(row: Row, argument: str) -> str | None:
     """The value of the job's argument as PostgreSQL's `payload ->> argument` gives it: a
-    string as itself, any other value as its JSON text, a missing one or null as None."""
+    string as itself, any other value as its JSON text, a missing one or null as None. An
+    object's keys are sorted: jsonb keeps no order of keys, so two orders are one key there."""
     value = json.loads(row.payload).get(argument)
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value)
+    return json.dumps(value, sort_keys=True)

@@ -85,14 +85,16 @@ class MemorySchedules(MemoryTables):
         status, reason = TickStatus.ENQUEUED, tick.note
         if tick.skipped is not None:
             status, reason = TickStatus.SKIPPED, tick.skipped
+        elif tick.overlap == "one_waiting" and row.waiting_tick_at is not None:
+            # The waiting tick keeps its turn, even once the job it waits for has ended.
+            status = TickStatus.SKIPPED
+            behind = "" if previous is None else f", behind job {previous[0]}"
+            reason = f"overlap: a tick waits already{behind}"
         elif tick.overlap != "allow" and previous is not None:
             job_id, job_status = previous
-            if tick.overlap == "one_waiting" and row.waiting_tick_at is None:
+            if tick.overlap == "one_waiting":
                 status = TickStatus.WAITING
                 reason = f"waits for job {job_id} of an earlier tick, still {job_status}"
-            elif tick.overlap == "one_waiting":
-                status = TickStatus.SKIPPED
-                reason = f"overlap: a tick waits already, behind job {job_id}"
             else:
                 status = TickStatus.SKIPPED
                 reason = f"overlap: job {job_id} of an earlier tick is still {job_status}"

@@ -110,6 +110,20 @@ async def test_a_key_limit_runs_at_most_that_many_jobs_per_value_of_the_argument
     assert third.payload == '{"customer_id": "a"}'
 
 
+async def test_a_key_limit_counts_one_object_value_as_one_key_whatever_its_keys_order(
+    store: Store,
+) -> None:
+    """The key's value is an object, built by two code paths in a different order: one
+    customer, one key (PostgreSQL's jsonb knows no order of keys), on both stores."""
+    await store.declare_queues({QUEUE: QueueLimits(key="customer", key_limit=1)})
+    for payload in [
+        '{"customer": {"id": 1, "region": "eu"}}',
+        '{"customer": {"region": "eu", "id": 1}}',
+    ]:
+        await store.insert_jobs(new(queue=QUEUE, payload=payload))
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 1
+
+
 async def test_a_key_limit_and_a_global_limit_hold_together(store: Store) -> None:
     limits = QueueLimits(global_limit=3, key="customer_id", key_limit=1)
     await store.declare_queues({QUEUE: limits})

@@ -288,3 +288,23 @@ async def test_pruning_keeps_a_waiting_tick(store: Store) -> None:
     await store.prune_ticks(1)
     statuses = [t.status for t in await store.schedule_ticks("nightly", 10)]
     assert statuses == [TickStatus.SKIPPED, TickStatus.WAITING]
+
+
+async def test_overlap_one_waiting_skips_a_later_tick_while_one_waits_even_if_the_job_ended(
+    store: Store,
+) -> None:
+    """The job the waiting tick waits for has ended, but the waiting tick is not started yet
+    (the next tick came first): the waiting tick keeps its turn, the later one is skipped."""
+    schedule = declared()
+    await store.declare_schedules([schedule])
+    day = timedelta(days=1)
+    first = await store.record_tick(tick(schedule, overlap="one_waiting"))
+    assert first is not None
+    await store.record_tick(tick(schedule, T0 + day, overlap="one_waiting"))
+    await finish(store, first.job_id)
+    later = await store.record_tick(tick(schedule, T0 + 2 * day, overlap="one_waiting"))
+    assert later is not None
+    assert (later.status, later.job_id) == (TickStatus.SKIPPED, None)
+    started = await store.start_waiting_tick(tick(schedule))
+    assert started is not None
+    assert (started.at, started.status) == (T0 + day, TickStatus.ENQUEUED)

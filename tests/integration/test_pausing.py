@@ -5,10 +5,12 @@ come; they run the other queues' jobs, leave the paused queue's pending, and say
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+import asyncpg
 import pytest
 
-from starlette_jobs import Jobs, JobStatus, job
+from starlette_jobs import Jobs, JobStatus, Queue, job
 
 
 async def status(jobs: Jobs, job_id: int) -> JobStatus:
@@ -44,3 +46,24 @@ async def test_a_drain_leaves_a_paused_queues_jobs_pending_and_runs_the_others(
         await jobs.resume("pausing-held")
         await jobs.drain(timeout=30)
         assert await status(jobs, waiting) is JobStatus.SUCCEEDED
+
+
+@job(queue="pausing-stopped")
+async def stopped(n: int) -> int:
+    return n
+
+
+async def test_a_limit_an_operator_wrote_by_hand_does_not_deafen_the_workers_to_a_resume(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """An operator "stops" a limited queue in SQL (global_limit = 0, which `Queue` refuses):
+    the workers must still hear pause and resume of their other queues."""
+    queues: dict[str, int | Queue] = {"pausing-stopped": Queue(global_limit=2), "pausing-free": 2}
+    async with Jobs(database_dsn, queues=queues, poll_interval=0.05) as jobs:
+        await connection.execute(
+            "UPDATE starlette_jobs_queues SET global_limit = 0 WHERE name = 'pausing-stopped'"
+        )
+        await jobs.pause("pausing-free")
+        await jobs.resume("pausing-free")
+        job_id = await free.enqueue(n=3)
+        assert await jobs.result(free, job_id, timeout=10) == 3

@@ -196,3 +196,33 @@ async def test_a_rate_limited_queue_claims_again_once_its_period_has_passed_with
     async with running(store, limits=limits):
         for job_id in ids:
             await eventually(has_status(store, job_id, JobStatus.SUCCEEDED), "each job")
+
+
+class CountingClaims(MemoryStore):
+    """Notes every claim of a limited queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limited_claims = 0
+
+    async def claim_limited_batch(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        ended: Sequence[UUID] = (),
+    ) -> list[Any]:
+        self.limited_claims += 1
+        return await super().claim_limited_batch(queue, limit, worker_id, lease_seconds, ended)
+
+
+async def test_an_idle_rate_limited_queue_with_a_short_period_is_not_claimed_in_a_loop() -> None:
+    """Nothing to claim: a claim that came back short because the queue is empty, not because
+    of the rate limit, must not call for a claim every rate period (here 100 a second, each
+    taking the queue's row lock on PostgreSQL, for as long as the queue stays empty)."""
+    store = CountingClaims()
+    limits = {QUEUE: QueueLimits(rate_limit=5, rate_period=0.01)}
+    async with running(store, limits=limits, poll_interval=1.0):
+        await asyncio.sleep(0.5)  # idle: measures the claims made meanwhile, waits for no job
+    assert store.limited_claims <= 5

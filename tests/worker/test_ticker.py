@@ -250,3 +250,86 @@ async def test_a_round_the_database_fails_is_tried_again(
 
 async def has_ticks(store: MemoryStore) -> bool:
     return bool(await store.schedule_ticks("beat", 1))
+
+
+async def test_overlap_one_waiting_never_enqueues_a_later_tick_ahead_of_the_waiting_one(
+    clock: Clock,
+) -> None:
+    """The job a tick waits for ends less than a second before the next tick (or while no
+    worker looked): the waiting tick goes first, the later one does not jump ahead of it."""
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule(overlap="one_waiting")])
+    await worker.round()
+    clock.advance(59.5)
+    await worker.round()  # 12:01 enqueued
+    (claim,) = await store.claim_batch("ticker", 10, "w1", 30)
+    clock.advance(60)
+    await worker.round()  # 12:02 waits
+    await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+    clock.advance(60)
+    await worker.round()  # 12:03 is due, and 12:02's wait is over
+    assert await enqueued(store) == ["12:01:00", "12:02:00"]
+    assert ("12:02:00", TickStatus.ENQUEUED) in await ticks(store)
+
+
+async def test_a_window_wider_than_a_rounds_ticks_catches_up_every_missed_tick_in_it(
+    clock: Clock,
+) -> None:
+    """Half an hour of a tick every second missed (1,800: more than one round records): every
+    one of them is enqueued, over several rounds, none lost between the rounds."""
+    store = MemoryStore()
+    every_second = schedule("* * * * * *", catch_up=timedelta(minutes=30))
+    await ticker(store, clock, [every_second]).round()  # 12:00:00.5: nothing due yet
+    clock.advance(30 * 60)  # every worker stopped meanwhile
+    restarted = ticker(store, clock, [every_second], "w2")
+    for _ in range(5):
+        await restarted.round()
+    jobs = await store.list_jobs(None, "ticker", 10_000)
+    missed = {T0.replace(microsecond=0) + timedelta(seconds=n) for n in range(1, 1801)}
+    assert missed <= {j.scheduled_for for j in jobs}
+
+
+async def test_a_worker_whose_clock_runs_ahead_enqueues_no_tick_before_it_is_due(
+    clock: Clock,
+) -> None:
+    """One host's clock is ten minutes fast (the test's `clock` is the database's): its worker
+    must not enqueue the ticks of the next ten minutes now, nor make the others skip them."""
+    store = MemoryStore()
+    on_time = ticker(store, clock, [schedule()])
+    await on_time.round()  # 12:00:00.5
+    fast = Clock(clock.now + timedelta(minutes=10))
+    await ticker(store, fast, [schedule()], "w2").round()
+    early = [j.scheduled_for for j in await store.list_jobs(None, "ticker", 100)]
+    assert early == []
+    for _ in range(3):
+        clock.advance(60)
+        fast.advance(60)
+        await on_time.round()
+    assert await enqueued(store) == ["12:01:00", "12:02:00", "12:03:00"]
+
+
+async def test_ticks_missed_while_the_database_was_unreachable_follow_the_catch_up_policy(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/schedules.md: a tick is missed when no worker runs at its instant, "all stopped, or
+    the database unreachable". A worker that ran through a ten-minute outage (its rounds
+    failing every five seconds) does not enqueue the ten ticks it missed under
+    catch_up="none": at most one, due in the last seconds of the outage, may count as on time."""
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule(catch_up="none")])
+    await worker.round()  # 12:00:00.5
+    listed = store.list_schedules
+
+    async def unreachable() -> list[StoredSchedule]:
+        raise DatabaseUnavailableError("connection refused")
+
+    monkeypatch.setattr(store, "list_schedules", unreachable)
+    for _ in range(120):  # until 12:10:00.5, a round every five seconds (RETRY_AFTER), failing
+        clock.advance(5)
+        with pytest.raises(DatabaseUnavailableError):
+            await worker.round()
+    monkeypatch.setattr(store, "list_schedules", listed)
+    clock.advance(5)  # 12:10:05.5: back
+    await worker.round()
+    assert len(await enqueued(store)) <= 1
+    assert ("12:09:00", TickStatus.SKIPPED) in await ticks(store)

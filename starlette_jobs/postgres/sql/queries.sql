@@ -664,17 +664,23 @@ WITH schedule AS (
       FROM schedule JOIN starlette_jobs AS job ON job.id = schedule.last_job_id
      WHERE job.status IN ('pending', 'running')
 ), decided AS (
+    -- A tick waiting keeps its turn even once the job it waits for has ended: the next tick
+    -- may come before a worker starts it, and must not be enqueued ahead of it.
     SELECT CASE WHEN $4::text IS NOT NULL THEN 'skipped'
-                WHEN $3 = 'allow' OR previous.id IS NULL THEN 'enqueued'
-                WHEN $3 = 'one_waiting' AND schedule.waiting_tick_at IS NULL THEN 'waiting'
+                WHEN $3 = 'allow' THEN 'enqueued'
+                WHEN $3 = 'one_waiting' AND schedule.waiting_tick_at IS NOT NULL THEN 'skipped'
+                WHEN previous.id IS NULL THEN 'enqueued'
+                WHEN $3 = 'one_waiting' THEN 'waiting'
                 ELSE 'skipped' END AS status,
            CASE WHEN $4::text IS NOT NULL THEN $4
-                WHEN $3 = 'allow' OR previous.id IS NULL THEN $5
-                WHEN $3 = 'one_waiting' AND schedule.waiting_tick_at IS NULL
+                WHEN $3 = 'allow' THEN $5
+                WHEN $3 = 'one_waiting' AND schedule.waiting_tick_at IS NOT NULL
+                THEN 'overlap: a tick waits already'
+                     || coalesce(', behind job ' || previous.id, '')
+                WHEN previous.id IS NULL THEN $5
+                WHEN $3 = 'one_waiting'
                 THEN 'waits for job ' || previous.id || ' of an earlier tick, still '
                      || previous.status
-                WHEN $3 = 'one_waiting'
-                THEN 'overlap: a tick waits already, behind job ' || previous.id
                 ELSE 'overlap: job ' || previous.id || ' of an earlier tick is still '
                      || previous.status END AS reason
       FROM schedule LEFT JOIN previous ON true
