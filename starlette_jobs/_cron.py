@@ -8,6 +8,7 @@ fold ignored, which would take 01:30 of a repeated hour for the same instant twi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -45,18 +46,33 @@ class Cron:
             ) from None
         self.expression = expression
         self.timezone = timezone
+        # cronsim reads the daylight-saving rules into 5-field expressions only. A 6-field one
+        # whose seconds are one number ("0 30 2 * * *") is its 5 fields, that many seconds
+        # later: walked so, a tick at a fixed time of day follows the same rules.
+        fields = expression.split()
+        if len(fields) == 6 and fields[0].isdigit():
+            self._walked, self._offset = " ".join(fields[1:]), timedelta(seconds=int(fields[0]))
+        else:
+            self._walked, self._offset = expression, timedelta(0)
 
     def __repr__(self) -> str:
         return f"Cron({self.expression!r}, {self.timezone!r})"
 
-    def _forwards(self, after: datetime) -> CronSim:
-        return CronSim(self.expression, after.astimezone(self.zone))
+    def _forwards(self, after: datetime) -> Iterator[datetime]:
+        """The ticks after `after` as cronsim walks them (UTC; in wall-clock order)."""
+        for tick in CronSim(self._walked, (after - self._offset).astimezone(self.zone)):
+            yield tick.astimezone(UTC) + self._offset
+
+    def _backwards(self, before: datetime) -> Iterator[datetime]:
+        """The ticks before `before`, latest first, as cronsim walks them back (UTC)."""
+        start = (before - self._offset).astimezone(self.zone)
+        for tick in CronSim(self._walked, start, reverse=True):
+            yield tick.astimezone(UTC) + self._offset
 
     def next_after(self, at: datetime) -> datetime | None:
         """The first tick strictly after `at` (UTC), or None if there is none in 50 years."""
         at = at.astimezone(UTC)
-        for tick in self._forwards(at):
-            instant = tick.astimezone(UTC)
+        for instant in self._forwards(at):
             if instant > at:  # a wall clock iterated past a fold can land before `at`
                 return instant
         return None
@@ -67,8 +83,7 @@ class Cron:
         ticks: list[datetime] = []
         if until <= after:
             return ticks
-        for tick in self._forwards(after):
-            instant = tick.astimezone(UTC)
+        for instant in self._forwards(after):
             if instant > until or len(ticks) >= limit:
                 break
             if instant > after and (not ticks or instant > ticks[-1]):
@@ -81,8 +96,7 @@ class Cron:
         start = until.replace(microsecond=0) + timedelta(seconds=1)
         found: datetime | None = None
         # Backwards from the next second: cronsim's first step back is one second.
-        for tick in CronSim(self.expression, start.astimezone(self.zone), reverse=True):
-            instant = tick.astimezone(UTC)
+        for instant in self._backwards(start):
             if instant <= until:
                 found = instant
                 break

@@ -9,6 +9,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+EARLY_TICK_SLACK = timedelta(seconds=1)
+"""How early, by the store's clock, a tick may be recorded: a worker whose clock runs faster
+than that records nothing before the tick is due, and leaves no tick out for the others."""
+
 
 class TickStatus(StrEnum):
     """What became of a schedule's tick, as its history records it."""

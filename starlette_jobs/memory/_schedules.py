@@ -13,6 +13,7 @@ from datetime import datetime
 
 from .._records import JobStatus, NewJobs
 from .._schedule_records import (
+    EARLY_TICK_SLACK,
     DeclaredSchedule,
     NewTick,
     StoredSchedule,
@@ -81,6 +82,8 @@ class MemorySchedules(MemoryTables):
         row = self._current(tick)
         if row is None or (tick.schedule, tick.at) in self._ticks:
             return None
+        if tick.at > utc_now() + EARLY_TICK_SLACK:
+            return None  # not due yet by the store's clock: see `EARLY_TICK_SLACK`
         previous = self._live_job(row)
         status, reason = TickStatus.ENQUEUED, tick.note
         if tick.skipped is not None:

@@ -4,17 +4,25 @@ workers declare, and the claim of a limited queue, on the `starlette_jobs_queues
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 from uuid import UUID
 
+from .._errors import JobDefinitionError
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
 from .._records import Claim
 from ._connected import ConnectedStore
 from ._connections import raise_as_store_error
 
+logger = logging.getLogger("starlette_jobs.store")
+
 
 class ControlledStore(ConnectedStore):
     """`ConnectedStore` with the protocol's queue controls."""
+
+    # The rows written by hand that no `Queue` could declare, each logged once.
+    _told_bad_rows: set[tuple[Any, ...]] | None = None
 
     async def set_paused(self, queue: str, paused: bool) -> None:
         await self._write("execute", self._q["set_queue_paused"], queue, paused)
@@ -34,8 +42,27 @@ class ControlledStore(ConnectedStore):
 
     async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
         rows = await self._read("fetch", self._q["queue_controls"], list(queues))
-        found = {row[0]: QueueControls(row[0], row[1], QueueLimits(*row[2:])) for row in rows}
+        found = {row[0]: self._controls_of(tuple(row)) for row in rows}
         return {queue: found.get(queue) or QueueControls(queue) for queue in queues}
+
+    def _controls_of(self, row: tuple[Any, ...]) -> QueueControls:
+        """The row as controls. A row that no `Queue` could declare (written by hand: a limit of
+        0, a period of 0) stops the queue's claims, as a pause would, and says why once: one bad
+        row must neither run the queue unlimited nor stop the workers reading the others."""
+        name, paused, *limits = row
+        try:
+            return QueueControls(name, paused, QueueLimits(*limits))
+        except JobDefinitionError as error:
+            if self._told_bad_rows is None:
+                self._told_bad_rows = set()
+            if row not in self._told_bad_rows:
+                self._told_bad_rows.add(row)
+                logger.error(
+                    "queue %r: its row in starlette_jobs_queues holds limits no Queue could "
+                    "declare (%s): no worker claims its jobs until the row is fixed or a "
+                    "worker declares the queue again", name, error,
+                )  # fmt: skip
+            return QueueControls(name, paused=True)
 
     async def claim_limited_batch(
         self,

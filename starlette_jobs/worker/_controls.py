@@ -65,6 +65,8 @@ class QueueControlsCopy:
         self._to_wake: set[str] = set()
         self._waking: asyncio.Task[None] | None = None
         self._rate_wakeups: dict[str, asyncio.TimerHandle] = {}
+        # The limited queues whose latest claim took jobs (see `_claimed_short`).
+        self._took_last: set[str] = set()
 
     def paused(self, queue: str) -> bool:
         """Whether claims of `queue` must wait (it is paused, or may have been just now)."""
@@ -145,7 +147,9 @@ class QueueControlsCopy:
             queue, limit, worker_id, lease_seconds, ended
         )
         if len(claims) < limit:
-            self._claimed_short(queue)
+            self._claimed_short(queue, took_some=bool(claims))
+        else:
+            self._took_last.add(queue)
         return claims
 
     def after_outcome(
@@ -164,12 +168,23 @@ class QueueControlsCopy:
         if self._waking is None or self._waking.done():
             self._waking = asyncio.create_task(self._wake_all(), name="starlette_jobs wake")
 
-    def _claimed_short(self, queue: str) -> None:
+    def _claimed_short(self, queue: str, *, took_some: bool) -> None:
         """A claim of `queue` took fewer jobs than it asked for. Should a rate limit have cut
         it, nothing announces when the next start is allowed: within a rate period, one is.
-        The poll covers a period longer than its interval."""
+        The poll covers a period longer than its interval.
+
+        Two empty claims in a row: the queue has nothing due (a claim one rate period after
+        one that took jobs always finds a start allowed), so no wake-up is armed: a job
+        enqueued announces itself. Without that, an idle queue would be claimed every period."""
+        took_before = queue in self._took_last
+        if took_some:
+            self._took_last.add(queue)
+        else:
+            self._took_last.discard(queue)
         limits = self._current[queue].limits
         if limits.rate_limit is None or limits.rate_period >= self._interval:
+            return
+        if not took_some and not took_before:
             return
         if queue not in self._rate_wakeups:
             loop = asyncio.get_running_loop()

@@ -99,13 +99,14 @@ class Ticker:
             raise
 
     async def _round(self) -> float | None:
+        if not self._schedules:
+            # A process that declares none (a script draining a queue, a worker of code that
+            # imports no schedule) is not code that removed them all: it leaves them be.
+            return None
         if not self._declared:
             await self._store.declare_schedules([s.declared() for s in self._schedules])
             self._declared = True
-            if self._schedules:
-                logger.info("schedules declared: %s", [s.name for s in self._schedules])
-        if not self._schedules:
-            return None
+            logger.info("schedules declared: %s", [s.name for s in self._schedules])
         now = self._clock()
         stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None

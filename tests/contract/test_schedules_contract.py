@@ -308,3 +308,16 @@ async def test_overlap_one_waiting_skips_a_later_tick_while_one_waits_even_if_th
     started = await store.start_waiting_tick(tick(schedule))
     assert started is not None
     assert (started.at, started.status) == (T0 + day, TickStatus.ENQUEUED)
+
+
+async def test_a_tick_not_due_yet_by_the_stores_clock_is_not_recorded(store: Store) -> None:
+    """A worker whose clock runs ten minutes fast must not enqueue the next ten minutes' ticks
+    now, nor move the schedule past them: the store's clock says when a tick is due."""
+    schedule = declared()
+    await store.declare_schedules([schedule])
+    early = datetime.now(UTC) + timedelta(minutes=10)
+    assert await store.record_tick(tick(schedule, early)) is None
+    assert await store.schedule_ticks(schedule.name, 10) == []
+    (stored,) = await store.list_schedules()
+    assert stored.last_tick_at is None
+    assert await store.list_jobs(None, "nightly", 10) == []

@@ -67,3 +67,5 @@ async def test_a_limit_an_operator_wrote_by_hand_does_not_deafen_the_workers_to_
         await jobs.resume("pausing-free")
         job_id = await free.enqueue(n=3)
         assert await jobs.result(free, job_id, timeout=10) == 3
+        # The queue the row stopped reads as paused (claims nothing), and says why.
+        assert (await jobs.queue_controls("pausing-stopped")).paused

@@ -191,11 +191,20 @@ async def test_a_removed_schedule_stops_ticking_once_newer_code_starts(clock: Cl
     assert len(await store.schedule_ticks("other", 10)) == 2
 
 
-async def test_a_process_declaring_no_schedule_removes_them_and_stops(clock: Clock) -> None:
+async def test_a_process_declaring_no_schedule_leaves_them_be_and_stops(clock: Clock) -> None:
+    # A script that drains a queue, importing no module with a schedule, must not delete the
+    # fleet's schedules: the workers that declare them declared them once, at their start.
     store = MemoryStore()
     await ticker(store, clock, [schedule()]).round()
     assert await ticker(store, clock, []).round() is None
-    assert await store.list_schedules() == []
+    assert [s.name for s in await store.list_schedules()] == ["beat"]
+
+
+async def test_a_process_declaring_other_schedules_removes_the_rest(clock: Clock) -> None:
+    store = MemoryStore()
+    await ticker(store, clock, [schedule()]).round()
+    await ticker(store, clock, [schedule(name="other")]).round()
+    assert [s.name for s in await store.list_schedules()] == ["other"]
 
 
 async def test_overlap_one_waiting_starts_the_waiting_tick_once_the_job_ends(clock: Clock) -> None:

@@ -653,7 +653,9 @@ SELECT name FROM starlette_jobs_schedules
 -- Records one tick of a schedule whose row `lock_schedule` holds, unless a worker recorded it
 -- already (the primary key), and enqueues its job, in one statement: a tick is never recorded
 -- without its job, nor a job enqueued for a tick that is not recorded. The overlap policy looks
--- at the job the schedule's latest enqueued tick made. Returns the tick, or nothing.
+-- at the job the schedule's latest enqueued tick made. Returns the tick, or nothing. A tick not
+-- due yet by the database's clock (a worker's clock runs fast) is not recorded: the database
+-- decides when a tick is due, with a second's slack (`_schedule_records.EARLY_TICK_SLACK`).
 -- $1 schedule, $2 tick time, $3 overlap ('allow', 'skip', 'one_waiting'), $4 skip reason or
 -- NULL (recorded as skipped, no job), $5 note for an enqueued tick or NULL, $6 job name,
 -- $7 queue, $8 payload (JSON text), $9 priority, $10 max_attempts, $11 worker id
@@ -684,6 +686,7 @@ WITH schedule AS (
                 ELSE 'overlap: job ' || previous.id || ' of an earlier tick is still '
                      || previous.status END AS reason
       FROM schedule LEFT JOIN previous ON true
+     WHERE $2 <= statement_timestamp() + interval '1 second'
 ), tick AS (
     INSERT INTO starlette_jobs_ticks (schedule, tick_at, status, reason, job_id, worker_id)
     SELECT $1, $2, status, reason,
