@@ -19,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
+from .._job import registered_jobs
 from .._queue import QueueControls, QueueLimits
 from .._records import Claim
 from ..store._protocol import Store
@@ -88,6 +90,7 @@ class QueueControlsCopy:
         controls, and keeps reading them."""
         if self._declared:
             await self._store.declare_queues(self._declared)
+            warn_of_unkeyed_jobs(self._declared)
         await self.refresh()
         self._task = asyncio.create_task(self._run(), name="starlette_jobs queue controls")
 
@@ -216,3 +219,25 @@ class QueueControlsCopy:
                 logger.warning("could not read the queues' controls, retrying: %s", error)
             except Exception:
                 logger.exception("could not read the queues' controls, retrying")
+
+
+def warn_of_unkeyed_jobs(declared: Mapping[str, QueueLimits]) -> None:
+    """Logs each job of a queue with a key limit that the limit cannot reach: one without the
+    argument (a misspelt `key=`), or one whose argument has a default, which is not stored
+    when the caller leaves it out, so that such a job has no key and is not limited by it."""
+    for job in registered_jobs():
+        limits = declared.get(job.queue)
+        if limits is None or limits.key is None:
+            continue
+        parameter = job._arguments.signature.parameters.get(limits.key)
+        if parameter is None:
+            logger.warning(
+                "queue %r limits jobs per %r, but job %r takes no such argument: its jobs are "
+                "not limited per key", job.queue, limits.key, job.name,
+            )  # fmt: skip
+        elif parameter.default is not inspect.Parameter.empty:
+            logger.warning(
+                "queue %r limits jobs per %r, and job %r gives it a default: a job enqueued "
+                "without it stores no key and is not limited per key", job.queue, limits.key,
+                job.name,
+            )  # fmt: skip

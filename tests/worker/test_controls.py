@@ -18,7 +18,7 @@ from starlette_jobs import JobStatus, QueueLimits, job
 from starlette_jobs._tracing import Tracing
 from starlette_jobs.memory._rows import QueueListener
 from starlette_jobs.memory._store import MemoryStore
-from starlette_jobs.worker._controls import QueueControlsCopy
+from starlette_jobs.worker._controls import QueueControlsCopy, warn_of_unkeyed_jobs
 from starlette_jobs.worker._settings import WorkerSettings
 from starlette_jobs.worker._worker import Worker
 from tests.conftest import eventually
@@ -226,3 +226,28 @@ async def test_an_idle_rate_limited_queue_with_a_short_period_is_not_claimed_in_
     async with running(store, limits=limits, poll_interval=1.0):
         await asyncio.sleep(0.5)  # idle: measures the claims made meanwhile, waits for no job
     assert store.limited_claims <= 5
+
+
+@job(queue="controls-keyed")
+async def without_the_key(order: int) -> None: ...
+
+
+@job(queue="controls-keyed")
+async def with_a_default_key(order: int, customer: str = "anyone") -> None: ...
+
+
+@job(queue="controls-keyed")
+async def with_the_key(order: int, customer: str) -> None: ...
+
+
+def test_a_key_limit_that_cannot_reach_a_job_of_its_queue_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A misspelt `key=`, or a key argument with a default (not stored when left out), limits
+    nothing for that job: the worker says so as it starts, naming the job."""
+    warn_of_unkeyed_jobs({"controls-keyed": QueueLimits(key="customer", key_limit=1)})
+    warned = [r.getMessage() for r in caplog.records if "controls-keyed" in r.getMessage()]
+    assert len(warned) == 2
+    assert f"job {without_the_key.name!r} takes no such argument" in warned[0] + warned[1]
+    assert f"job {with_a_default_key.name!r} gives it a default" in warned[0] + warned[1]
+    assert with_the_key.name not in " ".join(warned)
