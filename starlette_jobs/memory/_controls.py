@@ -64,6 +64,9 @@ class MemoryControls(MemoryTables):
         if limits.rate_limit is not None and claims:
             kept = [*starts, *[now] * len(claims)][-limits.rate_limit :]
             self.data.recent_starts[queue] = kept
+        elif limits.rate_limit is None and claims:
+            # As PostgreSQL does: a claim under no rate limit forgets the starts counted before.
+            self.data.recent_starts.pop(queue, None)
         return claims
 
     async def wake_queues(self, queues: Sequence[str]) -> None:

@@ -147,6 +147,19 @@ async def test_a_rate_limit_counts_starts_not_running_jobs(store: Store) -> None
     assert (await store.queue_controls([QUEUE]))[QUEUE].limits == limits
 
 
+async def test_a_rate_limit_lifted_then_declared_again_counts_no_start_from_before(
+    store: Store,
+) -> None:
+    hourly = QueueLimits(rate_limit=1, rate_period=3600)
+    await store.declare_queues({QUEUE: hourly})
+    await store.insert_jobs(new(3, queue=QUEUE))
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w1", LEASE)) == 1
+    await store.declare_queues({QUEUE: QueueLimits(global_limit=10)})  # the rate limit lifted
+    assert len(await store.claim_limited_batch(QUEUE, 1, "w1", LEASE)) == 1
+    await store.declare_queues({QUEUE: hourly})  # and declared again
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w1", LEASE)) == 1
+
+
 async def test_a_rate_limit_allows_its_starts_again_once_the_period_has_passed(
     store: Store,
 ) -> None:
