@@ -33,19 +33,23 @@ async def test_a_drain_leaves_a_paused_queues_jobs_pending_and_runs_the_others(
     jobs_dsn: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="starlette_jobs.worker")
-    async with Jobs(jobs_dsn, queues={"pausing-held": 2, "pausing-free": 2}) as jobs:
-        await jobs.pause("pausing-held")
-        waiting = await held.enqueue(n=1)
-        ran = await free.enqueue(n=2)
-        # Would run out its timeout (and raise) if it waited for the paused queue.
-        await jobs.drain(timeout=30)
-        assert await status(jobs, ran) is JobStatus.SUCCEEDED
-        assert await status(jobs, waiting) is JobStatus.PENDING
-        assert "queue(s) pausing-held paused" in caplog.text
+    # Paused before the worker starts: a pause made while it runs may let a claim already on
+    # its way take a job (docs/limits.md), which is not what this test is about.
+    # `admin` stays open throughout: it holds a memory store's data.
+    async with Jobs(jobs_dsn, queues={}) as admin:
+        await admin.pause("pausing-held")
+        waiting = await admin.enqueue(held, n=1)
+        ran = await admin.enqueue(free, n=2)
+        async with Jobs(jobs_dsn, queues={"pausing-held": 2, "pausing-free": 2}) as jobs:
+            # Would run out its timeout (and raise) if it waited for the paused queue.
+            await jobs.drain(timeout=30)
+            assert await status(jobs, ran) is JobStatus.SUCCEEDED
+            assert await status(jobs, waiting) is JobStatus.PENDING
+            assert "queue(s) pausing-held paused" in caplog.text
 
-        await jobs.resume("pausing-held")
-        await jobs.drain(timeout=30)
-        assert await status(jobs, waiting) is JobStatus.SUCCEEDED
+            await jobs.resume("pausing-held")
+            await jobs.drain(timeout=30)
+            assert await status(jobs, waiting) is JobStatus.SUCCEEDED
 
 
 @job(queue="pausing-stopped")
