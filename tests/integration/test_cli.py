@@ -116,6 +116,28 @@ def test_migrate_and_status(database_dsn: str, capsys: pytest.CaptureFixture[str
     ]
 
 
+def test_migrate_and_status_in_a_schema(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--schema`: the tables and the counts of that schema, not of the default one."""
+
+    async def enqueue_in_public() -> None:
+        async with Jobs(database_dsn, queues={}) as plain:
+            await plain.enqueue(record_run, 1)
+
+    asyncio.run(enqueue_in_public())
+    assert main(["migrate", "--dsn", database_dsn, "--schema", "billing"]) == 0
+    assert "applied 0001_initial.sql" in capsys.readouterr().out
+    assert main(["migrate", "--dsn", database_dsn, "--schema", "billing"]) == 0
+    assert capsys.readouterr().out.strip() == "migrations up to date"
+    assert main(["status", "--dsn", database_dsn, "--schema", "billing"]) == 0
+    assert capsys.readouterr().out.split()[:2] == ["pending", "0"]
+    assert main(["status", "--dsn", database_dsn]) == 0
+    assert capsys.readouterr().out.split()[:2] == ["pending", "1"]
+    assert main(["status", "--dsn", database_dsn, "--schema", "Bad-Name"]) == 2
+    assert "invalid schema name 'Bad-Name'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
