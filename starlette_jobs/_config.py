@@ -13,6 +13,7 @@ from ._errors import JobDefinitionError
 from ._job import check_queue_name
 from ._queue import Queue
 from .postgres._embedded import DEFAULT_DATA_DIR
+from .postgres._schema import check_schema_name
 
 DAY = 24 * 3600.0
 
@@ -37,8 +38,10 @@ class JobsConfig:
     events: bool = True
     protect_event_loop: bool | None = None
     loop_lag_target: float = 0.001
+    schema: str | None = None
 
     def __post_init__(self) -> None:
+        check_schema_name(self.schema)
         if self.dsn is not None and not isinstance(self.dsn, str):
             raise JobDefinitionError(f"dsn must be a PostgreSQL URL or None, got {self.dsn!r}")
         for queue, declared in self.queues.items():

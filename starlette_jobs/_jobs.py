@@ -87,6 +87,11 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling):
             `loop_lag_target` seconds, so the app's requests stay quick (docs/workers.md). None
             (default): on under `jobs.lifespan` (a web app), off under `async with jobs:`.
         loop_lag_target: that lag, in seconds (default 0.001; > 0, at most 60).
+        schema: the PostgreSQL schema that holds the tables and names the notification
+            channels (created by the migrations), so that several apps share one database
+            without seeing each other's jobs (docs/workers.md). A plain lower-case identifier.
+            None (default): the connections' `search_path`, as before. With the memory store,
+            a separate set of tables.
 
     Raises:
         JobDefinitionError: a setting is out of its range, not finite (NaN, infinity), or of
@@ -116,6 +121,7 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling):
         events: bool = True,
         protect_event_loop: bool | None = None,
         loop_lag_target: float = 0.001,
+        schema: str | None = None,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,
@@ -134,6 +140,7 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling):
             events=events,
             protect_event_loop=protect_event_loop,
             loop_lag_target=loop_lag_target,
+            schema=schema,
         )
         self._tracing = Tracing(tracer_provider)
         self._store: Store | None = None

@@ -119,13 +119,14 @@ async def open_store(dsn: str, config: JobsConfig) -> Store:
     """The store `dsn` names, opened without reaching the server: `prepare_schema` is its
     first use."""
     store: Store = (
-        memory_store(dsn)
+        memory_store(dsn, config.schema)
         if is_memory_dsn(dsn)
         else await PostgresStore.open(
             dsn,
             min_size=0,
             max_size=config.pool_max_size,
             worker_statement_timeout=worker_statement_timeout(config.lease_duration),
+            schema=config.schema,
         )
     )
     store.record_events = config.events

@@ -174,6 +174,12 @@ def _add_target(parser: argparse.ArgumentParser, *, required: bool) -> None:
         help="the database, postgresql://user:password@host:port/name (default: the Jobs' own "
         "dsn, else DATABASE_URL, else the embedded PostgreSQL)",
     )
+    parser.add_argument(
+        "--schema",
+        metavar="NAME",
+        help="the PostgreSQL schema that holds the jobs (default: the Jobs' own schema, else "
+        "the connection's search_path)",
+    )
 
 
 def _jobs_for(args: argparse.Namespace) -> Jobs:
@@ -181,6 +187,8 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
     changes: dict[str, Any] = {}
     if args.dsn:
         changes["dsn"] = args.dsn
+    if args.schema:
+        changes["schema"] = args.schema
     if args.command == "worker":
         if args.queue:
             changes["queues"] = _parse_queues(args.queue, declared_queues(found.config.queues))

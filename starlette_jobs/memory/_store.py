@@ -55,11 +55,15 @@ def is_memory_dsn(dsn: str) -> bool:
     return dsn.startswith(SCHEME)
 
 
-def memory_store(dsn: str) -> MemoryStore:
-    """The store `dsn` ("memory://" or "memory://name") names."""
+def memory_store(dsn: str, schema: str | None = None) -> MemoryStore:
+    """The store `dsn` ("memory://" or "memory://name") names; with `schema` (`Jobs(schema=...)`),
+    that schema's tables of it: stores of one name and different schemas share nothing, as two
+    schemas of one PostgreSQL database share no table."""
     name = dsn[len(SCHEME) :]
     if not name:
         return MemoryStore()
+    if schema is not None:
+        name = f"{name}\x00{schema}"  # no schema name has a NUL: no clash with another name
     data = _named.get(name)
     if data is None:
         data = _named[name] = MemoryData()

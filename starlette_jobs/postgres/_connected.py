@@ -28,6 +28,7 @@ from ._connections import (
 )
 from ._lanes import Lane
 from ._migrations import apply_migrations, check_schema_version, queries
+from ._schema import channel_prefix, search_path_settings
 
 T = TypeVar("T")
 
@@ -41,16 +42,22 @@ class ConnectedStore:
         dsn: str,
         statement_timeout: float = STATEMENT_TIMEOUT,
         worker_statement_timeout: float = STATEMENT_TIMEOUT,
+        schema: str | None = None,
     ) -> None:
         self._shared = shared
         self.pool = shared.pool  # for tests and operators' own statements
         self.dsn = dsn
         self.worker_statement_timeout = worker_statement_timeout
         self.record_events = True
-        self._q = queries()
+        # `Jobs(schema=...)`: every connection opened here has its `search_path` (see _schema).
+        self.schema = schema
+        self._settings = search_path_settings(schema)
+        self._channels = channel_prefix(schema)
+        self._q = queries(schema)
 
         def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
-            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, extra)
+            settings = {**self._settings, **(extra or {})}
+            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, settings)
 
         # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
         # checkout costs a shielded task and timers per statement, and hops between backends.
@@ -83,14 +90,20 @@ class ConnectedStore:
         max_size: int,
         statement_timeout: float = STATEMENT_TIMEOUT,
         worker_statement_timeout: float = STATEMENT_TIMEOUT,
+        schema: str | None = None,
     ) -> Self:
         """A pool on `dsn`. No statement of ours takes long: the timeouts keep a hung server or
         a silent network from blocking a caller (or a worker's shutdown) for long.
-        With `min_size=0` the pool opens without reaching the server."""
+        With `min_size=0` the pool opens without reaching the server. `schema`: the one that
+        holds the tables (`Jobs(schema=...)`), None for the connections' default."""
         shared = await SharedPool.open(
-            dsn, min_size=min_size, max_size=max_size, statement_timeout=statement_timeout
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            statement_timeout=statement_timeout,
+            settings=search_path_settings(schema),
         )
-        return cls(shared, dsn, statement_timeout, worker_statement_timeout)
+        return cls(shared, dsn, statement_timeout, worker_statement_timeout, schema)
 
     async def close(self) -> None:
         for lane in self._lanes:
@@ -157,11 +170,11 @@ class ConnectedStore:
         # A connection of its own, without the pool's statement timeout: a migration may
         # legitimately take long on a large table.
         try:
-            connection = await connect_plain(self.dsn)
+            connection = await connect_plain(self.dsn, self._settings)
         except Exception as error:
             raise_as_store_error(error, connecting=True)
         try:
-            applied = await apply_migrations(connection)
+            applied = await apply_migrations(connection, schema=self.schema)
             await connection.close()
         except BaseException as error:
             connection.terminate()
@@ -187,18 +200,25 @@ class ConnectedStore:
         """A connection of its own that calls `on_notify(queue)` when a queue's channel fires,
         `on_cancel(lease_token)` when a running job is asked to stop, and `on_controls(queue)`
         when a queue's controls changed."""
+        prefix = self._channels
         channels: dict[str, Callable[[str], None]] = {
-            channel_for(queue): functools.partial(_wake, on_notify, queue) for queue in queues
+            channel_for(queue, prefix): functools.partial(_wake, on_notify, queue)
+            for queue in queues
         }
         if on_cancel is not None:
-            channels[CANCEL_CHANNEL] = functools.partial(_call_with, on_cancel, UUID)
+            channels[prefix + CANCEL_CHANNEL] = functools.partial(_call_with, on_cancel, UUID)
         if on_controls is not None:
-            channels[CONTROLS_CHANNEL] = on_controls
-        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+            channels[prefix + CONTROLS_CHANNEL] = on_controls
+        return await Listener.open(
+            self.dsn, self.worker_statement_timeout, channels, self._settings
+        )
 
     async def listen_for_outcomes(self, on_finished: Callable[[int], None]) -> Listener:
-        channels = {OUTCOMES_CHANNEL: functools.partial(_call_with, on_finished, int)}
-        return await Listener.open(self.dsn, self.worker_statement_timeout, channels)
+        channel = self._channels + OUTCOMES_CHANNEL
+        channels = {channel: functools.partial(_call_with, on_finished, int)}
+        return await Listener.open(
+            self.dsn, self.worker_statement_timeout, channels, self._settings
+        )
 
 
 def _wake(on_notify: Callable[[str], None], queue: str, _payload: str) -> None:

@@ -22,6 +22,7 @@ import asyncpg
 
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from ..store._connectivity import CONNECT_TIMEOUT, session_settings
+from ._schema import DEFAULT_CHANNEL_PREFIX
 
 Connection: TypeAlias = "asyncpg.Connection[Any]"
 """A connection of the driver's: what `configure(connection=...)` takes."""
@@ -162,9 +163,12 @@ def never_sent(error: BaseException) -> bool:
     return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
 
 
-async def connect_plain(dsn: str) -> Connection:
-    """A connection without a statement timeout (migrations may take long on a large table)."""
-    connection: asyncpg.Connection[Any] = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+async def connect_plain(dsn: str, settings: Mapping[str, str] | None = None) -> Connection:
+    """A connection without a statement timeout (migrations may take long on a large table),
+    with the session `settings` (the schema's `search_path`, say)."""
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(
+        dsn, timeout=CONNECT_TIMEOUT, server_settings=dict(settings or {})
+    )
     return connection
 
 
@@ -180,17 +184,19 @@ async def run_admin_statements(dsn: str, *statements: str) -> None:
         await connection.close()
 
 
-def channel_for(queue: str) -> str:
-    """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`)."""
-    return f"starlette_jobs:{queue}"
+def channel_for(queue: str, prefix: str = DEFAULT_CHANNEL_PREFIX) -> str:
+    """The LISTEN/NOTIFY channel of a queue (the same text the SQL builds with `||`); `prefix`:
+    the schema's (`_schema.channel_prefix`)."""
+    return f"{prefix}:{queue}"
 
 
-# The channels of sql/queries.sql that are not a queue's (a queue's name has no ':' in front).
-CANCEL_CHANNEL = "starlette_jobs.cancel"
+# The channels of sql/queries.sql that are not a queue's (a queue's name has no ':' in front),
+# after the schema's prefix (`_schema.channel_prefix`).
+CANCEL_CHANNEL = ".cancel"
 """Payload: the lease token of a running attempt asked to stop."""
-OUTCOMES_CHANNEL = "starlette_jobs.outcomes"
+OUTCOMES_CHANNEL = ".outcomes"
 """Payload: the id of a finished job that someone waits for."""
-CONTROLS_CHANNEL = "starlette_jobs.controls"
+CONTROLS_CHANNEL = ".controls"
 """Payload: the name of a queue whose controls (paused, limits) changed."""
 
 
@@ -253,15 +259,22 @@ class SharedPool:
 
     @classmethod
     async def open(
-        cls, dsn: str, *, min_size: int, max_size: int, statement_timeout: float
+        cls,
+        dsn: str,
+        *,
+        min_size: int,
+        max_size: int,
+        statement_timeout: float,
+        settings: Mapping[str, str] | None = None,
     ) -> SharedPool:
+        """`settings`: session settings besides the timeouts (the schema's `search_path`)."""
         pool = await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             command_timeout=statement_timeout,
             timeout=CONNECT_TIMEOUT,
-            server_settings=session_settings(statement_timeout, "pool"),
+            server_settings={**session_settings(statement_timeout, "pool"), **(settings or {})},
             connection_class=_PooledConnection,
             connect=_pool_connect,
         )
@@ -306,8 +319,9 @@ class Listener:
         dsn: str,
         statement_timeout: float,
         channels: Mapping[str, Callable[[str], None]],
+        settings: dict[str, str] | None = None,
     ) -> Listener:
-        connection = await connect(dsn, statement_timeout, "listen")
+        connection = await connect(dsn, statement_timeout, "listen", settings)
         try:
             for channel, on_payload in channels.items():
                 await connection.add_listener(channel, lambda *args, call=on_payload: call(args[3]))

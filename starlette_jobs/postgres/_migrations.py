@@ -10,16 +10,18 @@ from importlib import resources
 
 from .._errors import SchemaVersionError
 from ._connections import Connection
+from ._schema import create_schema_statement, migration_lock_key, with_channels
 
-# pg_advisory_xact_lock key that serializes migrations: the first 8 bytes of "starlette-jobs".
-_MIGRATION_LOCK_KEY = int.from_bytes(b"stjobs\x00\x01", "big", signed=True)
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
 
 
 @cache
-def queries() -> dict[str, str]:
-    """The named queries of sql/queries.sql, read once."""
+def queries(schema: str | None = None) -> dict[str, str]:
+    """The named queries of sql/queries.sql, read once, with the channels of `schema`
+    (`Jobs(schema=...)`; None: the default)."""
+    if schema is not None:
+        return {name: with_channels(text, schema) for name, text in queries().items()}
     text = resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
     parts = _HEADER.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
@@ -62,15 +64,22 @@ MIGRATION_LOCK_WAIT = 10.0
 
 
 async def apply_migrations(
-    connection: Connection, lock_wait: float = MIGRATION_LOCK_WAIT
+    connection: Connection, lock_wait: float = MIGRATION_LOCK_WAIT, schema: str | None = None
 ) -> list[str]:
     """Applies the migrations the database lacks, in one transaction on `connection`; returns
     their names. Raises the driver's `LockNotAvailableError`, applying none, when a table stays
-    locked elsewhere (a long transaction of the app's, say) for `lock_wait` seconds."""
+    locked elsewhere (a long transaction of the app's, say) for `lock_wait` seconds.
+
+    With `schema`, `connection`'s `search_path` must be that schema (`_schema`): it is created
+    if missing, and its migrations (and their table, and their lock) are its own."""
     q = queries()
     applied_now = []
     async with connection.transaction():
-        await connection.execute(q["lock_migrations"], _MIGRATION_LOCK_KEY)
+        await connection.execute(q["lock_migrations"], migration_lock_key(schema))
+        # CREATE SCHEMA IF NOT EXISTS would ask for the right to create schemas even when it
+        # exists: a role that was given the schema (and no more) migrates it all the same.
+        if schema is not None and not await connection.fetchval(q["schema_exists"], schema):
+            await connection.execute(create_schema_statement(schema))
         await connection.execute(q["create_migrations_table"])
         done = {row[0] for row in await connection.fetch(q["applied_migrations"])}
         check_schema_version(done)

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from .._errors import IdempotencyKeyReusedError, UniqueKeyTakenError
+from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from ._connections import (
     UniqueViolationError,
     raise_as_store_error,
 )
 from ._controls import ControlledStore
-from ._lanes import Executor
+from ._lanes import Executor, Lane
 from ._schedules import ScheduleStatements
 from ._transactions import JoinedTransaction
 
@@ -31,7 +31,11 @@ class PostgresStore(ScheduleStatements, ControlledStore):
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
         """Inserts the jobs and returns their ids, in order. With `connection`, in its
         transaction; otherwise on the producer connection, or the pool when it is busy."""
-        executor = self._producer if connection is None else JoinedTransaction(connection)
+        executor: Lane | JoinedTransaction = self._producer
+        if connection is not None:
+            executor = JoinedTransaction(connection)
+            if self.schema is not None:
+                await self._check_caller_schema(executor)
         keyed = new.unique_key is not None or new.idempotency_key is not None
         if len(new.payloads) == 1 and not keyed:
             if new.delay is None and new.run_at is None:
@@ -73,6 +77,21 @@ class PostgresStore(ScheduleStatements, ControlledStore):
             new.max_attempts, new.trace_context, new.notify,
         )  # fmt: skip
         return list(ids)
+
+    async def _check_caller_schema(self, caller: JoinedTransaction) -> None:
+        """Refuses the caller's connection (`configure(connection=...)`) unless its tables are
+        this store's schema's. The store's own connections are placed there by their
+        `search_path`; the caller's is the caller's to set, and changing it inside their
+        transaction would change their own statements too. One more statement per enqueue,
+        only with a schema."""
+        found = await caller.fetchval(self._q["current_schema"])
+        if found != self.schema:
+            raise JobDefinitionError(
+                f"connection=: its search_path puts tables in schema {found!r}, and this Jobs "
+                f"keeps its jobs in schema {self.schema!r}; open that connection with "
+                f"server_settings={{'search_path': '{self.schema}'}} (or SET search_path), "
+                "or enqueue without connection="
+            )
 
     async def reserve_ids(self, new: NewJobs) -> tuple[list[int], bool]:
         keyed_payload = new.payloads[0] if new.idempotency_key is not None else None

@@ -259,3 +259,13 @@ def test_a_queue_option_keeps_the_limits_the_jobs_declares_for_that_queue() -> N
     }
     with pytest.raises(CommandError, match="--queue 'exports=0': concurrency must be"):
         _parse_queues(["exports=0"], declared)
+
+
+@pytest.mark.parametrize("command", ["worker", "migrate", "status"])
+def test_a_schema_option_overrides_the_jobs_own_schema(module: Module, command: str) -> None:
+    name = module("cli_unit_schema", APP.replace("batch_size=50", 'schema="billing"'))
+    assert _jobs_for(_parser().parse_args([command, name])).config.schema == "billing"
+    overridden = _jobs_for(_parser().parse_args([command, name, "--schema", "mail"]))
+    assert overridden.config.schema == "mail"
+    default = _jobs_for(_parser().parse_args([command, module("cli_unit_plain", APP)]))
+    assert default.config.schema is None

@@ -60,6 +60,31 @@ async def test_two_worker_processes_run_a_thousand_jobs_each_exactly_once(
     assert all("started on queues {'default': 5}" in output for output in outputs)
 
 
+async def test_worker_processes_of_two_schemas_each_run_only_their_schemas_jobs(
+    database_dsn: str, tmp_path: Path
+) -> None:
+    """Two apps on one database, each with a worker process (`--schema`), at the same time."""
+    logs = {schema: tmp_path / f"{schema}.log" for schema in ("billing", "mail")}
+    async with (
+        Jobs(database_dsn, schema="billing", queues={}) as billing,
+        Jobs(database_dsn, schema="mail", queues={}) as mail,
+    ):
+        await billing.enqueue_many(record_run, [{"n": n} for n in range(200)])
+        await mail.enqueue_many(record_run, [{"n": n} for n in range(1000, 1100)])
+        workers = [
+            cli("worker", "tests.integration.cli_app:jobs", "--burst", "--schema", schema,
+                dsn=database_dsn, RUN_LOG=str(log))
+            for schema, log in logs.items()
+        ]  # fmt: skip
+        for worker in workers:
+            finish(worker)
+        counts = [await app.count_by_status() for app in (billing, mail)]
+    ran = {schema: sorted(int(line.split()[0]) for line in log.read_text().splitlines())
+           for schema, log in logs.items()}  # fmt: skip
+    assert ran == {"billing": list(range(200)), "mail": list(range(1000, 1100))}
+    assert [c[JobStatus.SUCCEEDED] for c in counts] == [200, 100]
+
+
 async def test_burst_waits_for_retries_due_soon_and_says_what_it_leaves(
     database_dsn: str, tmp_path: Path
 ) -> None:
@@ -114,6 +139,28 @@ def test_migrate_and_status(database_dsn: str, capsys: pytest.CaptureFixture[str
         ["failed", "0"],
         ["cancelled", "0"],
     ]
+
+
+def test_migrate_and_status_in_a_schema(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--schema`: the tables and the counts of that schema, not of the default one."""
+
+    async def enqueue_in_public() -> None:
+        async with Jobs(database_dsn, queues={}) as plain:
+            await plain.enqueue(record_run, 1)
+
+    asyncio.run(enqueue_in_public())
+    assert main(["migrate", "--dsn", database_dsn, "--schema", "billing"]) == 0
+    assert "applied 0001_initial.sql" in capsys.readouterr().out
+    assert main(["migrate", "--dsn", database_dsn, "--schema", "billing"]) == 0
+    assert capsys.readouterr().out.strip() == "migrations up to date"
+    assert main(["status", "--dsn", database_dsn, "--schema", "billing"]) == 0
+    assert capsys.readouterr().out.split()[:2] == ["pending", "0"]
+    assert main(["status", "--dsn", database_dsn]) == 0
+    assert capsys.readouterr().out.split()[:2] == ["pending", "1"]
+    assert main(["status", "--dsn", database_dsn, "--schema", "Bad-Name"]) == 2
+    assert "invalid schema name 'Bad-Name'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,8 @@ from tests.conftest import StartJobs
 INSERT = ["text", "text", "jsonb", "int4", "float8", "timestamptz", "int4", "jsonb"]
 EXPECTED: dict[str, list[str]] = {
     "lock_migrations": ["int8"],
+    "schema_exists": ["name"],
+    "current_schema": [],
     "create_migrations_table": [],
     "applied_migrations": [],
     "record_migration": ["int4", "text"],

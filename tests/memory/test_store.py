@@ -47,6 +47,15 @@ async def test_a_named_url_shares_one_stores_data_while_something_holds_it() -> 
     assert await memory_store("memory://test-memory-shared").list_jobs(None, None, 10) == []
 
 
+def test_a_schema_of_a_named_store_is_a_separate_set_of_tables() -> None:
+    """`Jobs("memory://name", schema=...)`: as two schemas of one PostgreSQL database."""
+    plain = memory_store("memory://test-memory-schemas")
+    billing = memory_store("memory://test-memory-schemas", "billing")
+    assert billing.data is memory_store("memory://test-memory-schemas", "billing").data
+    assert billing.data is not plain.data
+    assert billing.data is not memory_store("memory://test-memory-schemas", "mail").data
+
+
 ran: list[str] = []
 
 

@@ -14,6 +14,15 @@
 -- $1: the advisory lock key
 SELECT pg_advisory_xact_lock($1);
 
+-- name: schema_exists
+-- Whether the schema of `Jobs(schema=...)` exists.
+-- $1: the schema's name
+SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1);
+
+-- name: current_schema
+-- The schema a caller's connection puts tables in (its search_path's first existing schema).
+SELECT current_schema();
+
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS starlette_jobs_migrations (
     version    integer     PRIMARY KEY,

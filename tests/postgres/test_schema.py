@@ -1,0 +1,174 @@
+"""`Jobs(schema=...)` on PostgreSQL (`postgres/_schema.py`): the tables and migrations in each
+schema, channels that do not cross, the caller's connection checked, and a database used
+without a schema working as before. What both stores share is in
+tests/contract/test_schemas_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import JobDefinitionError, Jobs, SchemaVersionError, job
+from starlette_jobs.postgres._connections import channel_for
+from starlette_jobs.postgres._migrations import migrations, queries
+from starlette_jobs.postgres._schema import (
+    DEFAULT_CHANNEL_PREFIX,
+    channel_prefix,
+    check_schema_name,
+    migration_lock_key,
+)
+from tests.conftest import on_postgres
+
+ran: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _nothing_ran_yet() -> None:
+    ran.clear()
+
+
+@job
+async def tagged(tag: str) -> None:
+    ran.append(tag)
+
+
+async def schemas_of(connection: asyncpg.Connection[Any], table: str) -> list[str]:
+    rows = await connection.fetch(
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = $1 ORDER BY 1",
+        table,
+    )
+    return [row[0] for row in rows]
+
+
+async def test_each_schema_gets_every_table_and_its_own_migrations(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    async with Jobs(database_dsn, schema="billing", queues={}):
+        pass
+    async with Jobs(database_dsn, schema="mail", queues={}):
+        pass
+    public_tables = await connection.fetch(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+    )
+    for table in [row[0] for row in public_tables]:
+        assert await schemas_of(connection, table) == ["billing", "mail", "public"], table
+    every = [version for version, _, _ in migrations()]
+    for schema in ("billing", "mail"):
+        applied = await connection.fetch(
+            f"SELECT version FROM {schema}.starlette_jobs_migrations ORDER BY 1"
+        )
+        assert [row[0] for row in applied] == every
+
+
+async def test_a_schema_never_migrated_is_refused_at_start_without_migrate(
+    database_dsn: str,
+) -> None:
+    with pytest.raises(SchemaVersionError, match="starlette-jobs migrate"):
+        async with Jobs(database_dsn, schema="never", migrate=False, require_database=True):
+            pass
+
+
+async def test_an_existing_database_without_a_schema_keeps_working_beside_one(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The test database was migrated before schemas existed (in public): a Jobs without a
+    schema uses it as before, and a Jobs with one leaves it alone."""
+    async with (
+        Jobs(database_dsn, poll_interval=0.05) as plain,
+        Jobs(database_dsn, schema="billing", queues={}) as billing,
+    ):
+        await billing.enqueue(tagged, "billing")
+        await plain.enqueue(tagged, "plain")
+        await plain.drain(timeout=10)
+    assert ran == ["plain"]
+    assert await connection.fetchval("SELECT count(*) FROM public.starlette_jobs") == 1
+    assert await connection.fetchval("SELECT status FROM billing.starlette_jobs") == "pending"
+
+
+async def test_a_notification_of_one_schema_does_not_reach_anothers_listeners(
+    database_dsn: str,
+) -> None:
+    """NOTIFY arrives in commit order: when billing's wake-up arrives, a wake-up of the mail
+    app sent before it would have arrived first."""
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listening = await asyncpg.connect(database_dsn)
+    try:
+        for channel in (channel_for("default", channel_prefix("billing")), channel_for("default")):
+            await listening.add_listener(channel, lambda *args: heard.put_nowait(args[2]))
+        async with (
+            Jobs(database_dsn, schema="billing", queues={}) as billing,
+            Jobs(database_dsn, schema="mail", queues={}) as mail,
+        ):
+            await mail.enqueue(tagged, "mail")
+            await billing.enqueue(tagged, "billing")
+            assert await asyncio.wait_for(heard.get(), 10) == channel_for(
+                "default", channel_prefix("billing")
+            )
+            assert heard.empty()
+    finally:
+        await listening.close()
+
+
+async def test_a_callers_connection_must_have_the_schema_in_its_search_path(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The store cannot place the caller's statements by their connection: it checks it."""
+    async with Jobs(database_dsn, schema="billing", queues={}):
+        with pytest.raises(JobDefinitionError, match=r"search_path.*'billing'"):
+            async with connection.transaction():
+                await tagged.configure(connection=connection).enqueue("public")
+        placed = await asyncpg.connect(database_dsn, server_settings={"search_path": "billing"})
+        try:
+            async with placed.transaction():
+                await tagged.configure(connection=placed).enqueue("billing")
+        finally:
+            await placed.close()
+    assert await connection.fetchval("SELECT count(*) FROM public.starlette_jobs") == 0
+    assert await connection.fetchval("SELECT count(*) FROM billing.starlette_jobs") == 1
+
+
+async def test_the_store_runs_in_its_schema(database_dsn: str) -> None:
+    async with Jobs(database_dsn, schema="billing", queues={}) as billing:
+        store = on_postgres(billing)
+        assert await store.pool.fetchval("SELECT current_schema()") == "billing"
+
+
+def test_a_schemas_channels_fit_the_longest_queue_name() -> None:
+    longest = "q" * 48
+    for schema in ("a", "billing", "s" * 63):
+        assert len(channel_for(longest, channel_prefix(schema))) <= 63
+    assert channel_prefix(None) == channel_prefix("public") == DEFAULT_CHANNEL_PREFIX
+    assert channel_prefix("billing") != channel_prefix("mail")
+
+
+def test_each_schema_migrates_under_a_lock_of_its_own() -> None:
+    assert migration_lock_key(None) == migration_lock_key("public")
+    keys = {migration_lock_key(schema) for schema in (None, "billing", "mail")}
+    assert len(keys) == 3
+
+
+@pytest.mark.parametrize("name", ["billing", "_x", "a1", "a" * 63])
+def test_plain_identifiers_are_accepted(name: str) -> None:
+    assert check_schema_name(name) == name
+    assert check_schema_name(None) is None
+
+
+@pytest.mark.parametrize("name", ["information_schema", "pg_catalog", "Mail", "a b", "ä"])
+def test_names_postgres_keeps_or_that_need_quoting_are_refused(name: str) -> None:
+    with pytest.raises(JobDefinitionError, match=f"invalid schema name {name!r}"):
+        check_schema_name(name)
+
+
+def test_every_channel_of_a_schemas_statements_is_the_schemas() -> None:
+    default, billing = queries(), queries("billing")
+    prefix = channel_prefix("billing")
+    assert default.keys() == billing.keys()
+    for name, text in billing.items():
+        assert f"'{DEFAULT_CHANNEL_PREFIX}:" not in text, name
+        assert f"'{DEFAULT_CHANNEL_PREFIX}." not in text, name
+        assert text.count(f"'{prefix}") == default[name].count(f"'{DEFAULT_CHANNEL_PREFIX}:") + (
+            default[name].count(f"'{DEFAULT_CHANNEL_PREFIX}.")
+        ), name
