@@ -28,6 +28,7 @@ from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._queues import QueueState
+from ._registry import Registration, new_worker
 from ._running import RunningAttempts
 from ._settings import (
     WorkerSettings,
@@ -66,6 +67,12 @@ class Worker:
         self._leases = LeaseKeeper(
             store, settings.lease_duration, self._held, self._stops.lost, self._stops.requested
         )
+        # The worker's row in the registry, refreshed as often as the leases.
+        self._registration = Registration(
+            store,
+            new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3),
+            self._statement_timeout,
+        )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._ticker = Ticker(store, registered_schedules(), self.worker_id)
         self._controls = QueueControlsCopy(
@@ -95,6 +102,7 @@ class Worker:
             self._progress.start()
             await self._wakeups.start()
             await self._controls.start()
+            await self._registration.start()
             for state in self._queues.values():
                 self._tasks.append(
                     asyncio.create_task(
@@ -110,6 +118,7 @@ class Worker:
             for task in self._tasks:
                 task.cancel()
             await self._leases.stop()
+            await self._registration.stop()
             await self._upkeep.stop()
             await self._ticker.stop()
             await self._controls.stop()
@@ -319,6 +328,8 @@ class Worker:
         for state in self._queues.values():
             state.stop_polling()
         await self._leases.stop()
+        # Refreshed through the drain above, so no peer takes it for dead meanwhile.
+        await self._registration.stop()
         await self._upkeep.stop()
         await self._ticker.stop()
         await self._controls.stop()

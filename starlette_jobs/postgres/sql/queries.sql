@@ -915,3 +915,35 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true FROM q WHERE N
 -- Jobs of these limited queues finished: a worker that found no room may claim now.
 -- $1 queue names
 SELECT pg_notify('starlette_jobs:' || queue, '') FROM unnest($1::text[]) AS queue;
+
+-- name: register_worker
+-- A worker starting: its row, started and seen now.
+-- $1 id, $2 host, $3 pid, $4 queues, $5 job names, $6 version, $7 seconds between heartbeats
+INSERT INTO starlette_jobs_workers (id, host, pid, queues, job_names, version, heartbeat_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (id) DO UPDATE
+   SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+       job_names = EXCLUDED.job_names, version = EXCLUDED.version,
+       heartbeat_seconds = EXCLUDED.heartbeat_seconds, started_at = now(), last_seen = now();
+
+-- name: worker_seen
+-- A worker's heartbeat; no row returned: it has no row.
+-- $1 worker id
+UPDATE starlette_jobs_workers SET last_seen = now() WHERE id = $1 RETURNING id;
+
+-- name: unregister_worker
+-- A worker stopping cleanly.
+-- $1 worker id
+DELETE FROM starlette_jobs_workers WHERE id = $1;
+
+-- name: list_workers
+-- Every registered worker, by id.
+SELECT id, host, pid, queues, job_names, version, started_at, last_seen, heartbeat_seconds
+  FROM starlette_jobs_workers ORDER BY id;
+
+-- name: prune_workers
+-- The rows of workers unseen for this many of their own heartbeat intervals: they died.
+-- $1 missed heartbeats
+DELETE FROM starlette_jobs_workers
+ WHERE last_seen < now() - make_interval(secs => heartbeat_seconds * $1)
+RETURNING id;
