@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+from .._records import JobStatus
 from .._worker_records import NewWorker, WorkerRecord
 from ._tables import MemoryTables, utc_now
 
@@ -31,6 +32,12 @@ class MemoryRegistry(MemoryTables):
     async def list_workers(self) -> list[WorkerRecord]:
         return [self.data.workers[worker_id] for worker_id in sorted(self.data.workers)]
 
+    async def hold_liveness(self, worker_id: str) -> NothingHeld:
+        return NothingHeld()
+
+    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        return []
+
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:
         now = utc_now()
         dead = [
@@ -42,3 +49,17 @@ class MemoryRegistry(MemoryTables):
         for worker_id in dead:
             del self.data.workers[worker_id]
         return dead
+
+
+class NothingHeld:
+    """The liveness lock of a worker on the in-memory store: the store lives and dies with the
+    worker's process, so there is nothing to hold and it is never lost."""
+
+    async def alive(self, timeout: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass

@@ -299,6 +299,19 @@ class Store(Protocol):
         """Every registered worker, by id."""
         ...
 
+    async def hold_liveness(self, worker_id: str) -> Listener:
+        """Holds the worker's liveness lock on a connection of its own, until it is closed or
+        lost (`alive` then says False); the process's death releases it. Taken before the
+        worker registers. In memory: nothing to hold, a store of one process."""
+        ...
+
+    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        """Up to `limit` running jobs of registered workers whose liveness lock is free (their
+        process died): back to pending, or failed, or cancelled, as `rescue_expired` decides;
+        deletes those workers' rows. Returns (id, queue, new status) of each. In memory: none (a
+        dead worker's process took the store with it)."""
+        ...
+
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:
         """Deletes the rows of workers unseen for `missed_heartbeats` of their own heartbeat
         intervals (they died); returns their ids."""

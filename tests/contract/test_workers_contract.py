@@ -1,6 +1,7 @@
 """The worker registry (docs/workers.md) on both stores: a worker's row written, refreshed,
-deleted at a clean stop, and pruned once unseen; `jobs.workers()` lists a running worker.
-Several worker processes, and a killed one: processes/test_registry.py."""
+deleted at a clean stop, and pruned once unseen; `jobs.workers()` lists a running worker; the
+jobs of a worker whose liveness lock is free rescued at once (PostgreSQL only). Several worker
+processes, a killed one and a frozen one: processes/test_registry.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import uuid
 
 import pytest
 
-from starlette_jobs import Jobs, WorkerRecord, __version__, job
+from starlette_jobs import Jobs, JobStatus, WorkerRecord, __version__, job
 from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.store._protocol import Store
+from tests.records import new_jobs
+from tests.records import outcome as ended
 
 
 @job(name="registry.contract.noop", queue="registry-contract")
@@ -111,3 +114,50 @@ async def test_jobs_workers_lists_a_running_worker_until_it_stops(dsn: str) -> N
             assert [listed.id for listed in await web.workers()] == [jobs.worker_id]
     async with Jobs(dsn, queues={}) as web:
         assert await web.workers() == []
+
+
+# -- liveness ----------------------------------------------------------------------------------
+
+
+async def test_the_jobs_of_a_worker_whose_liveness_lock_is_free_are_rescued(
+    store: Store, postgres_dsn: str | None
+) -> None:
+    if postgres_dsn is None:
+        pytest.skip("PostgreSQL only: in memory, a dead worker's process took the store along")
+    await store.insert_jobs(new_jobs(2, queue="live", max_attempts=3))
+    alive = await store.hold_liveness("alive")
+    dead = await store.hold_liveness("dead")
+    for worker_id in ("alive", "dead"):
+        await store.register_worker(new_worker(worker_id))
+    [kept] = await store.claim_batch("live", 1, "alive", 60.0)
+    [lost] = await store.claim_batch("live", 1, "dead", 60.0)
+    assert await store.rescue_dead_workers(100) == []  # both hold their lock
+
+    await dead.close()  # as the server ends the connection of a killed process
+    assert await store.rescue_dead_workers(100) == [(lost.id, "live", JobStatus.PENDING)]
+    assert await store.job_status(kept.id) is JobStatus.RUNNING
+    [record] = [job for job in await store.list_jobs(None, "live", 10) if job.id == lost.id]
+    assert record.last_error == "worker dead died: its liveness connection closed"
+    assert [worker.id for worker in await store.list_workers()] == ["alive"]
+    # The dead worker's late outcome is refused: its lease token no longer holds the job.
+    assert await store.record_outcomes([ended(lost, JobStatus.SUCCEEDED)]) == set()
+    [again] = await store.claim_batch("live", 1, "alive", 60.0)
+    assert again.id == lost.id
+    assert await store.rescue_dead_workers(100) == []
+    await alive.close()
+
+
+async def test_a_worker_that_never_registered_is_not_taken_for_dead(
+    store: Store, postgres_dsn: str | None
+) -> None:
+    # A worker of an older version (no row, no lock): its jobs wait for their lease, as before.
+    await store.insert_jobs(new_jobs(1, queue="old"))
+    [claim] = await store.claim_batch("old", 1, "old-worker", 60.0)
+    assert await store.rescue_dead_workers(100) == []
+    assert await store.job_status(claim.id) is JobStatus.RUNNING
+
+
+async def test_a_liveness_lock_answers_until_closed(store: Store) -> None:
+    lock = await store.hold_liveness("w")
+    assert await lock.alive(5.0) is True
+    await lock.close()
