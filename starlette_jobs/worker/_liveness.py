@@ -82,15 +82,22 @@ class Liveness:
             self._lock.terminate()
 
     async def _run(self) -> None:
+        failing = False
         while True:
             await asyncio.sleep(self._interval)
             try:
                 await self.check()
                 await self.rescue()
             except DatabaseUnavailableError as error:
-                logger.warning("liveness check failed, retrying: %s", error)
+                # Every second through an outage: said once, until it answers again.
+                level = logging.DEBUG if failing else logging.WARNING
+                logger.log(level, "liveness check failed, retrying every %g s: %s",
+                           self._interval, error)  # fmt: skip
+                failing = True
             except Exception:
                 logger.exception("liveness check failed, retrying")
+            else:
+                failing = False
 
     async def check(self) -> None:
         """Takes the lock again if it was lost, stopping this worker's attempts first."""
