@@ -19,8 +19,9 @@ class WorkerListing:
 
     async def workers(self) -> builtins.list[WorkerRecord]:
         """The live workers of every process on this database, by id. A worker that stopped
-        cleanly is gone at once; one that died (killed, its host gone) within a few of its
-        heartbeats, once any live worker's upkeep notices.
+        cleanly is gone at once; one that died (killed, its host gone) within seconds, once a
+        live worker sees its liveness lock free (on PostgreSQL), else once it has missed three
+        heartbeats.
 
         Example:
             >>> for worker in await jobs.workers():

@@ -1,8 +1,9 @@
 """The worker's row in the registry (docs/workers.md): written as it starts, refreshed every
 `lease_duration / 3` in a task of its own (beside the heartbeat of `_leases.py`, so a slow
 registry write never delays a lease renewal), still refreshed while the worker drains at
-shutdown, and deleted when it stops cleanly. A dead worker's row is left to upkeep
-(`_upkeep.Upkeep`), which deletes rows unseen for `MISSED_HEARTBEATS` of their intervals."""
+shutdown, and deleted when it stops cleanly. A dead worker's row is deleted by the others: with
+its jobs once its liveness lock is free (`_liveness.py`), else by upkeep (`_upkeep.Upkeep`) once
+unseen for `MISSED_HEARTBEATS` of its intervals."""
 
 from __future__ import annotations
 
