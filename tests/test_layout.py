@@ -36,6 +36,11 @@ TESTED_ELSEWHERE = {
     # The memory store's queue controls: all they do is what the contract suite holds both
     # stores to.
     "memory._controls": "contract/test_controls_contract.py",
+    # The worker registry: the records and the stores' parts, held by the contract suite; the
+    # listing, through `Jobs` and real worker processes.
+    "_worker_records": "contract/test_workers_contract.py",
+    "memory._registry": "contract/test_workers_contract.py",
+    "_worker_queries": "processes/test_registry.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

@@ -1,5 +1,5 @@
 """`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status,
-list the schedules, pause and resume a queue."""
+list the schedules and the live workers, pause and resume a queue."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .._version import __version__
 from ..memory._store import is_memory_dsn
 from ..worker._settings import DEFAULT_RETRY_WAIT
 from ._schedules import print_schedules
+from ._workers import print_workers
 
 logger = logging.getLogger("starlette_jobs.cli")
 
@@ -47,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_migrate(jobs))
         if args.command == "schedules":
             return asyncio.run(print_schedules(jobs, as_json=args.json))
+        if args.command == "workers":
+            return asyncio.run(print_workers(jobs, as_json=args.json))
         if args.command in ("pause", "resume"):
             return asyncio.run(_pause_or_resume(jobs, args.queue, pause=args.command == "pause"))
         return asyncio.run(_status(jobs))
@@ -149,6 +152,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_target(schedules, required=False)
     schedules.add_argument(
         "--json", action="store_true", help="print one JSON object per schedule (default: a table)"
+    )
+    workers = commands.add_parser(
+        "workers", help="list the live workers of every process, with their queues and job names"
+    )
+    _add_target(workers, required=False)
+    workers.add_argument(
+        "--json", action="store_true", help="print one JSON object per worker (default: a table)"
     )
     for name, text in (
         ("pause", "stop every worker claiming a queue's jobs (running jobs finish)"),

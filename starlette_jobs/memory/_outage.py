@@ -28,6 +28,8 @@ STORE_CALLS = (
     *("declare_schedules", "list_schedules", "record_tick", "start_waiting_tick"),
     *("schedule_ticks", "prune_ticks"),
     *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
+    *("register_worker", "worker_seen", "unregister_worker", "list_workers", "prune_workers"),
+    *("hold_liveness", "rescue_dead_workers"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

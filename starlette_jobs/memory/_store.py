@@ -42,6 +42,7 @@ from .._records import (
 )
 from ..memory._outage import failing_in_outages
 from ._controls import MemoryControls
+from ._registry import MemoryRegistry
 from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
 from ._tables import MemoryData, canonical_json, utc_now
@@ -71,7 +72,7 @@ def memory_store(dsn: str, schema: str | None = None) -> MemoryStore:
 
 
 @failing_in_outages
-class MemoryStore(MemorySchedules, MemoryControls):
+class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
     """The `Store` protocol on a dict; see the module's docstring."""
 
     @property

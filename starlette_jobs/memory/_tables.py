@@ -18,6 +18,7 @@ from ._rows import OutcomeListener, QueueListener, Row
 
 if TYPE_CHECKING:
     from .._schedule_records import TickRecord
+    from .._worker_records import WorkerRecord
     from ._schedules import ScheduleRow
 
 LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
@@ -44,6 +45,8 @@ class MemoryData:
         self.queues: dict[str, QueueControls] = {}
         # The latest starts of each rate-limited queue, the oldest first.
         self.recent_starts: dict[str, list[datetime]] = {}
+        # The worker registry by worker id (`memory._registry`).
+        self.workers: dict[str, WorkerRecord] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

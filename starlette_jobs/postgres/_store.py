@@ -19,13 +19,14 @@ from ._connections import (
 )
 from ._controls import ControlledStore
 from ._lanes import Executor, Lane
+from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
 from ._transactions import JoinedTransaction
 
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(ScheduleStatements, ControlledStore):
+class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:

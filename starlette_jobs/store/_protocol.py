@@ -23,6 +23,7 @@ from uuid import UUID
 from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
+from .._worker_records import NewWorker, WorkerRecord
 
 
 class Listener(Protocol):
@@ -277,6 +278,43 @@ class Store(Protocol):
     async def wake_queues(self, queues: Sequence[str]) -> None:
         """Wakes the workers of `queues` (as a job becoming due does): jobs of a limited queue
         finished, and one that found no room may claim now."""
+        ...
+
+    # -- the worker registry (docs/workers.md) ---------------------------------------------------
+
+    async def register_worker(self, worker: NewWorker) -> None:
+        """Writes the worker's row, started and seen now (replacing a row of the same id)."""
+        ...
+
+    async def worker_seen(self, worker_id: str) -> bool:
+        """The worker's heartbeat: its row seen now; False if it has no row (pruned while the
+        worker could not reach the store: it registers again)."""
+        ...
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Deletes the worker's row (a clean stop)."""
+        ...
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker, by id."""
+        ...
+
+    async def hold_liveness(self, worker_id: str) -> Listener:
+        """Holds the worker's liveness lock on a connection of its own, until it is closed or
+        lost (`alive` then says False); the process's death releases it. Taken before the
+        worker registers. In memory: nothing to hold, a store of one process."""
+        ...
+
+    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        """Up to `limit` running jobs of registered workers whose liveness lock is free (their
+        process died): back to pending, or failed, or cancelled, as `rescue_expired` decides;
+        deletes those workers' rows. Returns (id, queue, new status) of each. In memory: none (a
+        dead worker's process took the store with it)."""
+        ...
+
+    async def prune_workers(self, missed_heartbeats: float) -> list[str]:
+        """Deletes the rows of workers unseen for `missed_heartbeats` of their own heartbeat
+        intervals (they died); returns their ids."""
         ...
 
     # -- closing -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Work any worker does for the whole cluster, and the LISTEN connection that wakes this one.
 
-- `Upkeep`: rescues jobs whose lease expired (their worker died or froze) and deletes jobs
-  finished longer than the retention ago, every `lease_duration / 3`.
+- `Upkeep`: rescues jobs whose lease expired (their worker died or froze), deletes the registry
+  rows of dead workers, and deletes jobs finished longer than the retention ago, every
+  `lease_duration / 3`.
 - `Wakeups`: keeps the LISTEN connection, checks that it still answers (an idle connection whose
   network went silent looks open forever), and opens it again when it does not.
 
@@ -18,6 +19,7 @@ from uuid import UUID
 
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from ..store._protocol import Listener, Store
+from ._registry import MISSED_HEARTBEATS
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -56,6 +58,7 @@ class Upkeep:
             await asyncio.sleep(self._interval)
             try:
                 await self.rescue_expired()
+                await self.prune_workers()
                 await self.prune_finished()
             except DatabaseUnavailableError as error:
                 logger.warning("upkeep failed, retrying in %.1f s: %s", self._interval, error)
@@ -78,6 +81,13 @@ class Upkeep:
         for job_id, queue, status in rescued:
             logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
             self._wake(queue)
+
+    async def prune_workers(self) -> None:
+        """Deletes the registry rows of workers that stopped heartbeating (docs/workers.md)."""
+        for worker_id in await self._store.prune_workers(MISSED_HEARTBEATS):
+            logger.warning(
+                "worker %s: unseen for %g heartbeats, taken for dead", worker_id, MISSED_HEARTBEATS
+            )
 
     async def prune_finished(self) -> None:
         """Deletes jobs finished longer than the retention ago, a bounded amount per round, so

@@ -23,11 +23,13 @@ from ._context import AttemptControl
 from ._controls import QueueControlsCopy
 from ._drain import Draining, drain
 from ._leases import Held, LeaseKeeper
+from ._liveness import Liveness, liveness_interval
 from ._loop_lag import LoopLagGuard
 from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._queues import QueueState
+from ._registry import Registration, new_worker
 from ._running import RunningAttempts
 from ._settings import (
     WorkerSettings,
@@ -66,6 +68,22 @@ class Worker:
         self._leases = LeaseKeeper(
             store, settings.lease_duration, self._held, self._stops.lost, self._stops.requested
         )
+        # The lock whose release tells the other workers this one died, taken before it
+        # registers, let go once its row is deleted.
+        self._liveness = Liveness(
+            store,
+            self.worker_id,
+            liveness_interval(settings.lease_duration),
+            self._statement_timeout / 2,
+            self._stop_every_attempt,
+            self.wake,
+        )
+        # The worker's row in the registry, refreshed as often as the leases.
+        self._registration = Registration(
+            store,
+            new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3),
+            self._statement_timeout,
+        )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._ticker = Ticker(store, registered_schedules(), self.worker_id)
         self._controls = QueueControlsCopy(
@@ -95,6 +113,8 @@ class Worker:
             self._progress.start()
             await self._wakeups.start()
             await self._controls.start()
+            await self._liveness.start()
+            await self._registration.start()
             for state in self._queues.values():
                 self._tasks.append(
                     asyncio.create_task(
@@ -110,6 +130,8 @@ class Worker:
             for task in self._tasks:
                 task.cancel()
             await self._leases.stop()
+            await self._registration.stop()
+            self._liveness.terminate()
             await self._upkeep.stop()
             await self._ticker.stop()
             await self._controls.stop()
@@ -259,6 +281,16 @@ class Worker:
         is not written yet (a long outage must not hand finished jobs to another worker)."""
         return self._running.held() + self._outcomes.held()
 
+    def _stop_every_attempt(self) -> Held:
+        """The liveness lock was lost: others may take every job this worker runs. Stops each
+        attempt (no outcome is written for it) and returns what they held."""
+        held = self._running.held()
+        for _, token in held:
+            attempt = self._running.handle(token)
+            if attempt is not None:
+                self._stops.cancel(token, attempt)
+        return held
+
     # -- drain and shutdown -------------------------------------------------------------------
 
     async def drain(
@@ -319,6 +351,9 @@ class Worker:
         for state in self._queues.values():
             state.stop_polling()
         await self._leases.stop()
+        # Refreshed through the drain above, so no peer takes it for dead meanwhile.
+        await self._registration.stop()
+        await self._liveness.stop()
         await self._upkeep.stop()
         await self._ticker.stop()
         await self._controls.stop()

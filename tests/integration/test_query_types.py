@@ -72,6 +72,13 @@ EXPECTED: dict[str, list[str]] = {
     "lock_queue": ["text"],
     "claim_limited_batch": ["text", "int8", "text", "float8", "bool", "int8", "uuid[]"],
     "wake_queues": ["text[]"],
+    "register_worker": ["text", "text", "int4", "text[]", "text[]", "text", "float8"],
+    "worker_seen": ["text"],
+    "unregister_worker": ["text"],
+    "list_workers": [],
+    "prune_workers": ["float8"],
+    "hold_liveness": ["text"],
+    "rescue_dead_workers": ["int8", "bool"],
 }
 
 

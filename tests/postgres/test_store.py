@@ -16,6 +16,7 @@ import pytest
 from starlette_jobs import Jobs, SchemaVersionError, job
 from starlette_jobs.postgres import _controls as controls_module
 from starlette_jobs.postgres import _migrations as migrations_module
+from starlette_jobs.postgres import _registry as registry_module
 from starlette_jobs.postgres import _schedules as schedules_module
 from starlette_jobs.postgres import _store as postgres_module
 from starlette_jobs.postgres._migrations import migrations, queries
@@ -26,7 +27,9 @@ from tests.records import new_jobs
 
 def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() -> None:
     used: set[str] = set()
-    for module in (postgres_module, migrations_module, schedules_module, controls_module):
+    for module in (
+        postgres_module, migrations_module, schedules_module, controls_module, registry_module
+    ):  # fmt: skip
         assert module.__file__ is not None
         source = Path(module.__file__).read_text()
         used |= set(re.findall(r'(?:_q|\bq)\["(\w+)"\]', source))
@@ -142,8 +145,10 @@ async def test_opening_with_no_minimum_does_not_reach_the_server() -> None:
 # What a process keeps beside the pool, by `application_name` ("starlette_jobs <purpose>"): the
 # worker's LISTEN, claims, outcomes and lease renewals, the enqueue connection, and the LISTEN of
 # `jobs.wait`. docs/workers.md and docs/performance.md count them; change both with this.
-OWN_CONNECTIONS = {"listen": 2, "claims": 1, "outcomes": 1, "leases": 1, "enqueue": 1}
-DOCUMENTED = "six connections of its own"
+OWN_CONNECTIONS = {
+    "listen": 2, "claims": 1, "outcomes": 1, "leases": 1, "liveness": 1, "enqueue": 1
+}  # fmt: skip
+DOCUMENTED = "seven connections of its own"
 
 _held = asyncio.Event()
 _release = asyncio.Event()
@@ -182,7 +187,7 @@ async def test_a_worker_that_enqueues_and_waits_opens_the_connections_the_docs_c
         connections = await by_purpose()
         assert 1 <= connections.pop("pool") <= 3
         assert connections == OWN_CONNECTIONS
-    assert sum(OWN_CONNECTIONS.values()) == 6
+    assert sum(OWN_CONNECTIONS.values()) == 7
     for page in ("workers.md", "performance.md"):
         text = " ".join((DOCS / page).read_text().split())
         assert DOCUMENTED in text, f"docs/{page} does not say {DOCUMENTED!r}"

@@ -479,6 +479,77 @@ WITH expired AS (
 )
 SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 
+-- name: hold_liveness
+-- A worker's liveness lock, held by its own connection for as long as the worker lives: the
+-- server releases it when that connection ends (the process killed, its host gone), and
+-- `rescue_dead_workers` sees it free. False: another session holds the key (a hash collision;
+-- the worker's jobs are then rescued at lease expiry only).
+-- $1 worker id
+SELECT pg_try_advisory_lock(hashtextextended($1, 0));
+
+-- name: rescue_dead_workers
+-- The running jobs of registered workers whose liveness lock (`hold_liveness`) is free: their
+-- process died, so the jobs go back to pending (or failed, or cancelled, as `rescue_expired`
+-- decides) without waiting for their lease to expire. Each worker takes its lock before it
+-- registers and deletes its row before it lets the lock go, so a row whose lock is free is a
+-- dead worker's. Their rows are deleted with their jobs.
+-- $1 how many jobs at most, $2 whether to record events
+WITH held AS (
+    -- The advisory locks held on this database, as the bigint keys they were taken with.
+    SELECT (lock.classid::int8 << 32) | lock.objid::int8 AS key
+      FROM pg_locks AS lock
+     WHERE lock.locktype = 'advisory' AND lock.granted AND lock.objsubid = 1
+       AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+), dead AS (
+    SELECT worker.id FROM starlette_jobs_workers AS worker
+     WHERE NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
+), orphaned AS (
+    SELECT id FROM starlette_jobs
+     WHERE status = 'running' AND worker_id IN (SELECT id FROM dead)
+     ORDER BY id
+     LIMIT $1
+       FOR NO KEY UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN job.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                         WHEN job.attempts >= job.max_attempts THEN 'failed'
+                         ELSE 'pending' END,
+           finished_at = CASE WHEN job.cancel_requested_at IS NOT NULL
+                                   OR job.attempts >= job.max_attempts THEN now() END,
+           run_at = now(),
+           last_error = 'worker ' || job.worker_id || ' died: its liveness connection closed',
+           errors = CASE WHEN jsonb_array_length(job.errors) >= 100
+                         THEN job.errors - 0 ELSE job.errors END  -- the latest 100, as above
+                    || jsonb_build_array(jsonb_build_object(
+               'attempt', job.attempts,
+               'error', 'worker ' || job.worker_id || ' died: its liveness connection closed',
+               'at', now(), 'worker_id', job.worker_id)),
+           lease_token = NULL,
+           lease_expires_at = NULL
+      FROM orphaned
+     WHERE job.id = orphaned.id
+    RETURNING job.*
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
+    SELECT id, CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'rescued' END, status,
+           attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END
+      FROM rescued WHERE $2::boolean
+), notified AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM rescued WHERE status = 'pending') q
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM rescued
+     WHERE outcome_wanted AND status <> 'pending'
+), forgotten AS (
+    -- Their rows, once no running job of theirs is left over for the next round.
+    DELETE FROM starlette_jobs_workers AS worker
+     WHERE worker.id IN (SELECT id FROM dead)
+       AND NOT EXISTS (SELECT FROM starlette_jobs AS job
+                        WHERE job.status = 'running' AND job.worker_id = worker.id
+                          AND job.id NOT IN (SELECT id FROM orphaned))
+)
+SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
+
 -- name: get_job
 -- $1 job id
 SELECT * FROM starlette_jobs WHERE id = $1;
@@ -924,3 +995,35 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true FROM q WHERE N
 -- Jobs of these limited queues finished: a worker that found no room may claim now.
 -- $1 queue names
 SELECT pg_notify('starlette_jobs:' || queue, '') FROM unnest($1::text[]) AS queue;
+
+-- name: register_worker
+-- A worker starting: its row, started and seen now.
+-- $1 id, $2 host, $3 pid, $4 queues, $5 job names, $6 version, $7 seconds between heartbeats
+INSERT INTO starlette_jobs_workers (id, host, pid, queues, job_names, version, heartbeat_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (id) DO UPDATE
+   SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+       job_names = EXCLUDED.job_names, version = EXCLUDED.version,
+       heartbeat_seconds = EXCLUDED.heartbeat_seconds, started_at = now(), last_seen = now();
+
+-- name: worker_seen
+-- A worker's heartbeat; no row returned: it has no row.
+-- $1 worker id
+UPDATE starlette_jobs_workers SET last_seen = now() WHERE id = $1 RETURNING id;
+
+-- name: unregister_worker
+-- A worker stopping cleanly.
+-- $1 worker id
+DELETE FROM starlette_jobs_workers WHERE id = $1;
+
+-- name: list_workers
+-- Every registered worker, by id.
+SELECT id, host, pid, queues, job_names, version, started_at, last_seen, heartbeat_seconds
+  FROM starlette_jobs_workers ORDER BY id;
+
+-- name: prune_workers
+-- The rows of workers unseen for this many of their own heartbeat intervals: they died.
+-- $1 missed heartbeats
+DELETE FROM starlette_jobs_workers
+ WHERE last_seen < now() - make_interval(secs => heartbeat_seconds * $1)
+RETURNING id;

@@ -137,3 +137,19 @@ CREATE TABLE starlette_jobs_queues (
     claim_seq     bigint        NOT NULL DEFAULT 0,
     updated_at    timestamptz   NOT NULL DEFAULT now()
 );
+
+-- One row per live worker process (docs/workers.md; migrations/0008_workers.sql): written as it
+-- starts, refreshed by its heartbeat, deleted when it stops cleanly or by upkeep once unseen.
+CREATE TABLE starlette_jobs_workers (
+    -- The worker id, unique per process (host:pid:random): the worker_id of its jobs' events.
+    id                text        PRIMARY KEY,
+    host              text        NOT NULL,
+    pid               integer     NOT NULL,
+    queues            text[]      NOT NULL,
+    -- The names of the jobs its code declares.
+    job_names         text[]      NOT NULL,
+    version           text        NOT NULL,
+    heartbeat_seconds float8      NOT NULL,
+    started_at        timestamptz NOT NULL DEFAULT now(),
+    last_seen         timestamptz NOT NULL DEFAULT now()
+);

@@ -1,0 +1,49 @@
+"""The worker registry's records: `NewWorker`, what a worker writes of itself as it starts, and
+`WorkerRecord`, a live worker as `jobs.workers()` lists it (docs/workers.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewWorker:
+    """What a worker writes of itself as it starts; the store adds the times."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    job_names: tuple[str, ...]
+    version: str
+    # Seconds between two of its heartbeats: a row unseen for a few of them is a dead worker's.
+    heartbeat_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A worker process as the registry holds it (`jobs.workers()`).
+
+    Attributes:
+        id: the worker id, unique per process (`Jobs.worker_id`; the `worker_id` of its jobs'
+            events).
+        host: the host name of its machine.
+        pid: its process id on that host.
+        queues: the queues it works, by name.
+        job_names: the names of the jobs its code declares.
+        version: the starlette-jobs version it runs.
+        started_at: when it registered.
+        last_seen: its latest heartbeat.
+        heartbeat_seconds: seconds between two of its heartbeats (`lease_duration / 3`).
+    """
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    job_names: tuple[str, ...]
+    version: str
+    started_at: datetime
+    last_seen: datetime
+    heartbeat_seconds: float

@@ -1,0 +1,65 @@
+"""The worker registry of the in-memory store (docs/workers.md): the workers of one process, as
+the PostgreSQL store keeps those of every process. `_store.MemoryStore` is built on it."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from .._records import JobStatus
+from .._worker_records import NewWorker, WorkerRecord
+from ._tables import MemoryTables, utc_now
+
+
+class MemoryRegistry(MemoryTables):
+    """`MemoryTables` with the protocol's worker registry."""
+
+    async def register_worker(self, worker: NewWorker) -> None:
+        now = utc_now()
+        fields = {field.name: getattr(worker, field.name) for field in dataclasses.fields(worker)}
+        self.data.workers[worker.id] = WorkerRecord(**fields, started_at=now, last_seen=now)
+
+    async def worker_seen(self, worker_id: str) -> bool:
+        found = self.data.workers.get(worker_id)
+        if found is None:
+            return False
+        self.data.workers[worker_id] = dataclasses.replace(found, last_seen=utc_now())
+        return True
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        self.data.workers.pop(worker_id, None)
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        return [self.data.workers[worker_id] for worker_id in sorted(self.data.workers)]
+
+    async def hold_liveness(self, worker_id: str) -> NothingHeld:
+        return NothingHeld()
+
+    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        return []
+
+    async def prune_workers(self, missed_heartbeats: float) -> list[str]:
+        now = utc_now()
+        dead = [
+            worker.id
+            for worker in self.data.workers.values()
+            if worker.last_seen
+            < now - timedelta(seconds=worker.heartbeat_seconds * missed_heartbeats)
+        ]
+        for worker_id in dead:
+            del self.data.workers[worker_id]
+        return dead
+
+
+class NothingHeld:
+    """The liveness lock of a worker on the in-memory store: the store lives and dies with the
+    worker's process, so there is nothing to hold and it is never lost."""
+
+    async def alive(self, timeout: float) -> bool:
+        return True
+
+    async def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass

@@ -1,0 +1,130 @@
+"""Liveness (docs/workers.md): each worker holds a lock that its death releases, and rescues the
+jobs of the workers whose lock is free.
+
+- The lock: an advisory lock keyed by the worker id, held by a connection of its own
+  (`Store.hold_liveness`), taken before the worker registers. When the process dies (SIGKILL, a
+  crash, its host gone) the server ends that connection and frees the lock, within a moment; a
+  frozen process (SIGSTOP) keeps it, and its jobs wait for their lease to expire, as before.
+- The check, every `interval` seconds: a lock connection that no longer answers is a lost lock,
+  and the others may be taking this worker's jobs already: its attempts stop at once, the lock is
+  taken again on a new connection, and the jobs of the stopped attempts are given back.
+- The rescue, every `interval` seconds too: the running jobs of registered workers whose lock
+  is free go back to pending (`Store.rescue_dead_workers`), within seconds of the death rather
+  than a whole lease. Lease expiry stays the fallback, and the lease token fences out a late
+  outcome of the dead (or merely cut off) worker.
+
+It runs in a task of its own, apart from the heartbeat (`_leases.py`), which it never delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from .._errors import DatabaseUnavailableError
+from ..store._protocol import Listener, Store
+from ._leases import Held
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+_RESCUE_LIMIT = 1000
+
+
+def liveness_interval(lease_duration: float) -> float:
+    """Seconds between two checks and rescues: a second, or a third of the lease if shorter."""
+    return min(1.0, lease_duration / 3)
+
+
+class Liveness:
+    """Holds `worker_id`'s liveness lock from `start` to `stop`; `stop_attempts()` stops every
+    attempt of this worker (its lock was lost) and returns what they held; `wake(queue)` for
+    each queue a rescue gave jobs back to."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker_id: str,
+        interval: float,
+        check_timeout: float,
+        stop_attempts: Callable[[], Held],
+        wake: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._interval = interval
+        self._check_timeout = check_timeout
+        self._stop_attempts = stop_attempts
+        self._wake = wake
+        self._lock: Listener | None = None
+        # The jobs of attempts stopped when the lock was lost, given back once it is held again.
+        self._to_release: Held = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._lock = await self._store.hold_liveness(self._worker_id)
+        self._task = asyncio.create_task(self._run(), name="starlette_jobs liveness")
+
+    async def stop(self) -> None:
+        """Lets the lock go: call once the worker's row is deleted and its jobs released."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            await lock.close()
+
+    def terminate(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._lock is not None:
+            self._lock.terminate()
+
+    async def _run(self) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.check()
+                await self.rescue()
+            except DatabaseUnavailableError as error:
+                # Every second through an outage: said once, until it answers again.
+                level = logging.DEBUG if failing else logging.WARNING
+                logger.log(level, "liveness check failed, retrying every %g s: %s",
+                           self._interval, error)  # fmt: skip
+                failing = True
+            except Exception:
+                logger.exception("liveness check failed, retrying")
+            else:
+                failing = False
+
+    async def check(self) -> None:
+        """Takes the lock again if it was lost, stopping this worker's attempts first."""
+        if self._lock is not None and await self._lock.alive(self._check_timeout):
+            return
+        if self._lock is not None:
+            self._lock.terminate()
+            self._lock = None
+            self._to_release += self._stop_attempts()
+            logger.error(
+                "worker %s: lost the connection that holds its liveness lock; other workers may "
+                "take its jobs now, so its attempts were stopped: %s",
+                self._worker_id, sorted(job_id for job_id, _ in self._to_release),
+            )  # fmt: skip
+        self._lock = await self._store.hold_liveness(self._worker_id)
+        if self._to_release:
+            released = await self._store.release_jobs(self._to_release)
+            self._to_release = []
+            if released:
+                logger.warning(
+                    "worker %s: gave back the jobs of the attempts it stopped: %s",
+                    self._worker_id, sorted(released),
+                )  # fmt: skip
+
+    async def rescue(self) -> None:
+        for job_id, queue, status in await self._store.rescue_dead_workers(_RESCUE_LIMIT):
+            logger.warning(
+                "job %s on queue %r: its worker died, now %s", job_id, queue, status.value
+            )
+            self._wake(queue)

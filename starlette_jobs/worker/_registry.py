@@ -1,0 +1,97 @@
+"""The worker's row in the registry (docs/workers.md): written as it starts, refreshed every
+`lease_duration / 3` in a task of its own (beside the heartbeat of `_leases.py`, so a slow
+registry write never delays a lease renewal), still refreshed while the worker drains at
+shutdown, and deleted when it stops cleanly. A dead worker's row is deleted by the others: with
+its jobs once its liveness lock is free (`_liveness.py`), else by upkeep (`_upkeep.Upkeep`) once
+unseen for `MISSED_HEARTBEATS` of its intervals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Sequence
+
+from .._errors import DatabaseUnavailableError
+from .._job import registered_jobs
+from .._version import __version__
+from .._worker_records import NewWorker
+from ..store._connectivity import Backoff
+from ..store._protocol import Store
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+MISSED_HEARTBEATS = 3.0
+"""A worker unseen for this many of its heartbeat intervals is dead: its row is deleted. Three,
+so that one late heartbeat (a busy pool, a slow statement) does not drop a live worker."""
+
+
+def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) -> NewWorker:
+    """This process's row: the job names are those its code declares (`@job`)."""
+    return NewWorker(
+        id=worker_id,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        queues=tuple(queues),
+        job_names=tuple(sorted(job.name for job in registered_jobs())),
+        version=__version__,
+        heartbeat_seconds=heartbeat_seconds,
+    )
+
+
+class Registration:
+    """Keeps `worker`'s row in the registry from `start` to `stop`."""
+
+    def __init__(self, store: Store, worker: NewWorker, timeout: float) -> None:
+        self._store = store
+        self._worker = worker
+        self._timeout = timeout  # the most a clean stop waits to delete the row
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._store.register_worker(self._worker)
+        self._task = asyncio.create_task(self._run(), name="starlette_jobs registry")
+
+    async def stop(self) -> None:
+        """Stops the heartbeat and deletes the row; a row left behind (the database did not
+        answer) is deleted by upkeep once it is unseen for long enough."""
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        try:
+            await asyncio.wait_for(self._store.unregister_worker(self._worker.id), self._timeout)
+        except Exception as error:
+            logger.warning(
+                "worker %s: could not delete its row from the registry (%s): upkeep deletes it "
+                "once it is unseen for %g s",
+                self._worker.id, error, self._worker.heartbeat_seconds * MISSED_HEARTBEATS,
+            )  # fmt: skip
+
+    async def _run(self) -> None:
+        interval = self._worker.heartbeat_seconds
+        backoff = Backoff(cap=interval)
+        while True:
+            await asyncio.sleep(interval)
+            while True:
+                try:
+                    await self.refresh()
+                except DatabaseUnavailableError as error:
+                    logger.warning("refreshing the worker registry failed, retrying: %s", error)
+                except Exception:
+                    logger.exception("refreshing the worker registry failed, retrying")
+                else:
+                    backoff.reset()
+                    break
+                await backoff.wait()
+
+    async def refresh(self) -> None:
+        """The heartbeat; a row pruned meanwhile (the worker could not reach the database for a
+        while, and looked dead) is written again."""
+        if not await self._store.worker_seen(self._worker.id):
+            logger.warning(
+                "worker %s: its registry row was gone; registering again", self._worker.id
+            )
+            await self._store.register_worker(self._worker)

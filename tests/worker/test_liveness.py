@@ -1,0 +1,80 @@
+"""Liveness (`worker/_liveness.py`) on the in-memory store: a lost lock stops the worker's
+attempts at once, is taken again, and the stopped attempts' jobs are given back; rescue wakes
+the queues it gave jobs back to. Killed and frozen processes on PostgreSQL:
+processes/test_registry.py."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from starlette_jobs import JobStatus
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.worker._leases import Held
+from starlette_jobs.worker._liveness import Liveness, liveness_interval
+from tests.records import new_jobs
+
+
+class Cut:
+    """A lock whose connection was lost."""
+
+    async def alive(self, timeout: float) -> bool:
+        return False
+
+    async def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+
+class Flaky(MemoryStore):
+    """Hands out a lost lock first, then good ones; counts how many it handed out."""
+
+    held = 0
+
+    async def hold_liveness(self, worker_id: str) -> Cut:  # type: ignore[override]
+        self.held += 1
+        return Cut() if self.held == 1 else await super().hold_liveness(worker_id)  # type: ignore[return-value]
+
+
+def test_checks_run_every_second_or_a_third_of_a_short_lease() -> None:
+    assert liveness_interval(60.0) == 1.0
+    assert liveness_interval(1.5) == 0.5
+
+
+async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = Flaky()
+    await store.insert_jobs(new_jobs(2, queue="q"))
+    claims = await store.claim_batch("q", 2, "w", 60.0)
+    stopped: list[Held] = []
+
+    def stop_attempts() -> Held:
+        held = [(claim.id, claim.lease_token) for claim in claims]
+        stopped.append(held)
+        return held
+
+    liveness = Liveness(store, "w", 1.0, 1.0, stop_attempts, lambda queue: None)
+    await liveness.start()
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        await liveness.check()
+    assert len(stopped) == 1  # at once, before the lock is taken again
+    assert store.held == 2
+    for claim in claims:
+        assert await store.job_status(claim.id) is JobStatus.PENDING
+    ids = sorted(claim.id for claim in claims)
+    assert any("lost the connection that holds its liveness lock" in m for m in caplog.messages)
+    assert f"worker w: gave back the jobs of the attempts it stopped: {ids}" in caplog.messages
+    await liveness.check()  # the new lock answers: nothing more to do
+    assert (len(stopped), store.held) == (1, 2)
+    await liveness.stop()
+
+
+async def test_a_rescue_that_finds_no_dead_worker_wakes_nothing() -> None:
+    woken: list[str] = []
+    liveness = Liveness(MemoryStore(), "w", 1.0, 1.0, list, woken.append)
+    await liveness.rescue()
+    assert woken == []
