@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from .._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
+from .._schedule_records import DeclaredSchedule
 from .._storable import MAX_KEPT_ERRORS
 
 
@@ -262,3 +263,14 @@ def _as_jsonb(text: str) -> Any:
         return value
 
     return mark_booleans(json.loads(text, parse_float=Decimal))
+
+
+@dataclass(slots=True)
+class ScheduleRow:
+    """One schedule, as the PostgreSQL table holds it, and its ticks by time."""
+
+    declared: DeclaredSchedule
+    defined_at: datetime
+    last_tick_at: datetime | None = None
+    last_job_id: int | None = None
+    waiting_tick_at: datetime | None = None

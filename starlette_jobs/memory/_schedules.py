@@ -8,10 +8,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
-from .._records import JobStatus, NewJobs
+from .._records import NewJobs
 from .._schedule_records import (
     EARLY_TICK_SLACK,
     DeclaredSchedule,
@@ -20,20 +20,8 @@ from .._schedule_records import (
     TickRecord,
     TickStatus,
 )
-from ._tables import MemoryTables, utc_now
-
-_LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
-
-
-@dataclass(slots=True)
-class ScheduleRow:
-    """One schedule, as the PostgreSQL table holds it, and its ticks by time."""
-
-    declared: DeclaredSchedule
-    defined_at: datetime
-    last_tick_at: datetime | None = None
-    last_job_id: int | None = None
-    waiting_tick_at: datetime | None = None
+from ._rows import ScheduleRow
+from ._tables import LIVE, MemoryTables, utc_now
 
 
 class MemorySchedules(MemoryTables):
@@ -155,7 +143,7 @@ class MemorySchedules(MemoryTables):
 
     def _live_job(self, row: ScheduleRow) -> tuple[int, str] | None:
         job = None if row.last_job_id is None else self._rows.get(row.last_job_id)
-        if job is None or job.status not in _LIVE:
+        if job is None or job.status not in LIVE:
             return None
         return job.id, job.status.value
 

@@ -19,7 +19,7 @@ from ._rows import OutcomeListener, QueueListener, Row
 if TYPE_CHECKING:
     from .._schedule_records import TickRecord
     from .._worker_records import WorkerRecord
-    from ._schedules import ScheduleRow
+    from ._rows import ScheduleRow
 
 LIVE = (JobStatus.PENDING, JobStatus.RUNNING)
 
