@@ -40,6 +40,7 @@ from ._schedule_records import TickRecord as TickRecord
 from ._schedule_records import TickStatus as TickStatus
 from ._schedules import periodic as periodic
 from ._version import __version__ as __version__
+from ._worker_records import UnrunnableJobs as UnrunnableJobs
 from ._worker_records import WorkerRecord as WorkerRecord
 from .web._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from .web._idempotency import idempotency_key as idempotency_key
@@ -85,6 +86,7 @@ __all__ = [
     "TickStatus",
     "UniqueKeyTakenError",
     "UnknownJobError",
+    "UnrunnableJobs",
     "WorkerRecord",
     "__version__",
     "correlation_id",

@@ -39,6 +39,7 @@ class JobsConfig:
     protect_event_loop: bool | None = None
     loop_lag_target: float = 0.001
     schema: str | None = None
+    unknown_job_grace: float = 600.0
 
     def __post_init__(self) -> None:
         check_schema_name(self.schema)
@@ -65,7 +66,7 @@ class JobsConfig:
             if name == "retention" and seconds is None:
                 continue
             # Comparisons that NaN fails, so that it is refused too.
-            zero_allowed = name == "shutdown_grace"
+            zero_allowed = name in ("shutdown_grace", "unknown_job_grace")
             if (
                 isinstance(seconds, bool)
                 or not isinstance(seconds, int | float)
@@ -107,4 +108,5 @@ _SECONDS_BOUNDS = {
     "shutdown_grace": DAY,
     "retention": 100 * 365 * DAY,
     "loop_lag_target": 60.0,
+    "unknown_job_grace": 100 * 365 * DAY,
 }

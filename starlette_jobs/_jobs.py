@@ -93,6 +93,11 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerList
             without seeing each other's jobs (docs/workers.md). A plain lower-case identifier.
             None (default): the connections' `search_path`, as before. With the memory store,
             a separate set of tables.
+        unknown_job_grace: seconds a pending job that no live worker declares (its name is in
+            no worker's code: during a rolling deploy, only the new code's) waits for one
+            before a worker of its queue fails it with "no job named ... is registered"
+            (docs/workers.md, "Rolling deploys"). Default 600; 0: no waiting, every worker
+            claims every job and fails one it does not declare at once. At most 100 years.
 
     Raises:
         JobDefinitionError: a setting is out of its range, not finite (NaN, infinity), or of
@@ -123,6 +128,7 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerList
         protect_event_loop: bool | None = None,
         loop_lag_target: float = 0.001,
         schema: str | None = None,
+        unknown_job_grace: float = 600.0,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,
@@ -142,6 +148,7 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerList
             protect_event_loop=protect_event_loop,
             loop_lag_target=loop_lag_target,
             schema=schema,
+            unknown_job_grace=unknown_job_grace,
         )
         self._tracing = Tracing(tracer_provider)
         self._store: Store | None = None

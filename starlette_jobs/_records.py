@@ -284,3 +284,6 @@ class Unfinished:
     """First attempts due after the horizon (enqueued with `delay=` or `run_at=`)."""
     retries: int
     """Retries due after the retry horizon."""
+    unknown: int = 0
+    """Pending jobs whose name this process does not declare: left for a worker that knows
+    them (deploy-aware claiming, docs/workers.md)."""

@@ -188,4 +188,5 @@ def worker_settings(config: JobsConfig, in_lifespan: bool) -> WorkerSettings:
         c.poll_interval, c.lease_duration, c.shutdown_grace, c.retention,
         c.loop_lag_target if protect else None,
         limits={name: queue.limits for name, queue in declared.items()},
+        unknown_job_grace=c.unknown_job_grace,
     )  # fmt: skip

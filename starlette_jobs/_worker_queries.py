@@ -1,12 +1,13 @@
-"""`WorkerListing`: the part of `Jobs` that lists the worker registry (`jobs.workers()`),
-over whatever `Store` the `Jobs` it belongs to has started."""
+"""`WorkerListing`: the part of `Jobs` that lists the worker registry (`jobs.workers()`) and the
+jobs no live worker can run (`jobs.unrunnable_jobs()`), over whatever `Store` the `Jobs` it
+belongs to has started."""
 
 from __future__ import annotations
 
 import builtins
 
 from ._errors import unavailable_as_error
-from ._worker_records import WorkerRecord
+from ._worker_records import UnrunnableJobs, WorkerRecord
 from .store._protocol import Store
 
 
@@ -29,3 +30,17 @@ class WorkerListing:
         """
         with unavailable_as_error("list workers"):
             return await self._ready_store.list_workers()
+
+    async def unrunnable_jobs(self) -> builtins.list[UnrunnableJobs]:
+        """The pending jobs that no live worker can run, by queue and name: no worker in the
+        registry both works their queue and declares their name. During a rolling deploy these
+        are the jobs only the new code declares, until a new worker starts; a name that stays
+        here points at code that was removed, or a module the workers do not import. A worker
+        of the queue fails them once it has seen them so for `unknown_job_grace` seconds.
+
+        Example:
+            >>> for stuck in await jobs.unrunnable_jobs():
+            ...     print(stuck.queue, stuck.name, stuck.pending)
+        """
+        with unavailable_as_error("list the jobs no worker can run"):
+            return await self._ready_store.unrunnable_jobs()

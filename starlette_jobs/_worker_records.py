@@ -47,3 +47,22 @@ class WorkerRecord:
     started_at: datetime
     last_seen: datetime
     heartbeat_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class UnrunnableJobs:
+    """Pending jobs of one name on one queue that no live worker can run: none in the registry
+    both works the queue and declares the name (`jobs.unrunnable_jobs()`). During a rolling
+    deploy these are the jobs only the new code declares, until a new worker starts.
+
+    Attributes:
+        queue: the queue they wait on.
+        name: the job name no live worker of that queue declares.
+        pending: how many of them are pending.
+        oldest_run_at: when the first of them was due (or is: it may be later than now).
+    """
+
+    queue: str
+    name: str
+    pending: int
+    oldest_run_at: datetime

@@ -47,6 +47,7 @@ def test_exported_names_are_pinned() -> None:
         "TickStatus",
         "UniqueKeyTakenError",
         "UnknownJobError",
+        "UnrunnableJobs",
         "WorkerRecord",
         "__version__",
         "correlation_id",

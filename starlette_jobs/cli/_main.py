@@ -117,6 +117,14 @@ def _parser() -> argparse.ArgumentParser:
         f"released (default: the Jobs' own shutdown_grace, {own.shutdown_grace} unless set)",
     )
     worker.add_argument(
+        "--unknown-job-grace",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a job no live worker declares waits for one before this worker fails it; "
+        "0: fail it at once (default: the Jobs' own unknown_job_grace, "
+        f"{own.unknown_job_grace:g} unless set)",
+    )
+    worker.add_argument(
         "--events",
         action=argparse.BooleanOptionalAction,
         help="record each change of a job's state as an event; --no-events saves a row per "
@@ -211,6 +219,7 @@ def _jobs_for(args: argparse.Namespace) -> Jobs:
             "poll_interval",
             "lease_duration",
             "shutdown_grace",
+            "unknown_job_grace",
             "events",
         ):
             if getattr(args, option) is not None:

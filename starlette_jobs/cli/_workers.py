@@ -1,5 +1,6 @@
 """`starlette-jobs workers`: the live workers of every process on the database (the worker
-registry, docs/workers.md), as a table for people or JSON for scripts."""
+registry, docs/workers.md), then the pending jobs that none of them can run, as tables for
+people or JSON lines for scripts."""
 
 from __future__ import annotations
 
@@ -8,28 +9,41 @@ import json
 from typing import Any
 
 from .._jobs import Jobs
-from .._worker_records import WorkerRecord
+from .._worker_records import UnrunnableJobs, WorkerRecord
 
 _COLUMNS = ("ID", "HOST", "PID", "QUEUES", "JOBS", "VERSION", "STARTED", "LAST SEEN")
+_UNRUNNABLE_COLUMNS = ("QUEUE", "JOB", "PENDING", "OLDEST RUN AT")
 
 
 async def print_workers(jobs: Jobs, *, as_json: bool) -> int:
+    """Each worker; then each (queue, job name) that none of them can run. As JSON, one object
+    a line: a worker's fields, or `{"unrunnable": {...}}`."""
     async with jobs:
         workers = await jobs.workers()
+        unrunnable = await jobs.unrunnable_jobs()
     if as_json:
         for worker in workers:
             print(json.dumps(_as_dict(worker)))
+        for stuck in unrunnable:
+            print(json.dumps({"unrunnable": _unrunnable_dict(stuck)}))
         return 0
-    if not workers:
+    if workers:
+        _print_table([_COLUMNS, *(_row(worker) for worker in workers)])
+    else:
         print("no live workers: each worker writes itself in the registry as it starts")
-        return 0
-    rows = [_COLUMNS, *(_row(worker) for worker in workers)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    if unrunnable:
+        print()
+        print("pending jobs no live worker can run (none works their queue and declares them):")
+        _print_table([_UNRUNNABLE_COLUMNS, *(_unrunnable_row(stuck) for stuck in unrunnable)])
+    return 0
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
-    return 0
 
 
 def _row(worker: WorkerRecord) -> tuple[str, ...]:
@@ -51,4 +65,15 @@ def _as_dict(worker: WorkerRecord) -> dict[str, Any]:
     found["job_names"] = list(worker.job_names)
     found["started_at"] = worker.started_at.isoformat()
     found["last_seen"] = worker.last_seen.isoformat()
+    return found
+
+
+def _unrunnable_row(stuck: UnrunnableJobs) -> tuple[str, ...]:
+    oldest = stuck.oldest_run_at.isoformat(sep=" ", timespec="seconds")
+    return (stuck.queue, stuck.name, str(stuck.pending), oldest)
+
+
+def _unrunnable_dict(stuck: UnrunnableJobs) -> dict[str, Any]:
+    found = dataclasses.asdict(stuck)
+    found["oldest_run_at"] = stuck.oldest_run_at.isoformat()
     return found

@@ -38,6 +38,7 @@ class MemoryControls(MemoryTables):
         worker_id: str,
         lease_seconds: float,
         ended: Sequence[UUID] = (),
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         controls = self._controls(queue)
         if controls.paused:
@@ -51,11 +52,10 @@ class MemoryControls(MemoryTables):
         if limits.rate_limit is not None:
             window = now - timedelta(seconds=limits.rate_period)
             limit = min(limit, limits.rate_limit - sum(1 for at in starts if at > window))
-        picked = self._due(queue, max(limit, 0))  # what `claim_batch` would take
+        picked = self._due(queue, max(limit, 0), names=names)  # what `claim_batch` would take
         if limits.key is not None and limits.key_limit is not None:
-            picked = _within_key_limit(
-                self._due(queue, KEY_LIMIT_SCAN), running, limits.key, limits.key_limit, limit
-            )
+            first_due = self._due(queue, KEY_LIMIT_SCAN, names=names)
+            picked = _within_key_limit(first_due, running, limits.key, limits.key_limit, limit)
         expires = now + timedelta(seconds=lease_seconds)
         claims = []
         for row in picked:

@@ -29,7 +29,7 @@ STORE_CALLS = (
     *("schedule_ticks", "prune_ticks"),
     *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
     *("register_worker", "worker_seen", "unregister_worker", "list_workers", "prune_workers"),
-    *("hold_liveness", "rescue_dead_workers"),
+    *("hold_liveness", "rescue_dead_workers", "unrunnable_jobs"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -4,10 +4,11 @@ the PostgreSQL store keeps those of every process. `_store.MemoryStore` is built
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from .._records import JobStatus
-from .._worker_records import NewWorker, WorkerRecord
+from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._tables import MemoryTables, utc_now
 
 
@@ -31,6 +32,28 @@ class MemoryRegistry(MemoryTables):
 
     async def list_workers(self) -> list[WorkerRecord]:
         return [self.data.workers[worker_id] for worker_id in sorted(self.data.workers)]
+
+    async def unrunnable_jobs(
+        self, queues: Sequence[str] | None = None, head: int = 1000
+    ) -> list[UnrunnableJobs]:
+        if queues is None:
+            pending = [r for r in self._rows.values() if r.status is JobStatus.PENDING]
+        else:
+            pending = [row for queue in queues for row in self._due(queue, head)]
+        runnable = {
+            (queue, name)
+            for worker in self.data.workers.values()
+            for queue in worker.queues
+            for name in worker.job_names
+        }
+        found: dict[tuple[str, str], list[datetime]] = {}
+        for row in pending:
+            if (row.queue, row.name) not in runnable:
+                found.setdefault((row.queue, row.name), []).append(row.run_at)
+        return [
+            UnrunnableJobs(queue, name, len(due), min(due))
+            for (queue, name), due in sorted(found.items())
+        ]
 
     async def hold_liveness(self, worker_id: str) -> NothingHeld:
         return NothingHeld()

@@ -117,11 +117,16 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
         return {i for new in batch for i in self._insert(new, list(new.ids))}
 
     async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         now = utc_now()
         claims = []
-        for row in self._due(queue, limit):
+        for row in self._due(queue, limit, names=names):
             claims.append(row.claim(worker_id, now + timedelta(seconds=lease_seconds), now))
             self._changed(row, EventKind.CLAIMED, now)
         return claims
@@ -215,15 +220,19 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
         queues: Sequence[str],
         horizon_seconds: float | None,
         retry_horizon_seconds: float | None,
+        names: Sequence[str] | None = None,
     ) -> Unfinished:
         now = utc_now()
         first, retry = (
             None if seconds is None else now + timedelta(seconds=seconds)
             for seconds in (horizon_seconds, retry_horizon_seconds)
         )
-        waited = scheduled = retries = 0
+        waited = scheduled = retries = unknown = 0
         for r in self._rows.values():
             if r.queue not in queues or r.status not in (JobStatus.PENDING, JobStatus.RUNNING):
+                continue
+            if r.status is JobStatus.PENDING and names is not None and r.name not in names:
+                unknown += 1
                 continue
             horizon = retry if r.attempts > 0 else first
             if r.status is JobStatus.RUNNING or horizon is None or r.run_at <= horizon:
@@ -232,7 +241,7 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
                 retries += 1
             else:
                 scheduled += 1
-        return Unfinished(waited, scheduled, retries)
+        return Unfinished(waited, scheduled, retries, unknown)
 
     async def listen(
         self,

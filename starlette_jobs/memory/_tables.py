@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -108,9 +109,16 @@ class MemoryTables:
 
     # -- workers -------------------------------------------------------------------------------
 
-    def _due(self, queue: str, limit: int, exclude: set[int] | None = None) -> list[Row]:
-        """What a claim of `queue` takes, in claim order."""
+    def _due(
+        self,
+        queue: str,
+        limit: int,
+        exclude: set[int] | None = None,
+        names: Sequence[str] | None = None,
+    ) -> list[Row]:
+        """What a claim of `queue` takes, in claim order: with `names`, only jobs of those."""
         now = utc_now()
+        wanted = None if names is None else frozenset(names)
         return sorted(
             (
                 r
@@ -119,6 +127,7 @@ class MemoryTables:
                 and r.status is JobStatus.PENDING
                 and r.run_at <= now
                 and (not exclude or r.id not in exclude)
+                and (wanted is None or r.name in wanted)
             ),
             key=lambda r: (-r.priority, r.run_at, r.id),
         )[:limit]

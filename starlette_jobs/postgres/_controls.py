@@ -71,11 +71,12 @@ class ControlledStore(ConnectedStore):
         worker_id: str,
         lease_seconds: float,
         ended: Sequence[UUID] = (),
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         claiming = (
             *(queue, limit, worker_id, lease_seconds, self.record_events, KEY_LIMIT_SCAN),
-            list(ended),
-        )
+            list(ended), names,
+        )  # fmt: skip
         rows = await self._claimer.fetch(self._q["claim_limited_batch"], *claiming)
         if not rows or not rows[0]["stale"]:
             return [Claim(*row[:-1]) for row in rows]

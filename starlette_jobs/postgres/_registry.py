@@ -6,10 +6,11 @@ built on it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from .._records import JobStatus
-from .._worker_records import NewWorker, WorkerRecord
+from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
 from ._connections import Listener, connect, raise_as_store_error
 
@@ -38,6 +39,13 @@ class WorkerRegistry(ConnectedStore):
     async def list_workers(self) -> list[WorkerRecord]:
         rows = await self._read("fetch", self._q["list_workers"])
         return [_record(tuple(row)) for row in rows]
+
+    async def unrunnable_jobs(
+        self, queues: Sequence[str] | None = None, head: int = 1000
+    ) -> list[UnrunnableJobs]:
+        listed = None if queues is None else list(queues)
+        rows = await self._read("fetch", self._q["unrunnable_jobs"], listed, head)
+        return [UnrunnableJobs(*row) for row in rows]
 
     async def hold_liveness(self, worker_id: str) -> Listener:
         # Keepalives of a few seconds: a host that vanished (no FIN) frees the lock within

@@ -121,11 +121,17 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
         return {row[0] for row in rows}
 
     async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         rows = await self._claimer.fetch(
-            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events
-        )
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events,
+            names,
+        )  # fmt: skip
         # By position: the statement's RETURNING lists `Claim`'s fields in order. `Claim(**row)`
         # would first build a dict of each record, which cost 0.7 us of the worker's time a job.
         return [Claim(*row) for row in rows]
@@ -237,6 +243,7 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
         queues: Sequence[str],
         horizon_seconds: float | None,
         retry_horizon_seconds: float | None,
+        names: Sequence[str] | None = None,
     ) -> Unfinished:
         row = await self._read(
             "fetchrow",
@@ -244,8 +251,9 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
             list(queues),
             horizon_seconds,
             retry_horizon_seconds,
+            names,
         )
-        return Unfinished(row["waited"], row["scheduled"], row["retries"])
+        return Unfinished(row["waited"], row["scheduled"], row["retries"], row["unknown"])
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["cancel_job"], job_id, self.record_events)

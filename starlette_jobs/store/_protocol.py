@@ -23,7 +23,7 @@ from uuid import UUID
 from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
-from .._worker_records import NewWorker, WorkerRecord
+from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 
 
 class Listener(Protocol):
@@ -94,10 +94,16 @@ class Store(Protocol):
     # -- workers -------------------------------------------------------------------------------
 
     async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         """Leases up to `limit` due pending jobs of `queue`, by priority (highest first), then
-        `run_at`, then id; each gets a new lease token and one more attempt."""
+        `run_at`, then id; each gets a new lease token and one more attempt. With `names`, only
+        jobs of those names (the worker's: deploy-aware claiming)."""
         ...
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
@@ -142,9 +148,11 @@ class Store(Protocol):
         queues: Sequence[str],
         horizon_seconds: float | None,
         retry_horizon_seconds: float | None,
+        names: Sequence[str] | None = None,
     ) -> Unfinished:
         """Jobs of `queues` running, or pending and due within `horizon_seconds` (a retry:
-        within `retry_horizon_seconds`; None: any), and the pending jobs due after that."""
+        within `retry_horizon_seconds`; None: any), and the pending jobs due after that. With
+        `names`, pending jobs of other names are counted apart (`unknown`)."""
         ...
 
     async def listen(
@@ -267,6 +275,7 @@ class Store(Protocol):
         worker_id: str,
         lease_seconds: float,
         ended: Sequence[UUID] = (),
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         """`claim_batch` as the queue's controls allow at this moment, whatever other workers
         claim at the same moment: nothing while it is paused; no more than leave at most its
@@ -297,6 +306,14 @@ class Store(Protocol):
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker, by id."""
+        ...
+
+    async def unrunnable_jobs(
+        self, queues: Sequence[str] | None = None, head: int = 1000
+    ) -> list[UnrunnableJobs]:
+        """Pending jobs that no registered worker can run (none both works their queue and
+        knows their name), by queue and name. With `queues`, only the first `head` due jobs of
+        each of them, in claim order; without, every pending job."""
         ...
 
     async def hold_liveness(self, worker_id: str) -> Listener:

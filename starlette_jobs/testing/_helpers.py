@@ -76,6 +76,7 @@ async def run_enqueued(
         shutdown_grace=config.shutdown_grace,
         retention=None,
         limits={name: queue.limits for name, queue in declared.items()},
+        unknown_job_grace=config.unknown_job_grace,
     )
     worker = Worker(store, settings, jobs._tracing)
     token = _running_enqueued.set(True)

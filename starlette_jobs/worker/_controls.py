@@ -139,15 +139,17 @@ class QueueControlsCopy:
         worker_id: str,
         lease_seconds: float,
         held: Callable[[], Sequence[tuple[int, UUID]]],
+        names: Sequence[str] | None,
     ) -> list[Claim]:
-        """The store's `claim_batch`, or for a limited queue its `claim_limited_batch`: the
-        attempts that ended here (`held`: outcomes not written yet) count as running until
-        their outcome is written, but leave their room to this claim now."""
+        """The store's `claim_batch`, or for a limited queue its `claim_limited_batch`, of jobs
+        named `names` (None: any): the attempts that ended here (`held`: outcomes not written
+        yet) count as running until their outcome is written, but leave their room to this
+        claim now."""
         if not self.limited(queue):
-            return await self._store.claim_batch(queue, limit, worker_id, lease_seconds)
+            return await self._store.claim_batch(queue, limit, worker_id, lease_seconds, names)
         ended = [token for _, token in held()]
         claims = await self._store.claim_limited_batch(
-            queue, limit, worker_id, lease_seconds, ended
+            queue, limit, worker_id, lease_seconds, ended, names
         )
         if len(claims) < limit:
             self._claimed_short(queue, took_some=bool(claims))

@@ -28,6 +28,9 @@ class Draining:
     wake: Callable[[str], None]
     running_count: Callable[[], int]
     outcomes: OutcomeWriter
+    # The job names it claims (None: any); pending jobs of others are left to a worker that
+    # knows them, or to the grace of deploy-aware claiming (`_strays`), not waited for.
+    known_names: Sequence[str] | None
 
 
 async def drain(
@@ -68,7 +71,7 @@ async def drain(
                 retry_horizon = drain_horizon(remaining, retry_wait)
                 try:
                     left = await store.count_unfinished(
-                        working, drain_horizon(remaining, wait), retry_horizon
+                        working, drain_horizon(remaining, wait), retry_horizon, worker.known_names
                     )
                 except DatabaseUnavailableError as error:  # e.g. PostgreSQL restarting: keep going
                     logger.warning("drain: counting the jobs left failed, retrying: %s", error)

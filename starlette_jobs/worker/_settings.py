@@ -30,6 +30,9 @@ class WorkerSettings:
     # What every worker of each queue obeys, written to the queue's row at start (`_controls`);
     # a queue left out has no limit.
     limits: Mapping[str, QueueLimits] = field(default_factory=dict)
+    # Seconds a job no live worker declares waits before this worker fails it (`_strays`);
+    # 0: every job is claimed, one of an unknown name fails at once.
+    unknown_job_grace: float = 600.0
 
 
 DEFAULT_RETRY_WAIT = 60.0
@@ -69,4 +72,9 @@ def log_left_pending(left: Unfinished, retry_horizon: float | None) -> None:
             "than %.3g s",
             left.scheduled + left.retries, left.scheduled, left.retries,
             "retry" if left.retries == 1 else "retries", retry_horizon,
+        )  # fmt: skip
+    if left.unknown:
+        logger.info(
+            "drain: %d pending job(s) of names this process does not declare left for a worker "
+            "that does (or, once unknown_job_grace has passed, to fail)", left.unknown,
         )  # fmt: skip

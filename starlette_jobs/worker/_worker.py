@@ -36,6 +36,7 @@ from ._settings import (
     new_worker_id,
 )
 from ._shutdown import give_running_jobs_the_grace, release_held
+from ._strays import Strays, strays_interval
 from ._ticker import Ticker
 from ._upkeep import Upkeep, Wakeups
 
@@ -79,16 +80,19 @@ class Worker:
             self.wake,
         )
         # The worker's row in the registry, refreshed as often as the leases.
-        self._registration = Registration(
-            store,
-            new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3),
-            self._statement_timeout,
-        )
+        registered = new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3)
+        self._registration = Registration(store, registered, self._statement_timeout)
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._ticker = Ticker(store, registered_schedules(), self.worker_id)
         self._controls = QueueControlsCopy(
             store, list(self._queues), settings.limits, settings.poll_interval, self.wake
         )
+        # Which job names it claims: those it declares, and strays (docs/workers.md).
+        self._strays = Strays(
+            store, list(self._queues), registered.job_names, settings.unknown_job_grace,
+            strays_interval(settings.lease_duration, settings.unknown_job_grace),
+            self.wake, self._controls.paused,
+        )  # fmt: skip
         self._wakeups = Wakeups(
             store,
             list(self._queues),
@@ -123,6 +127,7 @@ class Worker:
                 )
             self._leases.start()
             self._upkeep.start()
+            self._strays.start()
             self._ticker.start()
             self._guard.start()
         except BaseException:
@@ -133,6 +138,7 @@ class Worker:
             await self._registration.stop()
             self._liveness.terminate()
             await self._upkeep.stop()
+            await self._strays.stop()
             await self._ticker.stop()
             await self._controls.stop()
             await self._outcomes.stop(timeout=0)
@@ -167,7 +173,7 @@ class Worker:
                     # The store's claim_batch, unless the queue has limits.
                     claims = await self._controls.claim(
                         state.name, wanted, self.worker_id, settings.lease_duration,
-                        self._outcomes.held,
+                        self._outcomes.held, self._strays.names(state.name),
                     )  # fmt: skip
                 except BaseException as error:
                     # A claim that reached the server late is ended by it within a statement
@@ -305,6 +311,7 @@ class Worker:
                 self.wake,
                 self.running_count,
                 self._outcomes,
+                self._strays.known,
             ),
             timeout,
             include_scheduled=include_scheduled,
@@ -355,6 +362,7 @@ class Worker:
         await self._registration.stop()
         await self._liveness.stop()
         await self._upkeep.stop()
+        await self._strays.stop()
         await self._ticker.stop()
         await self._controls.stop()
         await self._progress.stop()

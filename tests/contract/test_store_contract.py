@@ -582,8 +582,11 @@ async def test_a_job_is_retried_by_its_policy_and_its_result_kept(jobs_dsn: str)
     assert attempts_seen == [1, 2, 3]
 
 
-async def test_a_job_of_a_name_no_worker_knows_fails_at_once(jobs_dsn: str) -> None:
-    async with Jobs(jobs_dsn, poll_interval=0.1) as jobs:
+async def test_with_no_grace_a_job_of_a_name_no_worker_knows_fails_at_once(
+    jobs_dsn: str,
+) -> None:
+    # With a grace, it waits for a worker that knows it: contract/test_deploy_aware_contract.py.
+    async with Jobs(jobs_dsn, poll_interval=0.1, unknown_job_grace=0) as jobs:
         [job_id] = await jobs._ready_store.insert_jobs(
             new(name="nowhere.to.be.found", max_attempts=5)
         )

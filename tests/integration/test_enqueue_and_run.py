@@ -191,10 +191,11 @@ async def test_enqueue_by_name(start_jobs: StartJobs) -> None:
     assert stored.status == JobStatus.SUCCEEDED
 
 
-async def test_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
+async def test_with_no_grace_an_unknown_job_name_in_a_row_fails_at_once_with_a_clear_error(
     start_jobs: StartJobs,
 ) -> None:
-    async with start_jobs() as jobs:
+    # With the default grace it waits for a worker that declares it (deploy_aware_contract).
+    async with start_jobs(unknown_job_grace=0) as jobs:
         [job_id] = await jobs._ready_store.insert_jobs(
             new_jobs(name="vanished.module.job", max_attempts=5)
         )

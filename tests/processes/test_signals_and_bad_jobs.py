@@ -110,7 +110,8 @@ async def test_poison_jobs_fail_with_a_clear_error_and_the_worker_carries_on(
         poisoned = {kind: await poison.enqueue(n=i, kind=kind) for i, kind in enumerate(POISONS)}
         in_thread = await poison_in_thread.enqueue(n=99)
         healthy = await work.enqueue(n=100)
-        worker = start_worker("--burst", dsn=database_dsn)
+        # No grace: the job no worker declares fails at once (else it waits for one).
+        worker = start_worker("--burst", "--unknown-job-grace", "0", dsn=database_dsn)
         assert await asyncio.to_thread(worker.wait) == 0, worker.output
         records = {
             job_id: await jobs.get(job_id)

@@ -212,9 +212,12 @@ class CountingClaims(MemoryStore):
         worker_id: str,
         lease_seconds: float,
         ended: Sequence[UUID] = (),
+        names: Sequence[str] | None = None,
     ) -> list[Any]:
         self.limited_claims += 1
-        return await super().claim_limited_batch(queue, limit, worker_id, lease_seconds, ended)
+        return await super().claim_limited_batch(
+            queue, limit, worker_id, lease_seconds, ended, names
+        )
 
 
 async def test_an_idle_rate_limited_queue_with_a_short_period_is_not_claimed_in_a_loop() -> None:

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID
@@ -66,13 +66,18 @@ class RecordingStore(MemoryStore):
         self.reconciled: list[str] = []
 
     async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         if self.fail_claims:
             self.fail_claims -= 1
             raise DatabaseUnavailableError("connection reset by peer")
         self.limits.append(limit)
-        return await super().claim_batch(queue, limit, worker_id, lease_seconds)
+        return await super().claim_batch(queue, limit, worker_id, lease_seconds, names)
 
     async def release_unknown_claims(self, queue: str, worker_id: str, known: Any) -> list[int]:
         self.reconciled.append(queue)
@@ -163,10 +168,15 @@ class RoundTripStore(RecordingStore):
     """Claims take a round trip, as over a network: jobs running meanwhile end during it."""
 
     async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         await asyncio.sleep(0.002)
-        return await super().claim_batch(queue, limit, worker_id, lease_seconds)
+        return await super().claim_batch(queue, limit, worker_id, lease_seconds, names)
 
 
 async def test_a_worker_protecting_its_loop_claims_quick_jobs_in_growing_batches() -> None:
@@ -390,10 +400,15 @@ class StopsAtClaim:
         )
 
     async def claim_batch(
-        self, queue: str, limit: int, worker_id: str, lease_seconds: float
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        lease_seconds: float,
+        names: Sequence[str] | None = None,
     ) -> list[Claim]:
         claims: list[Claim] = await super().claim_batch(  # type: ignore[misc]
-            queue, limit, worker_id, lease_seconds
+            queue, limit, worker_id, lease_seconds, names
         )
         if self.stopped or not claims:
             return claims

@@ -172,11 +172,15 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- is claiming at the same moment, and leases them. The ids go to the UPDATE as one array, so
 -- that the plan is the same whatever $2 is: the claim connection reuses one generic plan
 -- instead of planning every claim (see postgres/_connected.py). A new attempt starts with no progress.
+-- Only jobs whose name the worker knows (deploy-aware claiming, docs/workers.md): a job only a
+-- newer worker declares waits for one. The name is not in the index: it is checked on the row
+-- the claim reads anyway.
 -- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
--- $5 whether to record events
+-- $5 whether to record events, $6 the job names the worker knows (NULL: any name)
 WITH picked AS (
     SELECT id FROM starlette_jobs
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+       AND ($6::text[] IS NULL OR name = ANY($6::text[]))
      ORDER BY priority DESC, run_at, id
      LIMIT $2
        FOR NO KEY UPDATE SKIP LOCKED
@@ -571,17 +575,20 @@ SELECT status, count(*) AS jobs FROM starlette_jobs
 -- name: count_unfinished
 -- Jobs of these queues that are running, or pending and due within $2 seconds (a retry, a
 -- pending job with an attempt behind it: within $3 seconds): what `drain` waits for; and the
--- pending jobs due later, first attempts and retries apart: what it leaves.
+-- pending jobs due later, first attempts and retries apart, and pending jobs of names the
+-- worker does not know (left for a worker that knows them): what it leaves.
 -- $1 queue names, $2 horizon in seconds (0: due now; NULL: any pending job),
--- $3 the same for retries
-SELECT count(*) FILTER (WHERE waited) AS waited,
-       count(*) FILTER (WHERE NOT waited AND attempts = 0) AS scheduled,
-       count(*) FILTER (WHERE NOT waited AND attempts > 0) AS retries
+-- $3 the same for retries, $4 the job names the worker knows (NULL: any name)
+SELECT count(*) FILTER (WHERE waited AND known) AS waited,
+       count(*) FILTER (WHERE NOT waited AND known AND attempts = 0) AS scheduled,
+       count(*) FILTER (WHERE NOT waited AND known AND attempts > 0) AS retries,
+       count(*) FILTER (WHERE NOT known) AS unknown
   FROM (SELECT attempts,
                status = 'running'
                OR coalesce(run_at <= now() + make_interval(
                       secs => CASE WHEN attempts > 0 THEN $3::float8 ELSE $2::float8 END),
-                   true) AS waited
+                   true) AS waited,
+               status = 'running' OR $4::text[] IS NULL OR name = ANY($4::text[]) AS known
           FROM starlette_jobs
          WHERE queue = ANY($1::text[]) AND status IN ('pending', 'running')) AS unfinished;
 
@@ -916,7 +923,7 @@ SELECT FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
 -- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
 -- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs a key limit
 -- looks at, $7 the lease tokens of attempts that have ended but whose outcome is not written
--- yet (not counted as running)
+-- yet (not counted as running), $8 the job names the worker knows (NULL: any name)
 WITH seen AS (
     SELECT claim_seq FROM starlette_jobs_queues WHERE name = $1
 ), turn AS (
@@ -944,6 +951,7 @@ WITH seen AS (
            row_number() OVER (ORDER BY priority DESC, run_at, id) AS position
       FROM (SELECT id, payload, priority, run_at FROM starlette_jobs
              WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+               AND ($8::text[] IS NULL OR name = ANY($8::text[]))
              ORDER BY priority DESC, run_at, id
              LIMIT CASE WHEN (SELECT key_limit FROM q) IS NULL THEN $2 ELSE $6 END) AS first_due
 ), ranked AS (
@@ -1027,3 +1035,30 @@ SELECT id, host, pid, queues, job_names, version, started_at, last_seen, heartbe
 DELETE FROM starlette_jobs_workers
  WHERE last_seen < now() - make_interval(secs => heartbeat_seconds * $1)
 RETURNING id;
+
+-- name: unrunnable_jobs
+-- Pending jobs that no live worker can run: none in the registry both works their queue and
+-- knows their name (docs/workers.md, "Rolling deploys"), counted by queue and name.
+-- With $1, only these queues, and only the first $2 due jobs of each in claim order: what a
+-- worker looks at, bounded however long the queue (jobs no worker claims gather at its head).
+-- Without it ($1 NULL), every pending job, due or not: what an operator is shown.
+-- $1 queue names or NULL, $2 how many due jobs per queue
+WITH candidate AS (
+    SELECT queue, name, run_at FROM starlette_jobs
+     WHERE $1::text[] IS NULL AND status = 'pending'
+    UNION ALL
+    SELECT head.queue, head.name, head.run_at
+      FROM unnest($1::text[]) AS worked(queue)
+     CROSS JOIN LATERAL (
+        SELECT queue, name, run_at FROM starlette_jobs
+         WHERE queue = worked.queue AND status = 'pending' AND run_at <= now()
+         ORDER BY priority DESC, run_at, id
+         LIMIT $2) AS head
+)
+SELECT queue, name, count(*) AS pending, min(run_at) AS oldest_run_at
+  FROM candidate
+ WHERE NOT EXISTS (SELECT FROM starlette_jobs_workers AS worker
+                    WHERE candidate.queue = ANY(worker.queues)
+                      AND candidate.name = ANY(worker.job_names))
+ GROUP BY queue, name
+ ORDER BY queue, name;

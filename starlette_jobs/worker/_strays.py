@@ -1,0 +1,124 @@
+"""Deploy-aware claiming (docs/workers.md, "Rolling deploys"): which job names a worker claims.
+
+A worker claims only the jobs its code declares. During a rolling deploy a job that only the new
+code declares then waits for a new worker instead of failing on an old one. But a job that no
+worker will ever know (its code was removed, or its module is not imported) would wait for ever,
+so each worker also looks for strays: pending jobs of its queues that no live worker in the
+registry can run. Once it has seen a queue's jobs of one name go unrunnable for
+`unknown_job_grace` seconds, it claims them too, and its attempt fails them with the usual
+"no job named ... is registered" error, attempt recorded, as any job of an unknown name fails.
+
+The grace is counted by the worker that looks, from when it first saw no worker able to run
+them: a worker that just started waits a whole grace before failing anything, so a fleet that
+restarts in any order never fails the jobs of a worker that has not registered yet.
+`unknown_job_grace=0` turns this off: every job is claimed, and one of an unknown name fails at
+once, as before deploy-aware claiming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from .._errors import DatabaseUnavailableError
+from ..store._protocol import Store
+
+logger = logging.getLogger("starlette_jobs.worker")
+
+# How many due jobs of each queue a look reads, in claim order. Jobs that no worker claims
+# gather at the head of their queue, so a bounded look finds them however long the queue is.
+_HEAD = 1000
+
+
+def strays_interval(lease_duration: float, grace: float) -> float:
+    """How often a worker looks for strays: as often as upkeep, or often enough that a short
+    grace is not overshot by much."""
+    return max(min(lease_duration / 3, grace / 2), 0.05)
+
+
+class Strays:
+    """The names each queue's claims ask for: those this process declares, and the strays of
+    the queue once unrunnable for the grace. `names(queue)` is None when every name is claimed
+    (a grace of 0)."""
+
+    def __init__(
+        self,
+        store: Store,
+        queues: Sequence[str],
+        known: Sequence[str],
+        grace: float,
+        interval: float,
+        wake: Callable[[str], None],
+        paused: Callable[[str], bool],
+    ) -> None:
+        self._store = store
+        self._queues = list(queues)
+        self._known = sorted(known)
+        self._grace = grace
+        self._interval = interval
+        self._wake = wake
+        self._paused = paused
+        # The names each queue's claims ask for, rebuilt only when its strays change.
+        self._names = {queue: self._known for queue in self._queues}
+        # When this worker first saw each (queue, name) unrunnable (the event loop's clock).
+        self._unrunnable_since: dict[tuple[str, str], float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def names(self, queue: str) -> list[str] | None:
+        return None if self._grace == 0 else self._names[queue]
+
+    @property
+    def known(self) -> list[str] | None:
+        """The names this process declares; None with a grace of 0 (every name is claimed)."""
+        return None if self._grace == 0 else self._known
+
+    def start(self) -> None:
+        if self._grace > 0:
+            self._task = asyncio.create_task(self._run(), name="starlette_jobs strays")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.look()
+            except DatabaseUnavailableError as error:
+                logger.warning("looking for unrunnable jobs failed, retrying: %s", error)
+            except Exception:
+                logger.exception("looking for unrunnable jobs failed, retrying")
+
+    async def look(self) -> None:
+        """Finds the unrunnable jobs of this worker's queues (a paused queue's are left), and
+        adds to each queue's claims the names unrunnable for the grace."""
+        queues = [queue for queue in self._queues if not self._paused(queue)]
+        found = await self._store.unrunnable_jobs(queues, _HEAD) if queues else []
+        now = asyncio.get_running_loop().time()
+        seen = {(jobs.queue, jobs.name) for jobs in found}
+        for gone in self._unrunnable_since.keys() - seen:
+            del self._unrunnable_since[gone]
+        strays: dict[str, list[str]] = {queue: [] for queue in self._queues}
+        for jobs in found:
+            since = self._unrunnable_since.setdefault((jobs.queue, jobs.name), now)
+            if now - since >= self._grace:
+                strays[jobs.queue].append(jobs.name)
+            elif since == now:
+                logger.warning(
+                    "queue %r: %d pending job(s) named %r that no live worker declares; they "
+                    "wait for one, and fail in %.0f s if none starts",
+                    jobs.queue, jobs.pending, jobs.name, self._grace,
+                )  # fmt: skip
+        for queue, names in strays.items():
+            wanted = sorted({*self._known, *names}) if names else self._known
+            if wanted != self._names[queue]:
+                if names:
+                    logger.warning(
+                        "queue %r: no live worker declared %s for %.0f s: their jobs fail",
+                        queue, ", ".join(map(repr, names)), self._grace,
+                    )  # fmt: skip
+                self._names[queue] = wanted
+                self._wake(queue)
