@@ -5,27 +5,36 @@ Runs steady load for `--minutes` and watches what a long-running deployment woul
 table's size on disk, its indexes and the worker's memory should all level off. This measures
 sizes and memory, not speed: a busy machine does not spoil it as long as the worker keeps up.
 
-    python benchmarks/soak.py [--minutes 10] [--rate 200] [--retention 60] [--dsn URL]
+    python benchmarks/soak.py [--minutes 10] [--rate 200] [--retention 60] [--concurrency 20]
+                              [--dsn URL]
+
+At pace (docs/reliability.md, "Retention at pace" in docs/scaling.md):
+
+    python benchmarks/soak.py --rate 5000 --retention 60 --minutes 10 --concurrency 100
 
 Set-up:
     - Database: `--dsn`, else `DATABASE_URL`, else the embedded PostgreSQL in a temporary data
       directory. A dedicated database is created for the run and dropped at the end.
     - Producer: this script, through the public API (`Jobs(dsn, queues={})` and
-      `enqueue_many`), at `--rate` jobs per second in small batches every 0.1 s. Jobs are
+      `enqueue_many`), at `--rate` jobs per second, what is due every 0.1 s in batches of up to
+      1,000. Jobs are
       no-ops with a ~100-byte payload; 4 % fail once and succeed on their retry, 1 % fail both
       of their 2 attempts and end `failed`, so failed rows are pruned too.
     - Worker: a separate process, `python -m starlette_jobs worker soak:worker_jobs --dsn ...`.
       This file is that module too (its directory goes on PYTHONPATH); the worker's `Jobs`
-      takes its retention from $SOAK_RETENTION, set by the script. Its log is kept in a file
+      takes its retention from $SOAK_RETENTION and its concurrency from $SOAK_CONCURRENCY
+      (`--concurrency`), set by the script. Its log is kept in a file
       whose path is printed. At the end it gets SIGTERM and must exit with status 0.
 
 Reading the table, one row a minute (minute 0 is the baseline once the worker has started):
     enqueued   jobs the producer has written so far
     finished   jobs that reached a final status so far (enqueued - backlog; pruned ones count)
-    rows       rows in the table now. Workers prune in their upkeep round, every
-               lease_duration / 3 = 10 s, so in steady state this wanders between
-               rate * retention and rate * (retention + 10 s), by where the sample falls
-               in that cycle
+    rows       rows in the table now. Workers prune in rounds every lease_duration / 3 =
+               10 s (at once again while a round leaves old rows behind), so in steady
+               state this wanders between rate * retention and rate * (retention + 10 s),
+               by where the sample falls in that cycle
+    events     rows in starlette_jobs_events: pruned with their jobs, so they level off too
+    pruned/s   jobs deleted per second over the last minute
     backlog    pending + running rows: stays small while the worker keeps up
     heap MB    pg_relation_size('starlette_jobs'): the table's main fork, without indexes,
                TOAST, free-space and visibility maps. It may shrink: vacuum truncates empty
@@ -34,11 +43,11 @@ Reading the table, one row a minute (minute 0 is the baseline once the worker ha
     dead       n_dead_tup, and autovac: autovacuum_count, from pg_stat_user_tables
     RSS MB     VmRSS of the worker process, from /proc/PID/status
 
-Verdict: for each of rows, heap, indexes and RSS, the largest value in the last third of the
-minutes (7 to 10 of 10) is compared with the largest in the middle third (4 to 6). It "levelled
-off" when the last third is at most 10 % above the middle third; "GREW" otherwise. The first
-third is warm-up (retention not yet reached, autovacuum not yet settled) and is not judged; the
-script warns when the run is too short for the middle third to start after warm-up.
+Verdict: for each of rows, events, heap, indexes and RSS, the largest value in the last third
+of the minutes (7 to 10 of 10) is compared with the largest in the middle third (4 to 6). It
+"levelled off" when the last third is at most 10 % above the middle third; "GREW" otherwise.
+The first third is warm-up (retention not yet reached, autovacuum not yet settled) and is not
+judged; the script warns when the run is too short for the middle third to start after warm-up.
 The exit status is 1 when something GREW or the worker did not exit cleanly on SIGTERM, else 0.
 """
 
@@ -62,15 +71,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+import starlette_jobs
 from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
 from starlette_jobs.postgres._embedded import start_embedded_postgres
 
 RETENTION_ENV = "SOAK_RETENTION"
+CONCURRENCY_ENV = "SOAK_CONCURRENCY"
 HERE = str(Path(__file__).resolve().parent)  # goes on the worker's PYTHONPATH, to import `soak`
+# Also on it: the folder this script's starlette_jobs came from, so that the worker runs the same
+# code (a checkout's, not whichever copy is installed).
+PACKAGE_ROOT = str(Path(starlette_jobs.__file__).resolve().parent.parent)
 TABLE = "starlette_jobs"
 TICK = 0.1  # seconds between producer batches
-MAX_BATCH = 100  # jobs per enqueue_many call when the producer has fallen behind
-WORKER_CONCURRENCY = 20
+MAX_BATCH = 1000  # jobs per enqueue_many call at most
+ANALYZE_AFTER = 5.0  # seconds into the run: see produce_and_sample
 NOTE = "x" * 100  # the payload's filler
 TOLERANCE = 0.10  # how much the last third may exceed the middle third and still be "level"
 MIB = 1024 * 1024
@@ -88,7 +102,8 @@ async def soak_work(n: int, note: str, failures: int) -> None:
 
 
 worker_jobs = Jobs(
-    queues={"default": WORKER_CONCURRENCY}, retention=float(os.environ.get(RETENTION_ENV, "60"))
+    queues={"default": int(os.environ.get(CONCURRENCY_ENV, "20"))},
+    retention=float(os.environ.get(RETENTION_ENV, "60")),
 )
 UPKEEP = worker_jobs.config.lease_duration / 3  # seconds between the worker's pruning rounds
 
@@ -108,6 +123,7 @@ class Sample:
     enqueued: int
     finished: int
     rows: int
+    events: int
     backlog: int
     heap_bytes: int
     index_bytes: int
@@ -117,14 +133,19 @@ class Sample:
 
 
 COLUMNS = (
-    f"{'min':>3} {'enqueued':>9} {'finished':>9} {'rows':>7} {'backlog':>7} "
+    f"{'min':>3} {'enqueued':>9} {'finished':>9} {'rows':>7} {'events':>8} {'pruned/s':>8} "
+    f"{'backlog':>7} "
     f"{'heap MB':>8} {'index MB':>8} {'dead':>7} {'autovac':>7} {'RSS MB':>7}"
 )
 
 
-def format_row(s: Sample) -> str:
+def format_row(s: Sample, previous: Sample | None) -> str:
+    pruned = 0.0
+    if previous is not None:
+        pruned = ((s.enqueued - s.rows) - (previous.enqueued - previous.rows)) / 60
     return (
-        f"{s.minute:>3} {s.enqueued:>9} {s.finished:>9} {s.rows:>7} {s.backlog:>7} "
+        f"{s.minute:>3} {s.enqueued:>9} {s.finished:>9} {s.rows:>7} {s.events:>8} "
+        f"{pruned:>8.0f} {s.backlog:>7} "
         f"{s.heap_bytes / MIB:>8.2f} {s.index_bytes / MIB:>8.2f} {s.dead_tuples:>7} "
         f"{s.autovacuums:>7} {s.rss_bytes / MIB:>7.1f}"
     )
@@ -157,11 +178,13 @@ async def take_sample(
         TABLE,
     )
     assert row is not None, f"table {TABLE} not found"
+    events = await stats.fetchval(f"SELECT count(*) FROM {TABLE}_events")
     return Sample(
         minute=minute,
         enqueued=enqueued,
         finished=enqueued - backlog,
         rows=sum(counts.values()),
+        events=events,
         backlog=backlog,
         heap_bytes=row["heap"],
         index_bytes=row["indexes"],
@@ -211,11 +234,16 @@ class WorkerProcess:
         self.log_path = log_path
 
     @classmethod
-    async def start(cls, dsn: str, retention: float, log_path: Path) -> WorkerProcess:
+    async def start(
+        cls, dsn: str, retention: float, concurrency: int, log_path: Path
+    ) -> WorkerProcess:
         env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [HERE, PACKAGE_ROOT, os.environ.get("PYTHONPATH")])
+            ),
             RETENTION_ENV: str(retention),
+            CONCURRENCY_ENV: str(concurrency),
         }
         command = ["-m", "starlette_jobs", "worker", "soak:worker_jobs", "--dsn", dsn]
         with log_path.open("wb") as log:
@@ -269,6 +297,7 @@ class Settings:
     minutes: int
     rate: float
     retention: float
+    concurrency: int
     dsn: str | None
 
 
@@ -288,11 +317,19 @@ async def produce_and_sample(
     loop = asyncio.get_running_loop()
     start = loop.time()
     enqueued = 0
+    analyzed = False
     samples = [await take_sample(0, 0, jobs, stats, worker.pid)]
     on_sample(samples[-1])
     while len(samples) <= settings.minutes:
         worker.check_alive()
         now = loop.time()
+        if not analyzed and now - start >= ANALYZE_AFTER:
+            # What autovacuum does within its first minute or two: gives the table statistics.
+            # Until then the worker's claims keep the generic plan made while the table was
+            # empty, which finds the rows to update by a sequential scan (~70 ms a claim at
+            # 200,000 rows): at thousands of jobs per second it falls behind for minutes.
+            await stats.execute(f"ANALYZE {TABLE}")
+            analyzed = True
         next_minute = len(samples)
         if now - start >= next_minute * 60:
             samples.append(await take_sample(next_minute, enqueued, jobs, stats, worker.pid))
@@ -371,15 +408,19 @@ async def soak(settings: Settings, server_dsn: str, log_path: Path) -> int:
         stats: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
         stack.push_async_callback(stats.close)
 
-        worker = await WorkerProcess.start(dsn, settings.retention, log_path)
+        worker = await WorkerProcess.start(dsn, settings.retention, settings.concurrency, log_path)
         stack.push_async_callback(worker.stop)  # on an error or Ctrl-C; a no-op once stopped
         print(f"worker pid {worker.pid}, log {log_path}", flush=True)
         await worker.wait_started()
 
         print(f"\n{COLUMNS}", flush=True)
-        samples = await produce_and_sample(
-            settings, jobs, stats, worker, lambda s: print(format_row(s), flush=True)
-        )
+        printed: list[Sample] = []
+
+        def show(sample: Sample) -> None:
+            print(format_row(sample, printed[-1] if printed else None), flush=True)
+            printed.append(sample)
+
+        samples = await produce_and_sample(settings, jobs, stats, worker, show)
         peak_rss = proc_status_bytes(worker.pid, "VmHWM")
         table_lines = await describe_table(stats)
         status, seconds = await worker.stop()
@@ -416,6 +457,7 @@ async def soak(settings: Settings, server_dsn: str, log_path: Path) -> int:
         )
     for label, field, show in (
         ("rows", "rows", str),
+        ("events", "events", str),
         ("table heap", "heap_bytes", megabytes),
         ("indexes", "index_bytes", megabytes),
         ("worker RSS", "rss_bytes", megabytes),
@@ -442,11 +484,14 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     parser.add_argument(
         "--retention", type=float, default=60, help="worker's retention in seconds (default 60)"
     )
+    parser.add_argument(
+        "--concurrency", type=int, default=20, help="the worker's concurrency (default 20)"
+    )
     parser.add_argument("--dsn", help="PostgreSQL server URL (default DATABASE_URL, else embedded)")
     args = parser.parse_args(argv)
-    if args.minutes < 1 or args.rate <= 0 or args.retention <= 0:
-        parser.error("--minutes, --rate and --retention must be positive")
-    return Settings(args.minutes, args.rate, args.retention, args.dsn)
+    if args.minutes < 1 or args.rate <= 0 or args.retention <= 0 or args.concurrency < 1:
+        parser.error("--minutes, --rate, --retention and --concurrency must be positive")
+    return Settings(args.minutes, args.rate, args.retention, args.concurrency, args.dsn)
 
 
 def main() -> int:
@@ -455,7 +500,7 @@ def main() -> int:
     log_path = Path(tempfile.gettempdir()) / f"starlette-jobs-soak-worker-{os.getpid()}.log"
     print(
         f"soak: {settings.minutes} min at {settings.rate:g} jobs/s, retention "
-        f"{settings.retention:g} s, worker concurrency {WORKER_CONCURRENCY}",
+        f"{settings.retention:g} s, worker concurrency {settings.concurrency}",
         flush=True,
     )
     try:

@@ -73,7 +73,8 @@ class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerList
             six of its own: a worker four (LISTEN, claims, outcomes, leases), a process that
             enqueues one, and one that waits (`wait`, `result`) a second LISTEN.
         retention: seconds a finished (succeeded, failed or cancelled) job is kept; the workers
-            delete older ones. None keeps every job. Default: 7 days; at most 100 years.
+            delete older ones, with their events, as fast as jobs finish (docs/reliability.md).
+            None keeps every job. Default: 7 days; at most 100 years.
         max_payload_bytes: the largest JSON payload `enqueue` accepts, in bytes (default 1 MiB,
             at most 64 MiB). Bigger arguments belong in your own storage, with a key in the job.
         events: record each change of a job's state as an event (`jobs.events`); False saves

@@ -1,8 +1,9 @@
 """Work any worker does for the whole cluster, and the LISTEN connection that wakes this one.
 
-- `Upkeep`: rescues jobs whose lease expired (their worker died or froze), deletes the registry
-  rows of dead workers, and deletes jobs finished longer than the retention ago, every
-  `lease_duration / 3`.
+- `Upkeep`: rescues jobs whose lease expired (their worker died or froze) and deletes the
+  registry rows of dead workers, every `lease_duration / 3`; it starts and stops the worker's
+  `Retention` (`_retention.py`), which deletes jobs finished longer than the retention ago in a
+  task of its own, so that a backlog to delete never delays a rescue.
 - `Wakeups`: keeps the LISTEN connection, checks that it still answers (an idle connection whose
   network went silent looks open forever), and opens it again when it does not.
 
@@ -20,13 +21,11 @@ from uuid import UUID
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from ..store._protocol import Listener, Store
 from ._registry import MISSED_HEARTBEATS
+from ._retention import Retention
 
 logger = logging.getLogger("starlette_jobs.worker")
 
 _RESCUE_LIMIT = 1000
-# Retention deletes in batches of this many rows, so no statement holds locks for long.
-_PRUNE_BATCH = 1000
-_PRUNE_BATCHES_PER_ROUND = 20
 
 
 class Upkeep:
@@ -39,7 +38,7 @@ class Upkeep:
     ) -> None:
         self._store = store
         self._interval = interval
-        self._retention = retention
+        self.retention = Retention(store, interval, retention)
         self._wake = wake
         # How many jobs a rescue takes: fewer after one ran out of time (see `rescue_expired`).
         self._rescue_limit = _RESCUE_LIMIT
@@ -47,8 +46,10 @@ class Upkeep:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="starlette_jobs upkeep")
+        self.retention.start()
 
     async def stop(self) -> None:
+        await self.retention.stop()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -59,7 +60,6 @@ class Upkeep:
             try:
                 await self.rescue_expired()
                 await self.prune_workers()
-                await self.prune_finished()
             except DatabaseUnavailableError as error:
                 logger.warning("upkeep failed, retrying in %.1f s: %s", self._interval, error)
             except Exception:
@@ -88,20 +88,6 @@ class Upkeep:
             logger.warning(
                 "worker %s: unseen for %g heartbeats, taken for dead", worker_id, MISSED_HEARTBEATS
             )
-
-    async def prune_finished(self) -> None:
-        """Deletes jobs finished longer than the retention ago, a bounded amount per round, so
-        upkeep stays short; a backlog is worked off over the next rounds."""
-        if self._retention is None:
-            return
-        deleted = 0
-        for _ in range(_PRUNE_BATCHES_PER_ROUND):
-            batch = await self._store.prune_finished(self._retention, _PRUNE_BATCH)
-            deleted += batch
-            if batch < _PRUNE_BATCH:
-                break
-        if deleted:
-            logger.info("deleted %d job(s) finished more than %.0f s ago", deleted, self._retention)
 
 
 class Wakeups:

@@ -1,6 +1,7 @@
 """Cluster upkeep and wake-ups (`_upkeep`) on the in-memory store: rescuing expired leases,
-pruning old jobs in bounded rounds, and a LISTEN that reopens when it goes silent. On
-PostgreSQL: integration/test_release_and_retention.py and integration/test_silent_network.py."""
+starting the retention (its rounds: test_retention.py), and a LISTEN that reopens when it goes
+silent. On PostgreSQL: integration/test_release_and_retention.py and
+integration/test_silent_network.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from starlette_jobs._errors import DatabaseTooSlowError
 from starlette_jobs.memory._rows import QueueListener
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._upkeep import Upkeep, Wakeups
+from tests.conftest import eventually
 from tests.records import new_jobs, outcome
 
 
@@ -39,61 +41,21 @@ async def test_jobs_whose_lease_expired_are_rescued_and_their_queue_woken(
     assert f"job {exhausted.id} on queue 'sms': lease expired, now failed" in caplog.messages
 
 
-async def finished(store: MemoryStore, count: int) -> list[int]:
-    await store.insert_jobs(new_jobs(count))
-    claims = await store.claim_batch("default", count, "w", 30)
-    await store.record_outcomes([outcome(c, JobStatus.SUCCEEDED) for c in claims])
-    return [c.id for c in claims]
-
-
-async def test_without_retention_nothing_is_deleted() -> None:
+async def test_upkeep_starts_and_stops_the_workers_retention() -> None:
     store = MemoryStore()
-    await finished(store, 2)
-    await Upkeep(store, 1, None, lambda _: None).prune_finished()
-    assert len(await store.list_jobs(None, None, 10)) == 2
+    await store.insert_jobs(new_jobs(1))
+    [claim] = await store.claim_batch("default", 1, "w", 30)
+    await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+    upkeep = Upkeep(store, 0.01, 0.01, lambda _: None)
+    upkeep.start()
+    try:
 
+        async def pruned() -> bool:
+            return not await store.list_jobs(None, None, 10)
 
-async def test_jobs_finished_longer_ago_than_the_retention_are_deleted(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    store = MemoryStore()
-    await finished(store, 2)
-    await store.insert_jobs(new_jobs(1))  # pending: never pruned
-    await asyncio.sleep(0.02)
-    with caplog.at_level(logging.INFO, logger="starlette_jobs.worker"):
-        await Upkeep(store, 1, 0.01, lambda _: None).prune_finished()
-    assert [r.status for r in await store.list_jobs(None, None, 10)] == [JobStatus.PENDING]
-    assert "deleted 2 job(s) finished more than 0 s ago" in caplog.messages
-
-
-class CountingPrunes(MemoryStore):
-    """Reports `backlog` old jobs, deleted a batch at a time, and counts the statements."""
-
-    def __init__(self, backlog: int) -> None:
-        super().__init__()
-        self.backlog = backlog
-        self.batches: list[int] = []
-
-    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
-        deleted = min(limit, self.backlog)
-        self.backlog -= deleted
-        self.batches.append(deleted)
-        return deleted
-
-
-async def test_a_round_stops_at_the_first_short_batch() -> None:
-    store = CountingPrunes(2500)
-    await Upkeep(store, 1, 60, lambda _: None).prune_finished()
-    assert store.batches == [1000, 1000, 500]
-
-
-async def test_a_large_backlog_is_worked_off_over_several_rounds() -> None:
-    store = CountingPrunes(50_000)
-    upkeep = Upkeep(store, 1, 60, lambda _: None)
-    await upkeep.prune_finished()
-    assert store.batches == [1000] * 20  # a round stays short
-    await upkeep.prune_finished()
-    assert store.backlog == 10_000
+        await eventually(pruned, "the finished job to be deleted")
+    finally:
+        await upkeep.stop()
 
 
 async def test_once_started_upkeep_keeps_going_after_a_failure(

@@ -1,0 +1,42 @@
+"""Retention keeps pace on both stores: a backlog of old finished jobs far past what one round
+deleted before (20,000 rows) is worked off by the worker's retention in one go, with the jobs'
+events, and the unfinished jobs are kept. Its rounds one by one: worker/test_retention.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette_jobs import JobStatus
+from starlette_jobs.store._protocol import Store
+from starlette_jobs.worker._retention import Retention
+from tests.records import new_jobs, outcome
+
+BACKLOG = 50_000
+
+
+async def test_a_backlog_of_50000_old_jobs_is_worked_off_without_waiting_for_rounds(
+    store: Store,
+) -> None:
+    old = await store.insert_jobs(new_jobs(BACKLOG))
+    claims = await store.claim_batch("default", BACKLOG, "w", 30)
+    await store.record_outcomes([outcome(c, JobStatus.SUCCEEDED) for c in claims])
+    [running] = await store.insert_jobs(new_jobs(1))
+    await store.claim_batch("default", 1, "w", 30)
+    [waiting] = await store.insert_jobs(new_jobs(1, delay=3600))
+    await asyncio.sleep(0.05)  # the store's clock: the backlog finished more than 0.01 s ago
+
+    retention = Retention(store, interval=60, retention=0.01)
+    rounds = 1
+    # Each call is a round the worker's task runs at once while the last one left rows behind.
+    while await retention.prune_round():
+        rounds += 1
+    counts = await store.count_by_status(None)
+    assert (counts[JobStatus.PENDING], counts[JobStatus.RUNNING]) == (1, 1)
+    assert sum(counts.values()) == 2
+    assert sorted(r.id for r in await store.list_jobs(None, None, 10)) == [running, waiting]
+    assert await store.job_events(old[0]) == []
+    assert await store.job_events(old[-1]) == []
+    assert await store.job_events(running) != []
+    # A round lasts about a second: one to a few here (the old code's rounds were capped at
+    # 20,000 rows, 10 s apart).
+    assert rounds <= 10
