@@ -1,7 +1,7 @@
 """Scaling out against one PostgreSQL: 1, 2 and 4 worker processes draining no-op jobs.
 
     python benchmarks/scaling.py [--dsn URL] [--jobs 40000] [--processes 1,2,4]
-                                 [--concurrency 10] [--rounds 2]
+                                 [--concurrency 10] [--rounds 3]
 
 For each count of worker processes (`_worker.py`, the worker the other benchmarks use: a
 `Jobs(dsn, queues={"default": concurrency})` with every other setting at its default), `--jobs`
@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=40_000)
     parser.add_argument("--processes", default="1,2,4", help="counts of worker processes")
     parser.add_argument("--concurrency", type=int, default=10, help="per worker process")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--run-timeout", type=float, default=300.0)
     args = parser.parse_args()
     asyncio.run(on_a_server(args.dsn, lambda dsn: run(args, dsn)))
