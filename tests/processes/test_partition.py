@@ -140,7 +140,7 @@ async def test_a_partitioned_hosts_jobs_run_on_the_other_host_and_its_late_outco
             return {worker.pid for worker in await jobs.workers()} == {cut_off.pid, rescuer.pid}
 
         # Its row was deleted with its jobs; back on the network, it writes it again.
-        await eventually(both_listed, timeout=20, what="the healed worker listed again")
+        await eventually(both_listed, timeout=30, what="the healed worker listed again")
         after_heal = [await jobs.get(job_id) for job_id in ids]
 
     assert after_heal == before_heal
