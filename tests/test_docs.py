@@ -44,6 +44,7 @@ EXPECTED_DOCS = {
     "progress.md",
     "reliability.md",
     "requests.md",
+    "scaling.md",
     "schedules.md",
     "testing.md",
     "tracing.md",

@@ -38,8 +38,10 @@ def _free_port() -> int:
 class Cluster:
     """`initdb` on creation; `start`, `stop`, `restart` like an operator with `pg_ctl`."""
 
-    def __init__(self) -> None:
+    def __init__(self, listen_addresses: tuple[str, ...] = ("127.0.0.1",)) -> None:
         self.bin = _binaries()
+        # Where it listens: other addresses than the loopback also need a pg_hba.conf line.
+        self.listen_addresses = ",".join(listen_addresses)
         self.port = _free_port()
         self.directory = Path(tempfile.mkdtemp(prefix="starlette-jobs-cluster-"))
         self.data = self.directory / "data"
@@ -58,7 +60,7 @@ class Cluster:
         subprocess.run(command, check=True, capture_output=True, cwd=self.directory)
 
     def _pg_ctl(self, action: str, *args: str) -> None:
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.directory}"
+        options = f"-p {self.port} -c listen_addresses={self.listen_addresses} -k {self.directory}"
         self._run("pg_ctl", action, "-D", str(self.data), "-w", "-t", "60", "-o", options,
                   "-l", str(self.directory / "server.log"), *args)  # fmt: skip
 

@@ -129,3 +129,18 @@ async def long_sleep(n: int, seconds: float = 60.0) -> dict[str, float]:
         return {"slept": time.monotonic() - began, "pid": os.getpid()}
     log("done", n)
     return {"slept": time.monotonic() - began, "pid": os.getpid()}
+
+
+@job(retry=Retry.fixed(max_attempts=3, delay=0.1))
+async def gated(n: int, gate: str) -> int:
+    """Runs until the file `gate` exists (the test opens it: the job's end is the test's to
+    choose, whatever process runs it); stopped first, logs "cancelled"."""
+    log("start", n)
+    try:
+        while not os.path.exists(gate):  # noqa: ASYNC110, ASYNC240 - a tiny local check, no event
+            await asyncio.sleep(0.02)
+    except asyncio.CancelledError:
+        log("cancelled", n)
+        raise
+    log("done", n)
+    return os.getpid()
