@@ -15,6 +15,7 @@ def test_exported_names_are_pinned() -> None:
         "CorrelationIdMiddleware",
         "DatabaseUnavailableError",
         "EmbeddedPostgresUnavailable",
+        "EnqueuedWorkflow",
         "EventKind",
         "IdempotencyKeyReusedError",
         "Job",
@@ -43,11 +44,17 @@ def test_exported_names_are_pinned() -> None:
         "ScheduleRecord",
         "SchemaVersionError",
         "StarletteJobsError",
+        "Step",
+        "StepRecord",
         "TickRecord",
         "TickStatus",
         "UniqueKeyTakenError",
         "UnknownJobError",
+        "UpstreamStepError",
         "WorkerRecord",
+        "Workflow",
+        "WorkflowDefinitionError",
+        "WorkflowRecord",
         "__version__",
         "correlation_id",
         "current_job",
@@ -79,6 +86,7 @@ def test_statuses_are_the_documented_strings() -> None:
         "succeeded",
         "failed",
         "cancelled",
+        "waiting",
     ]
 
 

@@ -46,6 +46,15 @@ class Row:
     idempotency_key: str | None = None
     scheduled_for: datetime | None = None
     events: list[JobEvent] = field(default_factory=list)
+    # A workflow's step (docs/workflows.md; `_workflows.py`): as the PostgreSQL columns.
+    workflow_id: int | None = None
+    step: str | None = None
+    upstream: list[int] | None = None
+    dependents: list[int] | None = None
+    upstream_left: int | None = None
+    upstream_failed: int | None = None
+    allowed_failures: int | None = None
+    settled: bool = False
 
     @classmethod
     def new(cls, new: NewJobs, job_id: int, payload: str, now: datetime) -> Row:
@@ -114,7 +123,7 @@ class Row:
             job_id=self.id,
             kind=EventKind.ENQUEUED,
             at=self.created_at,
-            status=JobStatus.PENDING,
+            status=JobStatus.PENDING if self.upstream is None else JobStatus.WAITING,
             attempt=0,
         )
         return [enqueued, *self.events]

@@ -22,11 +22,12 @@ from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
 from ._transactions import JoinedTransaction
+from ._workflows import WorkflowStatements
 
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
+class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
@@ -154,6 +155,9 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
             [o.progress for o in outcomes],
             self.record_events,
         )
+        if rows and rows[0][1]:
+            # Steps it cancelled (a step they waited for failed) have steps waiting for them.
+            await self.settle_steps()
         return {row[0] for row in rows}
 
     async def extend_leases(

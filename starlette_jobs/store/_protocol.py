@@ -24,6 +24,7 @@ from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
 from .._worker_records import NewWorker, WorkerRecord
+from .._workflow_records import EnqueuedWorkflow, NewWorkflow, UpstreamStep, WorkflowRecord
 
 
 class Listener(Protocol):
@@ -315,6 +316,34 @@ class Store(Protocol):
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:
         """Deletes the rows of workers unseen for `missed_heartbeats` of their own heartbeat
         intervals (they died); returns their ids."""
+        ...
+
+    # -- workflows (docs/workflows.md) -----------------------------------------------------------
+
+    async def insert_workflow(
+        self, new: NewWorkflow, connection: Any | None = None
+    ) -> EnqueuedWorkflow:
+        """Writes the workflow and its steps at once: a step that waits for none pending, the
+        others `waiting` (no claim takes them). Every change that finishes a step (its outcome,
+        a cancel, a rescue) tells the steps waiting for it: when the last one they wait for
+        has finished, each becomes pending (event `ready`), or is cancelled (its error naming
+        the cause) once more of them than it allows ended otherwise than succeeded, and so on
+        down the graph. `record_outcomes` tells them in the statement that writes the
+        outcome; a change that cannot leaves it to `settle_steps`. `connection`: as for
+        `insert_jobs`."""
+        ...
+
+    async def settle_steps(self, limit: int = 1000) -> int:
+        """Tells the steps waiting for finished steps that have not told them yet (and those
+        it cancels in turn, down the graph); returns how many finished steps it settled."""
+        ...
+
+    async def upstream_results(self, job_id: int) -> list[UpstreamStep]:
+        """The steps that the step `job_id` waits for, with their status and result, by id."""
+        ...
+
+    async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
+        """The workflow and its steps, in the order they were written."""
         ...
 
     # -- closing -------------------------------------------------------------------------------

@@ -239,21 +239,85 @@ WITH outcome AS (
            result = outcome.result::jsonb,
            progress = coalesce(outcome.progress::jsonb, job.progress),
            lease_token = NULL,
-           lease_expires_at = NULL
+           lease_expires_at = NULL,
+           -- A workflow's step that finished tells the steps that wait for it below (`told`).
+           settled = job.dependents IS NOT NULL
+                     AND (outcome.status <> 'pending' OR job.cancel_requested_at IS NOT NULL)
       FROM outcome
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
     RETURNING job.id, job.status, job.attempts, job.worker_id, outcome.error, job.run_at,
-              job.outcome_wanted
+              job.outcome_wanted, job.step, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
     SELECT id, CASE WHEN status = 'pending' THEN 'attempt_failed' ELSE status END, status,
            attempts, worker_id, error, CASE WHEN status = 'pending' THEN run_at END
       FROM written WHERE $8::boolean
+), told AS (
+    -- Workflows (docs/workflows.md): the steps that wait for those just finished, how many of
+    -- theirs finished, how many of those otherwise than succeeded, and the first of those (the
+    -- cause of a cancellation). Nothing for a job of no workflow (its dependents are NULL).
+    SELECT dependent AS id, count(*) AS finished,
+           count(*) FILTER (WHERE written.status <> 'succeeded') AS failed,
+           min('step ' || written.step || ' (job ' || written.id || ') ' || written.status)
+               FILTER (WHERE written.status <> 'succeeded') AS cause
+      FROM written, unnest(written.dependents) AS dependent
+     WHERE written.status <> 'pending'
+     GROUP BY dependent
+), locked AS (
+    -- In id order: two statements releasing steps of one workflow cannot deadlock.
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- On the row locked, as the last statement to change it left it: of two steps finishing
+    -- at once, the one that brings the count to zero releases (or cancels) the step, once.
+    -- Past its allowed failures a step is cancelled at once, naming the cause.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           upstream_failed = job.upstream_failed + told.failed,
+           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                         THEN 'cancelled'
+                         WHEN job.upstream_left = told.finished THEN 'pending'
+                         ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
+                              AND job.upstream_left = told.finished THEN now()
+                         ELSE job.run_at END,
+           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                              THEN now() END,
+           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                             THEN CASE WHEN job.allowed_failures = 0
+                                       THEN 'cancelled: it waits for ' || told.cause
+                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
+                                            || ' of the ' || cardinality(job.upstream)
+                                            || ' steps it waits for did not succeed, at most '
+                                            || job.allowed_failures || ' may (latest: '
+                                            || told.cause || ')' END
+                             ELSE job.last_error END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
+              job.dependents, job.outcome_wanted
+), released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
+           CASE WHEN status = 'cancelled' THEN last_error END,
+           CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE status <> 'waiting' AND $8::boolean
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written
      WHERE outcome_wanted AND status <> 'pending'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status = 'cancelled'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
 )
-SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
+-- `cascade`: steps it cancelled have dependents of their own, which `settle_steps` tells next.
+SELECT id, (SELECT count(*) FROM released
+             WHERE status = 'cancelled' AND dependents IS NOT NULL) > 0 AS cascade
+  FROM written, (SELECT count(*) FROM announced) AS sent;
 
 -- name: record_successes
 -- `record_outcomes` for a batch in which every attempt succeeded and left no progress to write:
@@ -268,17 +332,49 @@ WITH written AS (
            last_error = NULL,
            result = outcome.result::jsonb,
            lease_token = NULL,
-           lease_expires_at = NULL
+           lease_expires_at = NULL,
+           -- A workflow's step tells the steps that wait for it below (`told`).
+           settled = job.dependents IS NOT NULL
       FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
+), told AS (
+    -- Workflows (docs/workflows.md): the steps that wait for those just finished, and how
+    -- many of theirs finished. Nothing for a job of no workflow (its dependents are NULL).
+    SELECT dependent AS id, count(*) AS finished
+      FROM written, unnest(written.dependents) AS dependent
+     GROUP BY dependent
+), locked AS (
+    -- In id order: two statements releasing steps of one workflow cannot deadlock.
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- On the row locked, as the last statement to change it left it: of two steps finishing
+    -- at once, the one that brings the count to zero releases the step, once.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           status = CASE WHEN job.upstream_left = told.finished THEN 'pending' ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_left = told.finished THEN now() ELSE job.run_at END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at
+), released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
+    SELECT id, 'ready', status, attempts, run_at FROM released
+     WHERE status = 'pending' AND $4::boolean
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
 )
-SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
+SELECT id FROM written, (SELECT count(*) FROM announced) AS sent,
+       (SELECT count(*) FROM woken) AS woke;
 
 -- name: extend_leases
 -- Heartbeat for jobs this worker still runs. It never waits on a row lock: a row another
@@ -421,6 +517,13 @@ WITH old AS (
     SELECT id FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
+       -- A workflow's step is kept while a step that waits for it has not finished: that one
+       -- reads its result, and counts its outcome (docs/workflows.md).
+       AND (dependents IS NULL
+            OR (settled AND NOT EXISTS (
+                    SELECT FROM starlette_jobs AS dependent
+                     WHERE dependent.id = ANY(starlette_jobs.dependents)
+                       AND dependent.status IN ('waiting', 'pending', 'running'))))
      ORDER BY finished_at
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -649,7 +752,8 @@ SELECT * FROM starlette_jobs
 -- name: job_events
 -- A job's history, oldest first: its enqueueing (the row itself), then its recorded events.
 -- $1 job id
-SELECT id AS job_id, 'enqueued' AS kind, created_at AS at, 'pending' AS status, 0 AS attempt,
+SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
+       CASE WHEN upstream IS NULL THEN 'pending' ELSE 'waiting' END AS status, 0 AS attempt,
        NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq
   FROM starlette_jobs WHERE id = $1
 UNION ALL
@@ -1027,3 +1131,156 @@ SELECT id, host, pid, queues, job_names, version, started_at, last_seen, heartbe
 DELETE FROM starlette_jobs_workers
  WHERE last_seen < now() - make_interval(secs => heartbeat_seconds * $1)
 RETURNING id;
+
+-- Workflows (docs/workflows.md): steps are job rows of a workflow_id; a step that waits for
+-- others is 'waiting', which no claim looks at, until the statement that writes the outcome of
+-- the last step it waits for releases it (record_outcomes, record_successes, settle_steps).
+
+-- name: insert_workflow
+-- A workflow and all its steps in one statement; returns the workflow's id and the steps' ids,
+-- in the order given (each step after those it waits for). A step that waits for none is
+-- pending (its queue woken), the others waiting, each with the count of steps it waits for;
+-- each holds the ids of the steps it waits for (upstream) and of those waiting for it
+-- (dependents).
+-- $1 workflow name, $2 trace context (JSON text) or NULL, $3 step names, $4 job names,
+-- $5 queues, $6 payloads (one JSON array, an element per step), $7 priorities,
+-- $8 max_attempts, $9 allowed failures, $10 and $11 the edges: the position (from 1) of a
+-- step waited for, and of the step that waits for it
+WITH workflow AS (
+    INSERT INTO starlette_jobs_workflows (name, trace_context, created_at)
+    VALUES ($1, $2::jsonb, statement_timestamp())
+    RETURNING id
+), step AS (
+    SELECT given.position, nextval(pg_get_serial_sequence('starlette_jobs', 'id')) AS id,
+           given.step, given.name, given.queue, given.priority, given.max_attempts,
+           given.allowed_failures
+      FROM unnest($3::text[], $4::text[], $5::text[], $7::int4[], $8::int4[], $9::int4[])
+           WITH ORDINALITY AS given(step, name, queue, priority, max_attempts,
+                                    allowed_failures, position)
+     ORDER BY given.position
+), edge AS (
+    SELECT up.id AS upstream_id, down.id AS job_id
+      FROM unnest($10::int4[], $11::int4[]) AS edge(up, down)
+      JOIN step AS up ON up.position = edge.up
+      JOIN step AS down ON down.position = edge.down
+), waits AS (
+    SELECT job_id AS id, array_agg(upstream_id ORDER BY upstream_id) AS upstream
+      FROM edge GROUP BY job_id
+), waited AS (
+    SELECT upstream_id AS id, array_agg(job_id ORDER BY job_id) AS dependents
+      FROM edge GROUP BY upstream_id
+), inserted AS (
+    INSERT INTO starlette_jobs
+        (id, name, queue, payload, priority, max_attempts, trace_context, created_at, run_at,
+         status, workflow_id, step, upstream, dependents, upstream_left, upstream_failed,
+         allowed_failures)
+    OVERRIDING SYSTEM VALUE
+    SELECT step.id, step.name, step.queue, $6::jsonb -> (step.position - 1)::int,
+           step.priority, step.max_attempts, $2::jsonb, statement_timestamp(),
+           statement_timestamp(),
+           CASE WHEN waits.upstream IS NULL THEN 'pending' ELSE 'waiting' END,
+           (SELECT id FROM workflow), step.step, waits.upstream, waited.dependents,
+           cardinality(waits.upstream), CASE WHEN waits.upstream IS NOT NULL THEN 0 END,
+           step.allowed_failures
+      FROM step LEFT JOIN waits USING (id) LEFT JOIN waited USING (id)
+     ORDER BY step.position
+    RETURNING queue, status
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'pending') AS q
+)
+SELECT (SELECT id FROM workflow) AS workflow_id,
+       (SELECT array_agg(id ORDER BY position) FROM step) AS ids,
+       (SELECT count(*) FROM woken) AS sent;
+
+-- name: settle_steps
+-- Tells the steps waiting for finished steps that have not told them yet (a step cancelled
+-- because of a step it waited for, or finished by a rescue), as record_outcomes tells them for
+-- the steps it finishes. Returns how many steps it settled, and whether it cancelled steps that
+-- have dependents of their own (to settle next). SKIP LOCKED: workers share the work.
+-- $1 how many steps at most, $2 whether to record events
+WITH due AS (
+    SELECT id FROM starlette_jobs
+     WHERE dependents IS NOT NULL AND NOT settled
+       AND status IN ('succeeded', 'failed', 'cancelled')
+     ORDER BY id
+     LIMIT $1
+       FOR NO KEY UPDATE SKIP LOCKED
+), written AS (
+    UPDATE starlette_jobs AS job SET settled = true FROM due WHERE job.id = due.id
+    RETURNING job.id, job.step, job.status, job.dependents
+), told AS (
+    -- As in record_outcomes.
+    SELECT dependent AS id, count(*) AS finished,
+           count(*) FILTER (WHERE written.status <> 'succeeded') AS failed,
+           min('step ' || written.step || ' (job ' || written.id || ') ' || written.status)
+               FILTER (WHERE written.status <> 'succeeded') AS cause
+      FROM written, unnest(written.dependents) AS dependent
+     GROUP BY dependent
+), locked AS (
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- As in record_outcomes.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           upstream_failed = job.upstream_failed + told.failed,
+           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                         THEN 'cancelled'
+                         WHEN job.upstream_left = told.finished THEN 'pending'
+                         ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
+                              AND job.upstream_left = told.finished THEN now()
+                         ELSE job.run_at END,
+           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                              THEN now() END,
+           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                             THEN CASE WHEN job.allowed_failures = 0
+                                       THEN 'cancelled: it waits for ' || told.cause
+                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
+                                            || ' of the ' || cardinality(job.upstream)
+                                            || ' steps it waits for did not succeed, at most '
+                                            || job.allowed_failures || ' may (latest: '
+                                            || told.cause || ')' END
+                             ELSE job.last_error END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
+              job.dependents, job.outcome_wanted
+), released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
+           CASE WHEN status = 'cancelled' THEN last_error END,
+           CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE status <> 'waiting' AND $2::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status = 'cancelled'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
+)
+SELECT (SELECT count(*) FROM written) AS settled,
+       (SELECT count(*) FROM released
+         WHERE status = 'cancelled' AND dependents IS NOT NULL) > 0 AS cascade,
+       (SELECT count(*) FROM announced) AS sent;
+
+-- name: upstream_results
+-- The steps a step waits for: step name, status and result (JSON text), by id.
+-- $1 the waiting step's job id
+SELECT up.step, up.status, up.result::text AS result
+  FROM starlette_jobs AS job
+  JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+ WHERE job.id = $1
+ ORDER BY up.id;
+
+-- name: get_workflow
+-- $1 workflow id
+SELECT id, name, created_at FROM starlette_jobs_workflows WHERE id = $1;
+
+-- name: workflow_steps
+-- The steps of a workflow, in the order they were inserted.
+-- $1 workflow id
+SELECT * FROM starlette_jobs WHERE workflow_id = $1 ORDER BY id;

@@ -1,0 +1,150 @@
+"""Workflows in the in-memory store (docs/workflows.md), as the PostgreSQL store keeps them: a
+step waiting for others is `waiting` until the last of them finishes, then pending or
+cancelled. A method runs to its end without awaiting, so telling the waiting steps (and those
+a cancellation reaches in turn) happens at once with the outcome. `_store.MemoryStore` is built
+on it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .._errors import MemoryStoreUnsupportedError
+from .._records import FINISHED, EventKind, JobStatus, NewJobs
+from .._workflow_records import (
+    EnqueuedWorkflow,
+    NewWorkflow,
+    UpstreamStep,
+    WorkflowRecord,
+    workflow_record,
+)
+from ._rows import Row
+from ._tables import MemoryTables, utc_now
+
+
+class MemoryWorkflows(MemoryTables):
+    """`MemoryTables` with the protocol's workflow methods."""
+
+    async def insert_workflow(
+        self, new: NewWorkflow, connection: Any | None = None
+    ) -> EnqueuedWorkflow:
+        if connection is not None:
+            raise MemoryStoreUnsupportedError(
+                "the in-memory store cannot join a PostgreSQL transaction (connection=): "
+                "test that code on PostgreSQL (starlette_jobs.testing's `jobs_database`)"
+            )
+        now = utc_now()
+        workflow_id = next(self.data.workflow_ids)
+        self.data.workflows[workflow_id] = (new.name, now)
+        ids = [next(self._ids) for _ in new.steps]
+        dependents: dict[int, list[int]] = {}
+        for position, step in enumerate(new.steps):
+            for up in step.upstream:
+                dependents.setdefault(ids[up], []).append(ids[position])
+        woken = set()
+        for job_id, step in zip(ids, new.steps, strict=True):
+            one = NewJobs(
+                name=step.name, queue=step.queue, payloads=[step.payload], priority=step.priority,
+                delay=None, run_at=now, max_attempts=step.max_attempts,
+                trace_context=new.trace_context, unique_key=None, notify=False,
+            )  # fmt: skip
+            row = self._rows[job_id] = Row.new(one, job_id, step.payload, now)
+            row.workflow_id, row.step = workflow_id, step.step
+            row.dependents = sorted(dependents[job_id]) if job_id in dependents else None
+            if step.upstream:
+                row.status = JobStatus.WAITING
+                row.upstream = sorted(ids[up] for up in step.upstream)
+                row.upstream_left, row.upstream_failed = len(step.upstream), 0
+                row.allowed_failures = step.allowed_failures
+            else:
+                woken.add(step.queue)
+        for queue in woken:
+            self._notify(queue)
+        return EnqueuedWorkflow(
+            workflow_id, {s.step: i for s, i in zip(new.steps, ids, strict=True)}
+        )
+
+    def _tell_dependents(self, finished: Row, now: datetime) -> None:
+        """The steps waiting for `finished` count its outcome: released once the last of those
+        they wait for has finished, cancelled once more of them failed than they allow (and
+        then the steps waiting for those, in turn)."""
+        finished.settled = True
+        failed = finished.status is not JobStatus.SUCCEEDED
+        cause = f"step {finished.step} (job {finished.id}) {finished.status.value}"
+        cancelled = []
+        woken = set()
+        for dependent_id in finished.dependents or ():
+            row = self._rows.get(dependent_id)
+            if row is None or row.status is not JobStatus.WAITING:
+                continue
+            assert row.upstream_left is not None
+            assert row.upstream_failed is not None
+            assert row.allowed_failures is not None
+            assert row.upstream is not None
+            row.upstream_left -= 1
+            row.upstream_failed += failed
+            if row.upstream_failed > row.allowed_failures:
+                row.status, row.finished_at = JobStatus.CANCELLED, now
+                row.last_error = (
+                    f"cancelled: it waits for {cause}"
+                    if row.allowed_failures == 0
+                    else f"cancelled: {row.upstream_failed} of the {len(row.upstream)} steps it "
+                    f"waits for did not succeed, at most {row.allowed_failures} may "
+                    f"(latest: {cause})"
+                )
+                self._changed(row, EventKind.CANCELLED, now, row.last_error)
+                cancelled.append(row)
+            elif row.upstream_left == 0:
+                row.status, row.run_at = JobStatus.PENDING, now
+                self._changed(row, EventKind.READY, now)
+                woken.add(row.queue)
+        for queue in woken:
+            self._notify(queue)
+        for row in cancelled:
+            if row.dependents is not None:
+                self._tell_dependents(row, now)
+
+    def _waited_for(self, row: Row) -> bool:
+        """Whether a step that waits for `row` has not finished (retention keeps `row`)."""
+        if row.dependents is None:
+            return False
+        if not row.settled:
+            return True
+        live = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.RUNNING)
+        return any(
+            (d := self._rows.get(i)) is not None and d.status in live for i in row.dependents
+        )
+
+    async def settle_steps(self, limit: int = 1000) -> int:
+        now = utc_now()
+        owed = sorted(
+            (
+                r
+                for r in self._rows.values()
+                if r.dependents is not None and not r.settled and r.status in FINISHED
+            ),
+            key=lambda r: r.id,
+        )[:limit]
+        for row in owed:
+            self._tell_dependents(row, now)
+        return len(owed)
+
+    async def upstream_results(self, job_id: int) -> list[UpstreamStep]:
+        row = self._rows.get(job_id)
+        if row is None or row.upstream is None:
+            return []
+        found = [self._rows[i] for i in row.upstream if i in self._rows]
+        return [UpstreamStep(up.step or "", up.status, up.result) for up in found]
+
+    async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
+        found = self.data.workflows.get(workflow_id)
+        if found is None:
+            return None
+        rows = sorted((r for r in self._rows.values() if r.workflow_id == workflow_id), key=_id)
+        upstream = {row.id: row.upstream or [] for row in rows}
+        jobs = [row.record() for row in rows]
+        return workflow_record(workflow_id, *found, jobs, lambda job: upstream[job.id])
+
+
+def _id(row: Row) -> int:
+    return row.id
