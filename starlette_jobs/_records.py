@@ -57,6 +57,9 @@ class EventKind(StrEnum):
     """`jobs.retry` ran a failed or cancelled job again."""
     READY = "ready"
     """A workflow's step: the steps it waited for have finished as it needs, so it is pending."""
+    WAITING = "waiting"
+    """A workflow's step that a failure upstream had cancelled waits again: that step was
+    retried (`jobs.retry`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class JobEvent:
     error: str | None = None
     run_at: datetime | None = None
     """When the job is due next (a retry, a release), if it is pending."""
+    workflow_id: int | None = None
+    """The workflow the job is a step of (docs/workflows.md); None for other jobs."""
 
     @classmethod
     def _from_row(cls, row: Mapping[str, Any]) -> JobEvent:
@@ -87,6 +92,7 @@ class JobEvent:
             worker_id=row["worker_id"],
             error=row["error"],
             run_at=row["run_at"],
+            workflow_id=row.get("workflow_id"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,3 +31,14 @@ class WorkflowQueries:
             return None
         with unavailable_as_error(f"get workflow {workflow_id}"):
             return await self._ready_store.get_workflow(workflow_id)
+
+    async def cancel_workflow(self, workflow_id: int) -> int:
+        """Cancels every step of the workflow that has not finished: waiting and pending ones
+        at once, running ones as `cancel` does (their worker stops them, and they end
+        `cancelled`). Returns how many steps it cancelled or asked to stop.
+
+        Example:
+            >>> await jobs.cancel_workflow(enqueued.id)
+        """
+        with unavailable_as_error(f"cancel workflow {workflow_id}"):
+            return len(await self._ready_store.cancel_workflow(workflow_id))

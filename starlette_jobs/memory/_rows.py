@@ -115,6 +115,7 @@ class Row:
                 worker_id=None if kind is EventKind.RETRIED else self.worker_id,
                 error=error,
                 run_at=self.run_at if self.status is JobStatus.PENDING else None,
+                workflow_id=self.workflow_id,
             )
         )
 
@@ -125,6 +126,7 @@ class Row:
             at=self.created_at,
             status=JobStatus.PENDING if self.upstream is None else JobStatus.WAITING,
             attempt=0,
+            workflow_id=self.workflow_id,
         )
         return [enqueued, *self.events]
 

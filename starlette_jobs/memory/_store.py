@@ -300,9 +300,11 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls, MemoryWorkflo
         now = utc_now()
         if row is None:
             return None
-        if row.status is JobStatus.PENDING:
+        if row.status in (JobStatus.PENDING, JobStatus.WAITING):
             row.status, row.finished_at = JobStatus.CANCELLED, now
             self._changed(row, EventKind.CANCELLED, now)
+            if row.dependents is not None:
+                self._tell_dependents(row, now)
             return row.status
         if row.status is JobStatus.RUNNING and row.cancel_requested_at is None:
             row.cancel_requested_at = now
@@ -332,9 +334,11 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls, MemoryWorkflo
         now = utc_now()
         row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
         row.finished_at = row.result = row.progress = row.cancel_requested_at = None
-        row.outcome_wanted = False
+        row.outcome_wanted = row.settled = False
         self._changed(row, EventKind.RETRIED, now)
         self._notify(row.queue)
+        if row.dependents is not None:
+            self._reopen(row.dependents, now)
         return True
 
     async def release_job(self, job_id: int) -> bool:

@@ -104,6 +104,53 @@ class MemoryWorkflows(MemoryTables):
             if row.dependents is not None:
                 self._tell_dependents(row, now)
 
+    def _reopen(self, step_ids: list[int], now: datetime) -> None:
+        """A step was retried: the steps waiting for it count their upstream again (a step
+        counts as finished once it has told them), and those a failure had cancelled wait
+        again, passing it on to theirs."""
+        frontier = sorted(step_ids)
+        while frontier:
+            next_ids: set[int] = set()
+            for row in (self._rows.get(i) for i in frontier):
+                if row is None or row.upstream is None or row.allowed_failures is None:
+                    continue
+                cancelled = row.status is JobStatus.CANCELLED and (
+                    (row.upstream_failed or 0) > row.allowed_failures
+                )
+                if row.status is not JobStatus.WAITING and not cancelled:
+                    continue
+                ups = [u for u in (self._rows.get(i) for i in row.upstream) if u is not None]
+                told = [u for u in ups if u.settled and u.status in FINISHED]
+                row.upstream_left = len(row.upstream) - len(told)
+                row.upstream_failed = sum(u.status is not JobStatus.SUCCEEDED for u in told)
+                row.status, row.finished_at, row.settled = JobStatus.WAITING, None, False
+                if cancelled:
+                    row.last_error = None
+                    self._changed(row, EventKind.WAITING, now)
+                    next_ids.update(row.dependents or ())
+            frontier = sorted(next_ids)
+
+    async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
+        now = utc_now()
+        changed = []
+        steps = sorted((r for r in self._rows.values() if r.workflow_id == workflow_id), key=_id)
+        for row in steps:
+            if row.status in (JobStatus.PENDING, JobStatus.WAITING):
+                row.status, row.finished_at = JobStatus.CANCELLED, now
+                row.last_error = "cancelled: its workflow was cancelled"
+                row.settled = row.dependents is not None
+                self._changed(row, EventKind.CANCELLED, now, row.last_error)
+            elif row.status is JobStatus.RUNNING and row.cancel_requested_at is None:
+                row.cancel_requested_at = now
+                self._changed(row, EventKind.CANCEL_REQUESTED, now)
+                for listener in list(self._listeners):
+                    assert row.lease_token is not None
+                    listener.cancel(row.lease_token)
+            else:
+                continue
+            changed.append((row.id, row.status))
+        return changed
+
     def _waited_for(self, row: Row) -> bool:
         """Whether a step that waits for `row` has not finished (retention keeps `row`)."""
         if row.dependents is None:

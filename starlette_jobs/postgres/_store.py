@@ -252,8 +252,12 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, Workflo
         return Unfinished(row["waited"], row["scheduled"], row["retries"])
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
-        status = await self._write("fetchval", self._q["cancel_job"], job_id, self.record_events)
-        return None if status is None else JobStatus(status)
+        row = await self._write("fetchrow", self._q["cancel_job"], job_id, self.record_events)
+        if row is None:
+            return None
+        if row["owed"]:  # a workflow's step: the steps waiting for it are told
+            await self.settle_steps()
+        return JobStatus(row[0])
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
         rows = await self._read("fetch", self._q["peek_jobs"], queue, limit, list(exclude))
@@ -269,8 +273,8 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, Workflo
 
     async def retry_job(self, job_id: int) -> bool:
         try:
-            row = await self._write("fetchrow", self._q["retry_job"], job_id, self.record_events)
-            return row is not None
+            # With the steps its failure cancelled (a workflow's), in one transaction.
+            return await self._retry_with_dependents(job_id)
         except UniqueViolationError:
             raise UniqueKeyTakenError(
                 f"job {job_id} cannot be retried: another pending or running job holds its "

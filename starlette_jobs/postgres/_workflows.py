@@ -5,6 +5,8 @@ outcome is part of `record_outcomes` (sql/queries.sql). `_store.PostgresStore` i
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._records import JobRecord, JobStatus
 from .._workflow_records import (
     EnqueuedWorkflow,
@@ -14,6 +16,7 @@ from .._workflow_records import (
     workflow_record,
 )
 from ._connected import ConnectedStore
+from ._connections import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._transactions import JoinedTransaction
 
@@ -65,6 +68,42 @@ class WorkflowStatements(ConnectedStore):
             settled += int(row["settled"])
             if not row["cascade"] and row["settled"] < limit:
                 return settled
+
+    async def _retry_with_dependents(self, job_id: int) -> bool:
+        """`retry_job`, and, for a workflow's step, the steps waiting for it counted again:
+        those its failure cancelled wait again, down the graph; all in one transaction.
+
+        Raises:
+            UniqueViolationError: a live job holds the job's unique key.
+        """
+        try:
+            async with self.pool.acquire() as connection, connection.transaction():
+                row = await connection.fetchrow(self._q["retry_job"], job_id, self.record_events)
+                if row is None:
+                    return False
+                if row["dependents"] is not None:
+                    await self._reopen(connection, list(row["dependents"]))
+                return True
+        except UniqueViolationError:
+            raise
+        except Exception as error:
+            raise_as_store_error(error)
+
+    async def _reopen(self, connection: Any, step_ids: list[int]) -> None:
+        """The steps waiting for a step retried count their upstream again (`reopen_steps`);
+        those that were cancelled and wait again pass it on to theirs."""
+        while step_ids:
+            await connection.execute(self._q["lock_steps"], step_ids)
+            rows = await connection.fetch(self._q["reopen_steps"], step_ids, self.record_events)
+            step_ids = sorted(
+                {i for row in rows if row["reopened"] for i in row["dependents"] or ()}
+            )
+
+    async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
+        rows = await self._write(
+            "fetch", self._q["cancel_workflow"], workflow_id, self.record_events
+        )
+        return [(row[0], JobStatus(row[1])) for row in rows]
 
     async def upstream_results(self, job_id: int) -> list[UpstreamStep]:
         rows = await self._read("fetch", self._q["upstream_results"], job_id)

@@ -188,8 +188,9 @@ class Store(Protocol):
     async def job_status(self, job_id: int) -> JobStatus | None: ...
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
-        """A pending job becomes cancelled (returns CANCELLED); a running one is asked to stop,
-        its worker told (returns RUNNING); None if it was neither, or was asked already."""
+        """A pending job (or a workflow's waiting step, whose dependents are then told) becomes
+        cancelled (returns CANCELLED); a running one is asked to stop, its worker told (returns
+        RUNNING); None if it was none of these, or was asked already."""
         ...
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
@@ -202,7 +203,9 @@ class Store(Protocol):
 
     async def retry_job(self, job_id: int) -> bool:
         """A failed or cancelled job runs again from its first attempt; False in any other
-        status. Raises `UniqueKeyTakenError` if a live job holds its unique key."""
+        status. Raises `UniqueKeyTakenError` if a live job holds its unique key. A workflow's
+        step: in the same transaction, the steps waiting for it count it as unfinished again,
+        and those its failure cancelled wait again (event `waiting`), down the graph."""
         ...
 
     async def release_job(self, job_id: int) -> bool:
@@ -336,6 +339,12 @@ class Store(Protocol):
     async def settle_steps(self, limit: int = 1000) -> int:
         """Tells the steps waiting for finished steps that have not told them yet (and those
         it cancels in turn, down the graph); returns how many finished steps it settled."""
+        ...
+
+    async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
+        """Every step of the workflow not finished: waiting and pending ones cancelled (error
+        "cancelled: its workflow was cancelled"), running ones asked to stop as `cancel_job`
+        asks. Returns (id, status after) of each step changed, by id."""
         ...
 
     async def upstream_results(self, job_id: int) -> list[UpstreamStep]:

@@ -5,6 +5,7 @@ M", retention that keeps what a live step waits for, and `jobs.workflow`."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pydantic
@@ -140,6 +141,7 @@ async def test_a_fan_out_of_100_steps_then_a_fan_in(jobs: Jobs) -> None:
     kinds = [event.kind for event in events]
     assert kinds == [EventKind.ENQUEUED, EventKind.READY, EventKind.CLAIMED, EventKind.SUCCEEDED]
     assert events[0].status is JobStatus.WAITING
+    assert {event.workflow_id for event in events} == {enqueued.id}
 
 
 async def test_a_diamond_runs_its_last_step_once_after_both_branches(jobs: Jobs) -> None:
@@ -307,3 +309,138 @@ async def test_no_claim_takes_a_waiting_step(idle: Jobs) -> None:
     assert await store.peek_jobs("default", 10, []) == []
     unfinished = await store.count_unfinished(["default"], None, None)
     assert (unfinished.waited, unfinished.scheduled) == (1, 0)  # the running first step
+
+
+broken: set[str] = set()
+
+
+@job(name="wf.flaky", retry=Retry.none())
+async def flaky(label: str) -> str:
+    ran.append(label)
+    if label in broken:
+        raise RuntimeError(f"{label} broke")
+    return label
+
+
+async def test_a_manual_retry_of_the_failed_step_resumes_the_rest(jobs: Jobs) -> None:
+    broken.add("pay")
+    flow = Workflow("resumed")
+    pay = flow.add("pay", flaky, label="pay")
+    ship = flow.after(pay).add("ship", append, label="ship")
+    flow.after(ship).add("mail", append, label="mail")
+    flow.after(ship, always=True).add("cleanup", statuses)
+    enqueued = await flow.enqueue()
+    await jobs.drain()
+    record = await jobs.workflow(enqueued.id)
+    assert record is not None
+    assert record.statuses == {
+        "pay": JobStatus.FAILED,
+        "ship": JobStatus.CANCELLED,
+        "mail": JobStatus.CANCELLED,
+        "cleanup": JobStatus.SUCCEEDED,
+    }
+    broken.clear()
+    assert await jobs.retry(enqueued.steps["pay"])
+    again = await jobs.workflow(enqueued.id)
+    assert again is not None
+    assert again.statuses["ship"] is JobStatus.WAITING
+    assert again.statuses["mail"] is JobStatus.WAITING
+    assert again["ship"].job.last_error is None
+    await jobs.drain()
+    done = await jobs.workflow(enqueued.id)
+    assert done is not None
+    assert set(done.statuses.values()) == {JobStatus.SUCCEEDED}
+    assert ran.count("ship") == 1
+    assert ran.count("mail") == 1
+    kinds = [event.kind for event in await jobs.events(enqueued.steps["mail"])]
+    assert kinds == [
+        EventKind.ENQUEUED, EventKind.CANCELLED, EventKind.WAITING, EventKind.READY,
+        EventKind.CLAIMED, EventKind.SUCCEEDED,
+    ]  # fmt: skip
+
+
+async def test_retrying_a_step_recounts_a_clean_up_step_still_waiting(idle: Jobs) -> None:
+    flow = Workflow("recounted")
+    a = flow.add("a", flaky, label="a")
+    b = flow.add("b", flaky, label="b")
+    flow.after(a, b, always=True).add("cleanup", statuses)
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    claims = {c.id: c for c in await store.claim_batch("default", 10, "w", 30)}
+    a_claim = claims[enqueued.steps["a"]]
+    failed = Outcome(
+        id=a_claim.id, lease_token=a_claim.lease_token, status=JobStatus.FAILED,
+        retry_delay=None, error="no", result=None,
+    )  # fmt: skip
+    await store.record_outcomes([failed])
+    assert await idle.retry(enqueued.steps["a"])
+    # "a" runs again; "b" never finished: the clean-up step waits for both once more.
+    for claim in await store.claim_batch("default", 10, "w", 30) + [claims[enqueued.steps["b"]]]:
+        ok = Outcome(
+            id=claim.id, lease_token=claim.lease_token, status=JobStatus.SUCCEEDED,
+            retry_delay=None, error=None, result=None,
+        )  # fmt: skip
+        assert await store.record_outcomes([ok]) == {claim.id}
+        if claim.id == enqueued.steps["a"]:
+            assert await store.job_status(enqueued.steps["cleanup"]) is JobStatus.WAITING
+    assert await store.job_status(enqueued.steps["cleanup"]) is JobStatus.PENDING
+
+
+async def test_cancelling_a_waiting_step_cancels_what_waits_for_it(jobs: Jobs) -> None:
+    flow = Workflow("cut")
+    slow = flow.add("slow", append, label="slow")
+    middle = flow.after(slow).add("middle", append, label="middle")
+    flow.after(middle).add("end", append, label="end")
+    flow.after(middle, always=True).add("cleanup", statuses)
+    enqueued = await flow.enqueue()
+    assert await jobs.cancel(enqueued.steps["middle"])
+    await jobs.drain()
+    record = await jobs.workflow(enqueued.id)
+    assert record is not None
+    assert record.statuses == {
+        "slow": JobStatus.SUCCEEDED,
+        "middle": JobStatus.CANCELLED,
+        "end": JobStatus.CANCELLED,
+        "cleanup": JobStatus.SUCCEEDED,
+    }
+    assert record["end"].job.last_error == (
+        f"cancelled: it waits for step middle (job {enqueued.steps['middle']}) cancelled"
+    )
+
+
+started_gates: list[asyncio.Event] = []  # one per test: an event belongs to one loop
+
+
+@job(name="wf.held", retry=Retry.none())
+async def held() -> str:
+    started_gates[-1].set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        return "stopped"
+    return "never"
+
+
+async def test_cancelling_a_workflow_cancels_every_step_not_finished(jobs: Jobs) -> None:
+    started_gates.append(asyncio.Event())
+    flow = Workflow("cancelled")
+    first = flow.add("first", append, label="first")
+    running = flow.after(first).add("running", held)
+    flow.after(running).add("later", append, label="later")
+    flow.after(running, always=True).add("cleanup", statuses)
+    enqueued = await flow.enqueue()
+    await asyncio.wait_for(started_gates[-1].wait(), 10)
+    assert await jobs.cancel_workflow(enqueued.id) == 3
+    await jobs.drain()
+    record = await jobs.workflow(enqueued.id)
+    assert record is not None
+    assert record.statuses == {
+        "first": JobStatus.SUCCEEDED,
+        "running": JobStatus.CANCELLED,
+        "later": JobStatus.CANCELLED,
+        "cleanup": JobStatus.CANCELLED,
+    }
+    assert record["running"].result == "stopped"
+    assert record["later"].job.last_error == "cancelled: its workflow was cancelled"
+    assert ran == ["first"]
+    assert await jobs.cancel_workflow(enqueued.id) == 0

@@ -87,6 +87,9 @@ EXPECTED: dict[str, list[str]] = {
     "upstream_results": ["int8"],
     "get_workflow": ["int8"],
     "workflow_steps": ["int8"],
+    "lock_steps": ["int8[]"],
+    "reopen_steps": ["int8[]", "bool"],
+    "cancel_workflow": ["int8", "bool"],
 }
 
 

@@ -689,18 +689,22 @@ SELECT count(*) FILTER (WHERE waited) AS waited,
          WHERE queue = ANY($1::text[]) AND status IN ('pending', 'running')) AS unfinished;
 
 -- name: cancel_job
--- A pending job becomes cancelled; a running one is asked to stop (once), and its worker is
--- told at once, wherever it runs. Returns the job's status after: 'cancelled', or 'running'
--- (asked to stop); nothing if it was neither pending nor running, or was asked already.
+-- A pending job (or a workflow's waiting step) becomes cancelled; a running one is asked to
+-- stop (once), and its worker is told at once, wherever it runs. Returns the job's status
+-- after: 'cancelled', or 'running' (asked to stop), and `owed`: a cancelled step has steps
+-- waiting for it, to tell (`settle_steps`); nothing if it was neither pending, waiting nor
+-- running, or was asked already.
 -- $1 job id, $2 whether to record events
 WITH changed AS (
     UPDATE starlette_jobs
-       SET status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
-           finished_at = CASE WHEN status = 'pending' THEN now() ELSE finished_at END,
+       SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
+           finished_at = CASE WHEN status IN ('pending', 'waiting') THEN now()
+                              ELSE finished_at END,
            cancel_requested_at = CASE WHEN status = 'running' THEN now() END
      WHERE id = $1
-       AND (status = 'pending' OR (status = 'running' AND cancel_requested_at IS NULL))
-    RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted
+       AND (status IN ('pending', 'waiting')
+            OR (status = 'running' AND cancel_requested_at IS NULL))
+    RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted, dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
@@ -709,7 +713,8 @@ WITH changed AS (
 )
 SELECT status,
        CASE WHEN status = 'running' THEN pg_notify('starlette_jobs.cancel', lease_token::text)
-            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END,
+       status = 'cancelled' AND dependents IS NOT NULL AS owed
   FROM changed;
 
 -- name: retry_job
@@ -718,14 +723,16 @@ SELECT status,
 WITH retried AS (
     UPDATE starlette_jobs
        SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
-           progress = NULL, cancel_requested_at = NULL, outcome_wanted = false
+           progress = NULL, cancel_requested_at = NULL, outcome_wanted = false,
+           -- A workflow's step tells the steps waiting for it again when it finishes again.
+           settled = false
      WHERE id = $1 AND status IN ('failed', 'cancelled')
-    RETURNING id, queue, status, attempts, run_at
+    RETURNING id, queue, status, attempts, run_at, dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
     SELECT id, 'retried', status, attempts, run_at FROM retried WHERE $2::boolean
 )
-SELECT queue, pg_notify('starlette_jobs:' || queue, '') FROM retried;
+SELECT queue, pg_notify('starlette_jobs:' || queue, ''), dependents FROM retried;
 
 -- name: job_status
 -- $1 job id
@@ -752,12 +759,18 @@ SELECT * FROM starlette_jobs
 -- name: job_events
 -- A job's history, oldest first: its enqueueing (the row itself), then its recorded events.
 -- $1 job id
+-- Each event names the job's workflow, if it is a step of one.
+WITH job AS (
+    SELECT id, created_at, upstream, workflow_id FROM starlette_jobs WHERE id = $1
+)
 SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
        CASE WHEN upstream IS NULL THEN 'pending' ELSE 'waiting' END AS status, 0 AS attempt,
-       NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq
-  FROM starlette_jobs WHERE id = $1
+       NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq,
+       workflow_id
+  FROM job
 UNION ALL
-SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id
+SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id,
+       (SELECT workflow_id FROM job)
   FROM starlette_jobs_events WHERE job_id = $1
  ORDER BY seq;
 
@@ -1284,3 +1297,84 @@ SELECT id, name, created_at FROM starlette_jobs_workflows WHERE id = $1;
 -- The steps of a workflow, in the order they were inserted.
 -- $1 workflow id
 SELECT * FROM starlette_jobs WHERE workflow_id = $1 ORDER BY id;
+
+-- name: lock_steps
+-- The first statement of reopening steps (`reopen_steps`): the rows of these steps, locked in
+-- id order, so that the next statement counts what every statement that told them committed.
+-- $1 step ids
+SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
+
+-- name: reopen_steps
+-- `jobs.retry` of a step that failed or was cancelled: of the steps that wait for it (locked
+-- by `lock_steps`), those waiting count their upstream again, and those it cancelled (more of
+-- their upstream failed than they allow) wait again, with an event `waiting`. An upstream
+-- counts as finished once it has told them (`settled`). Returns the steps that waited or were
+-- cancelled, whether they were cancelled, and their dependents (to reopen next).
+-- $1 step ids, $2 whether to record events
+WITH target AS (
+    SELECT id, status FROM starlette_jobs
+     WHERE id = ANY($1::bigint[])
+       AND (status = 'waiting'
+            OR (status = 'cancelled' AND upstream_failed > allowed_failures))
+), counted AS (
+    SELECT job.id,
+           count(*) FILTER (WHERE NOT (up.settled
+                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
+               AS left_to_finish,
+           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
+      FROM starlette_jobs AS job
+      JOIN target ON target.id = job.id
+      JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+     GROUP BY job.id
+), reopened AS (
+    UPDATE starlette_jobs AS job
+       SET upstream_left = counted.left_to_finish, upstream_failed = counted.failed,
+           status = 'waiting', finished_at = NULL, settled = false,
+           last_error = CASE WHEN target.status = 'cancelled' THEN NULL ELSE job.last_error END
+      FROM counted JOIN target USING (id)
+     WHERE job.id = counted.id
+    RETURNING job.id, target.status AS was, job.attempts, job.dependents
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt)
+    SELECT id, 'waiting', 'waiting', attempts FROM reopened
+     WHERE was = 'cancelled' AND $2::boolean
+)
+SELECT id, was = 'cancelled' AS reopened, dependents FROM reopened;
+
+-- name: cancel_workflow
+-- Every step of a workflow not finished yet: waiting and pending ones cancelled (their
+-- dependents are among them: nothing to tell), running ones asked to stop, their workers told.
+-- Returns the id and status after of each step changed.
+-- $1 workflow id, $2 whether to record events
+WITH target AS (
+    SELECT id FROM starlette_jobs
+     WHERE workflow_id = $1 AND status IN ('waiting', 'pending', 'running')
+     ORDER BY id
+       FOR NO KEY UPDATE
+), changed AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN job.status = 'running' THEN 'running' ELSE 'cancelled' END,
+           finished_at = CASE WHEN job.status = 'running' THEN NULL ELSE now() END,
+           last_error = CASE WHEN job.status = 'running' THEN job.last_error
+                             ELSE 'cancelled: its workflow was cancelled' END,
+           cancel_requested_at = CASE WHEN job.status = 'running'
+                                      THEN coalesce(job.cancel_requested_at, now()) END,
+           settled = job.status <> 'running' AND job.dependents IS NOT NULL
+      FROM target
+     WHERE job.id = target.id
+       AND (job.status <> 'running' OR job.cancel_requested_at IS NULL)
+    RETURNING job.id, job.status, job.attempts, job.worker_id, job.lease_token,
+              job.outcome_wanted, job.last_error
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error)
+    SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
+           status, attempts, worker_id, CASE WHEN status = 'cancelled' THEN last_error END
+      FROM changed WHERE $2::boolean
+), told AS (
+    SELECT pg_notify('starlette_jobs.cancel', lease_token::text) FROM changed
+     WHERE status = 'running'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM changed
+     WHERE status = 'cancelled' AND outcome_wanted
+)
+SELECT id, status FROM changed, (SELECT count(*) FROM told) AS sent ORDER BY id;
