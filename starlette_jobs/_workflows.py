@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._errors import JobArgumentsError, WorkflowDefinitionError
@@ -214,9 +214,11 @@ class Workflow:
             WorkflowDefinitionError: a step waits for one not in the workflow, or the steps
                 wait for each other in a cycle; nothing is written.
         """
-        self._new_workflow(None)  # the graph checked before anything else, even the database
+        new = self._new_workflow(None)  # checked before anything else, even the database
         enqueuer = started_enqueuer() if jobs is None else jobs._ready_enqueuer
-        return await enqueuer.insert_workflow(self._new_workflow, connection)
+        return await enqueuer.insert_workflow(
+            lambda trace_context: replace(new, trace_context=trace_context), connection
+        )
 
 
 class After:

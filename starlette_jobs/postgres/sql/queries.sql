@@ -1171,11 +1171,13 @@ WITH workflow AS (
            WITH ORDINALITY AS given(step, name, queue, priority, max_attempts,
                                     allowed_failures, position)
      ORDER BY given.position
+), ids AS (
+    SELECT array_agg(id ORDER BY position) AS ids FROM step
 ), edge AS (
-    SELECT up.id AS upstream_id, down.id AS job_id
-      FROM unnest($10::int4[], $11::int4[]) AS edge(up, down)
-      JOIN step AS up ON up.position = edge.up
-      JOIN step AS down ON down.position = edge.down
+    -- By subscript: a join of the edges with the steps on their positions would be planned
+    -- as a nested loop (a CTE has no statistics), quadratic in the number of steps.
+    SELECT ids.ids[edge.up] AS upstream_id, ids.ids[edge.down] AS job_id
+      FROM unnest($10::int4[], $11::int4[]) AS edge(up, down), ids
 ), waits AS (
     SELECT job_id AS id, array_agg(upstream_id ORDER BY upstream_id) AS upstream
       FROM edge GROUP BY job_id
@@ -1202,8 +1204,7 @@ WITH workflow AS (
     SELECT pg_notify('starlette_jobs:' || queue, '')
       FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'pending') AS q
 )
-SELECT (SELECT id FROM workflow) AS workflow_id,
-       (SELECT array_agg(id ORDER BY position) FROM step) AS ids,
+SELECT (SELECT id FROM workflow) AS workflow_id, (SELECT ids FROM ids) AS ids,
        (SELECT count(*) FROM woken) AS sent;
 
 -- name: settle_steps
