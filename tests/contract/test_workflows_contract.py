@@ -124,7 +124,6 @@ async def test_results_reach_the_step_that_waited_with_their_types(jobs: Jobs) -
     paid = flow.add("capture", capture, order_id=7, amount=120)
     flow.after(pdf, paid).add("send", send, order_id=7)
     enqueued = await flow.enqueue()
-    assert (await jobs.get(enqueued.steps["send"])).status is JobStatus.WAITING  # type: ignore[union-attr]
     await jobs.drain()
     assert ran[-1] == "send"
     assert await jobs.result(send, enqueued.steps["send"]) == "order 7: 3 pages, 120 paid"
@@ -252,13 +251,15 @@ async def test_reading_a_result_a_step_cannot_have_says_why(jobs: Jobs) -> None:
     assert "the result of step 'fine' does not fit int" in errors[2]
 
 
-async def test_the_workflow_shows_its_steps_their_states_and_dependencies(jobs: Jobs) -> None:
+async def test_the_workflow_shows_its_steps_their_states_and_dependencies(
+    idle: Jobs, jobs_dsn: str
+) -> None:
     flow = Workflow("shown")
     pdf = flow.add("render", render, order_id=1)
     paid = flow.add("capture", capture, order_id=1, amount=5)
     flow.after(pdf, paid).add("send", send, order_id=1)
-    enqueued = await flow.enqueue()
-    before = await jobs.workflow(enqueued.id)
+    enqueued = await flow.enqueue(jobs=idle)
+    before = await idle.workflow(enqueued.id)
     assert before is not None
     assert before.name == "shown"
     assert [s.step for s in before.steps] == ["render", "capture", "send"]
@@ -266,12 +267,14 @@ async def test_the_workflow_shows_its_steps_their_states_and_dependencies(jobs: 
     assert before["send"].status is JobStatus.WAITING
     assert before["send"].job.workflow_id == enqueued.id
     assert not before.finished
-    await jobs.drain()
-    after = await jobs.workflow(enqueued.id)
+    async with Jobs(jobs_dsn, poll_interval=0.05) as worker:
+        await worker.drain()
+    after = await idle.workflow(enqueued.id)
     assert after is not None
     assert after.finished
     assert after["render"].result == {"order_id": 1, "pages": 3}
-    assert await jobs.workflow(enqueued.id + 1000) is None
+    assert await idle.workflow(enqueued.id + 1000) is None
+    assert await idle.workflow(0) is None
 
 
 async def test_retention_keeps_a_step_that_a_live_step_waits_for(idle: Jobs) -> None:
@@ -341,17 +344,13 @@ async def test_a_manual_retry_of_the_failed_step_resumes_the_rest(jobs: Jobs) ->
     }
     broken.clear()
     assert await jobs.retry(enqueued.steps["pay"])
-    again = await jobs.workflow(enqueued.id)
-    assert again is not None
-    assert again.statuses["ship"] is JobStatus.WAITING
-    assert again.statuses["mail"] is JobStatus.WAITING
-    assert again["ship"].job.last_error is None
     await jobs.drain()
     done = await jobs.workflow(enqueued.id)
     assert done is not None
     assert set(done.statuses.values()) == {JobStatus.SUCCEEDED}
     assert ran.count("ship") == 1
     assert ran.count("mail") == 1
+    assert done["ship"].job.last_error is None
     kinds = [event.kind for event in await jobs.events(enqueued.steps["mail"])]
     assert kinds == [
         EventKind.ENQUEUED, EventKind.CANCELLED, EventKind.WAITING, EventKind.READY,
@@ -386,16 +385,19 @@ async def test_retrying_a_step_recounts_a_clean_up_step_still_waiting(idle: Jobs
     assert await store.job_status(enqueued.steps["cleanup"]) is JobStatus.PENDING
 
 
-async def test_cancelling_a_waiting_step_cancels_what_waits_for_it(jobs: Jobs) -> None:
+async def test_cancelling_a_waiting_step_cancels_what_waits_for_it(
+    idle: Jobs, jobs_dsn: str
+) -> None:
     flow = Workflow("cut")
     slow = flow.add("slow", append, label="slow")
     middle = flow.after(slow).add("middle", append, label="middle")
     flow.after(middle).add("end", append, label="end")
     flow.after(middle, always=True).add("cleanup", statuses)
-    enqueued = await flow.enqueue()
-    assert await jobs.cancel(enqueued.steps["middle"])
-    await jobs.drain()
-    record = await jobs.workflow(enqueued.id)
+    enqueued = await flow.enqueue(jobs=idle)
+    assert await idle.cancel(enqueued.steps["middle"])
+    async with Jobs(jobs_dsn, poll_interval=0.05) as worker:
+        await worker.drain()
+    record = await idle.workflow(enqueued.id)
     assert record is not None
     assert record.statuses == {
         "slow": JobStatus.SUCCEEDED,
@@ -444,3 +446,30 @@ async def test_cancelling_a_workflow_cancels_every_step_not_finished(jobs: Jobs)
     assert record["later"].job.last_error == "cancelled: its workflow was cancelled"
     assert ran == ["first"]
     assert await jobs.cancel_workflow(enqueued.id) == 0
+
+
+async def test_a_retried_step_puts_the_steps_it_cancelled_back_to_waiting(idle: Jobs) -> None:
+    flow = Workflow("reopened")
+    pay = flow.add("pay", flaky, label="pay")
+    ship = flow.after(pay).add("ship", append, label="ship")
+    flow.after(ship).add("mail", append, label="mail")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    (claim,) = await store.claim_batch("default", 10, "w", 30)
+    failed = Outcome(
+        id=claim.id, lease_token=claim.lease_token, status=JobStatus.FAILED,
+        retry_delay=None, error="no", result=None,
+    )  # fmt: skip
+    await store.record_outcomes([failed])
+    record = await idle.workflow(enqueued.id)
+    assert record is not None
+    assert (record.statuses["ship"], record.statuses["mail"]) == (JobStatus.CANCELLED,) * 2
+    assert await idle.retry(enqueued.steps["pay"])
+    again = await idle.workflow(enqueued.id)
+    assert again is not None
+    assert again.statuses == {
+        "pay": JobStatus.PENDING, "ship": JobStatus.WAITING, "mail": JobStatus.WAITING
+    }  # fmt: skip
+    assert again["ship"].job.last_error is None
+    assert (await store.job_events(enqueued.steps["mail"]))[-1].kind is EventKind.WAITING
+    assert not await idle.retry(enqueued.steps["ship"])  # waiting: nothing to retry
