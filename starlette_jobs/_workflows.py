@@ -114,9 +114,17 @@ class Workflow:
     ) -> list[Step[R]]:
         """Adds one step per mapping of keyword arguments (a fan-out), named `prefix[0]`,
         `prefix[1]`, ...; none waits for anything."""
+        items = list(items)
+        # One pydantic call for all of them when they are valid; else each says what is wrong.
+        payloads = job._arguments.serialize_batch(items) if isinstance(job, Job) else None
+        if payloads is None:
+            return [
+                self._add(f"{prefix}[{index}]", job, (), item, (), None, always=False)
+                for index, item in enumerate(items)
+            ]
         return [
-            self._add(f"{prefix}[{index}]", job, (), item, (), None, always=False)
-            for index, item in enumerate(items)
+            self._add(f"{prefix}[{index}]", job, (), {}, (), None, always=False, payload=payload)
+            for index, payload in enumerate(payloads)
         ]
 
     def chain(self, *steps: Step[Any] | str) -> None:
@@ -140,7 +148,9 @@ class Workflow:
         at_least: int | None,
         *,
         always: bool,
+        payload: str | None = None,
     ) -> Step[R]:
+        """Adds the step; `payload`: its arguments, already validated into JSON text."""
         _check_step_name(step)
         if step in self._steps:
             raise WorkflowDefinitionError(f"workflow {self.name!r}: two steps named {step!r}")
@@ -149,7 +159,8 @@ class Workflow:
                 f"step {step!r}: {job!r} is not a @job function; declare it with @job"
             )
         try:
-            payload = job._serialize_arguments(tuple(args), kwargs)
+            if payload is None:
+                payload = job._serialize_arguments(tuple(args), kwargs)
         except JobArgumentsError as error:
             located = [{**e, "loc": (step, *e.get("loc", ()))} for e in error.errors]
             raise JobArgumentsError(job.name, located) from None
