@@ -100,17 +100,15 @@ class Enqueuer:
             raise while_doing("enqueue", error) from error
 
     async def insert_workflow(
-        self,
-        build: Callable[[str | None], NewWorkflow],
-        connection: CallerTransaction | None,
+        self, new: NewWorkflow, connection: CallerTransaction | None
     ) -> EnqueuedWorkflow:
-        """Writes the workflow `build(trace context)` makes, in one statement (in the caller's
-        transaction with `connection`); see `_workflows.Workflow.enqueue`."""
+        """Writes the workflow in one statement (in the caller's transaction with
+        `connection`), every step with the trace context of one send span; see
+        `_workflows.Workflow.enqueue`."""
         store = self._store()
-        tracing = self._tracing
         caller = None if connection is None else await driver_connection(connection)
-        with tracing.send("workflow", "workflow") as scope:
-            new = build(scope.stored_context)
+        with self._tracing.send(new.steps[0].queue, f"workflow:{new.name}") as scope:
+            new = replace(new, trace_context=scope.stored_context)
             for step in new.steps:
                 if len(step.payload) > self._longest_safe_payload:
                     self._check_payload_sizes(registered_job(step.name), [step.payload])

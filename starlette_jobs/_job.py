@@ -51,9 +51,7 @@ class Enqueuer(Protocol):
     ) -> list[JobId]: ...
 
     async def insert_workflow(
-        self,
-        build: Callable[[str | None], NewWorkflow],
-        connection: CallerTransaction | None,
+        self, new: NewWorkflow, connection: CallerTransaction | None
     ) -> EnqueuedWorkflow: ...
 
 

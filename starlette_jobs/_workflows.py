@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ._errors import JobArgumentsError, WorkflowDefinitionError
@@ -227,9 +227,7 @@ class Workflow:
         """
         new = self._new_workflow(None)  # checked before anything else, even the database
         enqueuer = started_enqueuer() if jobs is None else jobs._ready_enqueuer
-        return await enqueuer.insert_workflow(
-            lambda trace_context: replace(new, trace_context=trace_context), connection
-        )
+        return await enqueuer.insert_workflow(new, connection)
 
 
 class After:

@@ -67,7 +67,14 @@ class MemoryWorkflows(MemoryTables):
     def _tell_dependents(self, finished: Row, now: datetime) -> None:
         """The steps waiting for `finished` count its outcome: released once the last of those
         they wait for has finished, cancelled once more of them failed than they allow (and
-        then the steps waiting for those, in turn)."""
+        then the steps waiting for those, in turn: without recursion, a cancelled chain of
+        thousands of steps would exhaust the stack)."""
+        owed = [finished]
+        while owed:
+            owed.extend(self._tell_one(owed.pop(), now))
+
+    def _tell_one(self, finished: Row, now: datetime) -> list[Row]:
+        """`_tell_dependents` for one step; returns the steps it cancelled that have dependents."""
         finished.settled = True
         failed = finished.status is not JobStatus.SUCCEEDED
         cause = f"step {finished.step} (job {finished.id}) {finished.status.value}"
@@ -100,9 +107,7 @@ class MemoryWorkflows(MemoryTables):
                 woken.add(row.queue)
         for queue in woken:
             self._notify(queue)
-        for row in cancelled:
-            if row.dependents is not None:
-                self._tell_dependents(row, now)
+        return [row for row in cancelled if row.dependents is not None]
 
     def _reopen(self, step_ids: list[int], now: datetime) -> None:
         """A step was retried: the steps waiting for it count their upstream again (a step

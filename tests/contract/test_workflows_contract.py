@@ -473,3 +473,24 @@ async def test_a_retried_step_puts_the_steps_it_cancelled_back_to_waiting(idle: 
     assert again["ship"].job.last_error is None
     assert (await store.job_events(enqueued.steps["mail"]))[-1].kind is EventKind.WAITING
     assert not await idle.retry(enqueued.steps["ship"])  # waiting: nothing to retry
+
+
+async def test_a_failure_cancels_a_chain_of_1500_steps_to_its_end(idle: Jobs) -> None:
+    flow = Workflow("long chain")
+    steps = flow.add_many("s", flaky, [{"label": str(n)} for n in range(1500)])
+    flow.chain(*steps)
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    (claim,) = await store.claim_batch("default", 10, "w", 30)
+    failed = Outcome(
+        id=claim.id, lease_token=claim.lease_token, status=JobStatus.FAILED,
+        retry_delay=None, error="no", result=None,
+    )  # fmt: skip
+    await store.record_outcomes([failed])
+    last = await idle.get(enqueued.steps["s[1499]"])
+    assert last is not None
+    assert last.status is JobStatus.CANCELLED
+    assert last.last_error == (
+        f"cancelled: it waits for step s[1498] (job {enqueued.steps['s[1498]']}) cancelled"
+    )
+    assert (await idle.count_by_status())[JobStatus.CANCELLED] == 1499
