@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ._errors import JobArgumentsError, WorkflowDefinitionError
 from ._job import HasEnqueuer, Job, started_enqueuer
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 _STEP_NAME = re.compile(r"[A-Za-z0-9_.:<>\[\]-]{1,200}")
 
@@ -31,10 +32,10 @@ _STEP_NAME = re.compile(r"[A-Za-z0-9_.:<>\[\]-]{1,200}")
 @dataclass(frozen=True, slots=True)
 class Step(Generic[R]):
     """A step added to a `Workflow`: what later steps name to wait for it. `R` is what its job
-    returns, which a step waiting for it reads with `current_job().upstream_result`."""
+    returns (awaited), which a step waiting for it reads with `current_job().upstream_result`."""
 
     name: str
-    job: Job[..., R]
+    job: Job[..., Any]
 
 
 @dataclass(slots=True)
@@ -66,7 +67,20 @@ class Workflow:
     def __repr__(self) -> str:
         return f"<Workflow {self.name} steps={list(self._steps)}>"
 
-    def add(self, step: str, job: Job[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Step[R]:
+    @overload
+    def add(
+        self,
+        step: str,
+        job: Job[P, Coroutine[Any, Any, T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Step[T]: ...
+
+    @overload
+    def add(self, step: str, job: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Step[T]: ...
+
+    def add(self, step: str, job: Job[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Step[Any]:
         """Adds a step that runs `job` with these arguments and waits for nothing.
 
         Raises:
@@ -109,9 +123,22 @@ class Workflow:
             )
         return After(self, names, at_least, always)
 
+    @overload
     def add_many(
-        self, prefix: str, job: Job[..., R], items: Iterable[Mapping[str, Any]]
-    ) -> list[Step[R]]:
+        self,
+        prefix: str,
+        job: Job[..., Coroutine[Any, Any, T]],
+        items: Iterable[Mapping[str, Any]],
+    ) -> list[Step[T]]: ...
+
+    @overload
+    def add_many(
+        self, prefix: str, job: Job[..., T], items: Iterable[Mapping[str, Any]]
+    ) -> list[Step[T]]: ...
+
+    def add_many(
+        self, prefix: str, job: Job[..., Any], items: Iterable[Mapping[str, Any]]
+    ) -> list[Step[Any]]:
         """Adds one step per mapping of keyword arguments (a fan-out), named `prefix[0]`,
         `prefix[1]`, ...; none waits for anything."""
         items = list(items)
@@ -141,7 +168,7 @@ class Workflow:
     def _add(
         self,
         step: str,
-        job: Job[..., R],
+        job: Job[..., Any],
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
         waits_for: tuple[str, ...],
@@ -149,7 +176,7 @@ class Workflow:
         *,
         always: bool,
         payload: str | None = None,
-    ) -> Step[R]:
+    ) -> Step[Any]:
         """Adds the step; `payload`: its arguments, already validated into JSON text."""
         _check_step_name(step)
         if step in self._steps:
@@ -239,7 +266,20 @@ class After:
         self._workflow, self._waits_for = workflow, waits_for
         self._at_least, self._always = at_least, always
 
-    def add(self, step: str, job: Job[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Step[R]:
+    @overload
+    def add(
+        self,
+        step: str,
+        job: Job[P, Coroutine[Any, Any, T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Step[T]: ...
+
+    @overload
+    def add(self, step: str, job: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Step[T]: ...
+
+    def add(self, step: str, job: Job[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Step[Any]:
         """`Workflow.add`, for a step that waits (see `Workflow.after`)."""
         return self._workflow._add(
             step, job, args, kwargs, self._waits_for, self._at_least, always=self._always

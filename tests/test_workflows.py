@@ -87,7 +87,7 @@ def test_a_long_chain_is_ordered_without_recursion() -> None:
 def test_bad_arguments_are_refused_when_the_step_is_added_naming_it() -> None:
     flow = Workflow("w")
     with pytest.raises(JobArgumentsError) as caught:
-        flow.add("first", step_job, n="not a number")  # type: ignore[arg-type]
+        flow.add("first", step_job, n="not a number")  # type: ignore[call-overload]
     assert caught.value.errors[0]["loc"] == ("first", "n")
     with pytest.raises(JobArgumentsError):
         flow.add_many("p", step_job, [{"n": 1}, {"m": 2}])
