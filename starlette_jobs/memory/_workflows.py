@@ -126,8 +126,11 @@ class MemoryWorkflows(MemoryTables):
                     continue
                 ups = [u for u in (self._rows.get(i) for i in row.upstream) if u is not None]
                 told = [u for u in ups if u.settled and u.status in FINISHED]
+                failed = sum(u.status is not JobStatus.SUCCEEDED for u in told)
+                if cancelled and failed > row.allowed_failures:
+                    continue  # another step it waits for failed: it stays cancelled
                 row.upstream_left = len(row.upstream) - len(told)
-                row.upstream_failed = sum(u.status is not JobStatus.SUCCEEDED for u in told)
+                row.upstream_failed = failed
                 row.status, row.finished_at, row.settled = JobStatus.WAITING, None, False
                 if cancelled:
                     row.last_error = None

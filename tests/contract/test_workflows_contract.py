@@ -494,3 +494,26 @@ async def test_a_failure_cancels_a_chain_of_1500_steps_to_its_end(idle: Jobs) ->
         f"cancelled: it waits for step s[1498] (job {enqueued.steps['s[1498]']}) cancelled"
     )
     assert (await idle.count_by_status())[JobStatus.CANCELLED] == 1499
+
+
+async def test_a_step_another_failure_cancelled_stays_cancelled_on_a_retry(idle: Jobs) -> None:
+    flow = Workflow("two failures")
+    a = flow.add("a", flaky, label="a")
+    b = flow.add("b", flaky, label="b")
+    flow.after(a, b).add("both", append, label="both")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    for claim in await store.claim_batch("default", 10, "w", 30):
+        failed = Outcome(
+            id=claim.id, lease_token=claim.lease_token, status=JobStatus.FAILED,
+            retry_delay=None, error="no", result=None,
+        )  # fmt: skip
+        await store.record_outcomes([failed])
+    assert await idle.retry(enqueued.steps["a"])
+    both = await idle.get(enqueued.steps["both"])
+    assert both is not None
+    assert both.status is JobStatus.CANCELLED  # "b" failed too
+    assert await idle.retry(enqueued.steps["b"])
+    again = await idle.get(enqueued.steps["both"])
+    assert again is not None
+    assert again.status is JobStatus.WAITING

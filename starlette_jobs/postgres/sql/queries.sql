@@ -1308,7 +1308,8 @@ SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KE
 -- name: reopen_steps
 -- `jobs.retry` of a step that failed or was cancelled: of the steps that wait for it (locked
 -- by `lock_steps`), those waiting count their upstream again, and those it cancelled (more of
--- their upstream failed than they allow) wait again, with an event `waiting`. An upstream
+-- their upstream failed than they allow) wait again, with an event `waiting`, unless enough of
+-- the others failed to cancel them all the same. An upstream
 -- counts as finished once it has told them (`settled`). Returns the steps that waited or were
 -- cancelled, whether they were cancelled, and their dependents (to reopen next).
 -- $1 step ids, $2 whether to record events
@@ -1334,6 +1335,8 @@ WITH target AS (
            last_error = CASE WHEN target.status = 'cancelled' THEN NULL ELSE job.last_error END
       FROM counted JOIN target USING (id)
      WHERE job.id = counted.id
+       -- One cancelled because of another step too, that still failed, stays cancelled.
+       AND (target.status = 'waiting' OR counted.failed <= job.allowed_failures)
     RETURNING job.id, target.status AS was, job.attempts, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt)
