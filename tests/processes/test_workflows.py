@@ -1,6 +1,8 @@
 """Three worker processes finishing the 1,000 steps of one fan-in at the same time, 20 times:
 the step that waits for them all is released once, runs once, and only after every one of them
-(the release is counted on its row by each outcome's statement: docs/workflows.md)."""
+(the release is counted on its row by each outcome's statement: docs/workflows.md). A worker
+SIGKILLed in the middle of a 200-step workflow: the workflow completes, each step succeeded
+once, and only the steps it was running ran again."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ import asyncio
 import signal
 from pathlib import Path
 
-from starlette_jobs import Jobs, JobStatus, Workflow
+from starlette_jobs import Jobs, JobStatus, Step, Workflow
 from tests.processes.conftest import StartWorker
-from tests.processes.support import count, read_run_log
+from tests.processes.support import count, read_run_log, wait_until
 from tests.processes.worker_app import work
 
 STEPS = 1000
@@ -49,3 +51,44 @@ async def test_three_processes_release_a_fan_in_of_1000_steps_exactly_once(
         worker.send(signal.SIGTERM)
     for worker in workers:
         assert await asyncio.to_thread(worker.wait, 30) == 0, worker.output
+
+
+async def test_a_worker_killed_mid_workflow_leaves_it_to_complete(
+    database_dsn: str, start_worker: StartWorker, run_log: Path
+) -> None:
+    lease = ("--queue", "default=20", "--lease-duration", "2")
+    async with Jobs(database_dsn, queues={}) as jobs:
+        # Four layers of 50 steps, each step of a layer waiting for the whole layer before it.
+        flow = Workflow("layers")
+        layer: list[Step[int]] = []
+        for depth in range(4):
+            adding = flow.after(*layer) if layer else flow
+            layer = [
+                adding.add(f"l{depth}[{n}]", work, n=depth * 50 + n, seconds=0.05)
+                for n in range(50)
+            ]
+        enqueued = await flow.enqueue(jobs=jobs)
+        first = start_worker(*lease, dsn=database_dsn)
+        await asyncio.to_thread(
+            wait_until, lambda: sum(count(read_run_log(run_log), "done").values()) >= 70,
+            what="the first worker to be into the second layer",
+        )  # fmt: skip
+        first.send(signal.SIGKILL)
+        assert await asyncio.to_thread(first.wait) == -signal.SIGKILL
+        started_before_kill = count(read_run_log(run_log), "start")
+        done_before_kill = count(read_run_log(run_log), "done")
+        second = start_worker(*lease, "--burst", dsn=database_dsn)
+        assert await asyncio.to_thread(second.wait, 120) == 0, second.output
+        record = await jobs.workflow(enqueued.id)
+    assert record is not None
+    assert set(record.statuses.values()) == {JobStatus.SUCCEEDED}
+    events = read_run_log(run_log)
+    assert count(events, "done") == dict.fromkeys(range(200), 1)
+    starts = count(events, "start")
+    ran_twice = {n for n, times in starts.items() if times > 1}
+    in_flight = {n for n in started_before_kill if n not in done_before_kill}
+    assert in_flight, "the kill should land while steps run"
+    print(f"{len(in_flight)} step(s) in flight at the kill, {len(ran_twice)} ran twice")
+    # Only what the dead worker had started and not finished ran again, once more.
+    assert ran_twice <= in_flight
+    assert all(times <= 2 for times in starts.values())
