@@ -22,6 +22,8 @@ from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
 from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
 from ._errors import UnknownJobError as UnknownJobError
+from ._errors import UpstreamStepError as UpstreamStepError
+from ._errors import WorkflowDefinitionError as WorkflowDefinitionError
 from ._job import ConfiguredJob as ConfiguredJob
 from ._job import Job as Job
 from ._job import JobId as JobId
@@ -42,6 +44,11 @@ from ._schedules import periodic as periodic
 from ._version import __version__ as __version__
 from ._worker_records import UnrunnableJobs as UnrunnableJobs
 from ._worker_records import WorkerRecord as WorkerRecord
+from ._workflow_records import EnqueuedWorkflow as EnqueuedWorkflow
+from ._workflow_records import StepRecord as StepRecord
+from ._workflow_records import WorkflowRecord as WorkflowRecord
+from ._workflows import Step as Step
+from ._workflows import Workflow as Workflow
 from .web._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
 from .web._idempotency import idempotency_key as idempotency_key
 from .web._on_success import OnSuccessMiddleware as OnSuccessMiddleware
@@ -54,6 +61,7 @@ __all__ = [
     "CorrelationIdMiddleware",
     "DatabaseUnavailableError",
     "EmbeddedPostgresUnavailable",
+    "EnqueuedWorkflow",
     "EventKind",
     "IdempotencyKeyReusedError",
     "Job",
@@ -82,12 +90,18 @@ __all__ = [
     "ScheduleRecord",
     "SchemaVersionError",
     "StarletteJobsError",
+    "Step",
+    "StepRecord",
     "TickRecord",
     "TickStatus",
     "UniqueKeyTakenError",
     "UnknownJobError",
     "UnrunnableJobs",
+    "UpstreamStepError",
     "WorkerRecord",
+    "Workflow",
+    "WorkflowDefinitionError",
+    "WorkflowRecord",
     "__version__",
     "correlation_id",
     "current_job",

@@ -14,10 +14,11 @@ from typing import Any
 
 from ._errors import DatabaseUnavailableError, JobArgumentsError, while_doing
 from ._held_jobs import request_jobs
-from ._job import EnqueueOptions, Job, JobId
+from ._job import EnqueueOptions, Job, JobId, registered_job
 from ._records import NewJobs
 from ._tracing import Tracing, stored_context
-from .postgres._transactions import driver_connection
+from ._workflow_records import EnqueuedWorkflow, NewWorkflow
+from .postgres._transactions import CallerTransaction, driver_connection
 from .store._protocol import Store
 
 
@@ -97,6 +98,29 @@ class Enqueuer:
             return await store.insert_jobs(new, connection)
         except DatabaseUnavailableError as error:
             raise while_doing("enqueue", error) from error
+
+    async def insert_workflow(
+        self, new: NewWorkflow, connection: CallerTransaction | None
+    ) -> EnqueuedWorkflow:
+        """Writes the workflow in one statement (in the caller's transaction with
+        `connection`), every step with the trace context of one send span; see
+        `_workflows.Workflow.enqueue`."""
+        store = self._store()
+        caller = None if connection is None else await driver_connection(connection)
+        with self._tracing.send(new.steps[0].queue, f"workflow:{new.name}") as scope:
+            new = replace(new, trace_context=scope.stored_context)
+            for step in new.steps:
+                if len(step.payload) > self._longest_safe_payload:
+                    self._check_payload_sizes(registered_job(step.name), [step.payload])
+            try:
+                enqueued = await store.insert_workflow(new, caller)
+            except DatabaseUnavailableError as error:
+                raise while_doing("enqueue a workflow", error) from error
+            scope.set_job_ids(list(enqueued.steps.values()))
+        if self.after_enqueue is not None:
+            first = [enqueued.steps[step.step] for step in new.steps if not step.upstream]
+            await self.after_enqueue(first)
+        return enqueued
 
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: list[str]) -> None:
         limit = self._max_payload_bytes

@@ -73,6 +73,17 @@ class ScheduleDefinitionError(JobDefinitionError):
     or a second schedule of one job without a distinct `name`. Raised at declaration (import)."""
 
 
+class WorkflowDefinitionError(JobDefinitionError):
+    """A workflow that cannot run as declared (docs/workflows.md): a step waiting for one that
+    is not in it, steps waiting for each other in a cycle, two steps of one name. Raised before
+    anything is written."""
+
+
+class UpstreamStepError(StarletteJobsError, LookupError):
+    """`current_job().upstream_result`: the step named is not one this step waits for, did not
+    succeed, or its result does not fit the type asked for."""
+
+
 class UnknownJobError(StarletteJobsError, LookupError):
     """No job with this name is registered in this process.
 

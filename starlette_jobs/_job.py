@@ -20,6 +20,7 @@ from ._options import check_queue_name as check_queue_name
 from ._retry import Retry
 
 if TYPE_CHECKING:  # only a type: the driver is imported by _connections alone
+    from ._workflow_records import EnqueuedWorkflow, NewWorkflow
     from .postgres._transactions import CallerTransaction
 
 P = ParamSpec("P")
@@ -48,6 +49,10 @@ class Enqueuer(Protocol):
     async def insert(
         self, job: Job[Any, Any], payloads: list[str], options: EnqueueOptions
     ) -> list[JobId]: ...
+
+    async def insert_workflow(
+        self, new: NewWorkflow, connection: CallerTransaction | None
+    ) -> EnqueuedWorkflow: ...
 
 
 class HasEnqueuer(Protocol):

@@ -40,6 +40,7 @@ from ._startup import (
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
 from ._worker_queries import WorkerListing
+from ._workflow_queries import WorkflowQueries
 from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from .store._protocol import Store
 from .worker._settings import DEFAULT_RETRY_WAIT, check_drain_durations
@@ -49,7 +50,9 @@ from .worker._worker import Worker
 logger = logging.getLogger("starlette_jobs")
 
 
-class Jobs(JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerListing):
+class Jobs(
+    JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerListing, WorkflowQueries
+):
     """Where jobs are stored, and which of them this process works on.
 
     Args:

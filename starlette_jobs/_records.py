@@ -26,6 +26,9 @@ class JobStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    WAITING = "waiting"
+    """A workflow's step waiting for the steps before it (docs/workflows.md): no worker takes
+    it until they have finished."""
 
 
 FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
@@ -52,6 +55,11 @@ class EventKind(StrEnum):
     """Its lease expired (the worker crashed or stalled): pending again, or failed (`error`)."""
     RETRIED = "retried"
     """`jobs.retry` ran a failed or cancelled job again."""
+    READY = "ready"
+    """A workflow's step: the steps it waited for have finished as it needs, so it is pending."""
+    WAITING = "waiting"
+    """A workflow's step that a failure upstream had cancelled waits again: that step was
+    retried (`jobs.retry`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,8 @@ class JobEvent:
     error: str | None = None
     run_at: datetime | None = None
     """When the job is due next (a retry, a release), if it is pending."""
+    workflow_id: int | None = None
+    """The workflow the job is a step of (docs/workflows.md); None for other jobs."""
 
     @classmethod
     def _from_row(cls, row: Mapping[str, Any]) -> JobEvent:
@@ -82,6 +92,7 @@ class JobEvent:
             worker_id=row["worker_id"],
             error=row["error"],
             run_at=row["run_at"],
+            workflow_id=row.get("workflow_id"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +141,10 @@ class JobRecord:
     """When `jobs.cancel` asked a running job to stop; the job ends `cancelled`."""
     scheduled_for: datetime | None = None
     """The tick a schedule enqueued the job for (docs/schedules.md); None for other jobs."""
+    workflow_id: int | None = None
+    """The workflow the job is a step of (docs/workflows.md); None for other jobs."""
+    step: str | None = None
+    """Its step's name in that workflow."""
 
     @property
     def finished(self) -> bool:
@@ -162,6 +177,8 @@ class JobRecord:
             progress=None if progress is None else _decoded(progress, job_id, "progress", None),
             cancel_requested_at=row.get("cancel_requested_at"),
             scheduled_for=row.get("scheduled_for"),
+            workflow_id=row.get("workflow_id"),
+            step=row.get("step"),
         )
 
     def to_dict(self) -> dict[str, Any]:

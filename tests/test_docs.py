@@ -50,6 +50,7 @@ EXPECTED_DOCS = {
     "tracing.md",
     "waiting.md",
     "workers.md",
+    "workflows.md",
 }
 
 _FENCE = re.compile(r"^(\s*)```(\S*)\s*$")

@@ -41,6 +41,8 @@ TESTED_ELSEWHERE = {
     "_worker_records": "contract/test_workers_contract.py",
     "memory._registry": "contract/test_workers_contract.py",
     "_worker_queries": "processes/test_registry.py",
+    # Workflows: `jobs.workflow`, through `Jobs` on both stores.
+    "_workflow_queries": "contract/test_workflows_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

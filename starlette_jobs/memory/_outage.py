@@ -30,6 +30,7 @@ STORE_CALLS = (
     *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
     *("register_worker", "worker_seen", "unregister_worker", "list_workers", "prune_workers"),
     *("hold_liveness", "rescue_dead_workers", "unrunnable_jobs"),
+    *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -46,6 +46,15 @@ class Row:
     idempotency_key: str | None = None
     scheduled_for: datetime | None = None
     events: list[JobEvent] = field(default_factory=list)
+    # A workflow's step (docs/workflows.md; `_workflows.py`): as the PostgreSQL columns.
+    workflow_id: int | None = None
+    step: str | None = None
+    upstream: list[int] | None = None
+    dependents: list[int] | None = None
+    upstream_left: int | None = None
+    upstream_failed: int | None = None
+    allowed_failures: int | None = None
+    settled: bool = False
 
     @classmethod
     def new(cls, new: NewJobs, job_id: int, payload: str, now: datetime) -> Row:
@@ -106,6 +115,7 @@ class Row:
                 worker_id=None if kind is EventKind.RETRIED else self.worker_id,
                 error=error,
                 run_at=self.run_at if self.status is JobStatus.PENDING else None,
+                workflow_id=self.workflow_id,
             )
         )
 
@@ -114,8 +124,9 @@ class Row:
             job_id=self.id,
             kind=EventKind.ENQUEUED,
             at=self.created_at,
-            status=JobStatus.PENDING,
+            status=JobStatus.PENDING if self.upstream is None else JobStatus.WAITING,
             attempt=0,
+            workflow_id=self.workflow_id,
         )
         return [enqueued, *self.events]
 

@@ -46,6 +46,7 @@ from ._registry import MemoryRegistry
 from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
 from ._tables import MemoryData, canonical_json, utc_now
+from ._workflows import MemoryWorkflows
 
 SCHEME = "memory://"
 # The data of stores shared by name in this process, while a `Jobs` holds them.
@@ -72,7 +73,7 @@ def memory_store(dsn: str, schema: str | None = None) -> MemoryStore:
 
 
 @failing_in_outages
-class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
+class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls, MemoryWorkflows):
     """The `Store` protocol on a dict; see the module's docstring."""
 
     @property
@@ -138,6 +139,8 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
             row = self._held(outcome.id, outcome.lease_token)
             if row is not None:
                 self._changed(row, row.end(outcome, now), now, outcome.error)
+                if row.dependents is not None and row.status in FINISHED:
+                    self._tell_dependents(row, now)
                 written.add(row.id)
         return written
 
@@ -207,7 +210,10 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
             (
                 r
                 for r in self._rows.values()
-                if r.status in FINISHED and r.finished_at and r.finished_at < cutoff
+                if r.status in FINISHED
+                and r.finished_at
+                and r.finished_at < cutoff
+                and not self._waited_for(r)
             ),
             key=lambda r: (r.finished_at, r.id),
         )[:limit]
@@ -303,9 +309,11 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
         now = utc_now()
         if row is None:
             return None
-        if row.status is JobStatus.PENDING:
+        if row.status in (JobStatus.PENDING, JobStatus.WAITING):
             row.status, row.finished_at = JobStatus.CANCELLED, now
             self._changed(row, EventKind.CANCELLED, now)
+            if row.dependents is not None:
+                self._tell_dependents(row, now)
             return row.status
         if row.status is JobStatus.RUNNING and row.cancel_requested_at is None:
             row.cancel_requested_at = now
@@ -335,9 +343,11 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls):
         now = utc_now()
         row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
         row.finished_at = row.result = row.progress = row.cancel_requested_at = None
-        row.outcome_wanted = False
+        row.outcome_wanted = row.settled = False
         self._changed(row, EventKind.RETRIED, now)
         self._notify(row.queue)
+        if row.dependents is not None:
+            self._reopen(row.dependents, now)
         return True
 
     async def release_job(self, job_id: int) -> bool:

@@ -48,6 +48,9 @@ class MemoryData:
         self.recent_starts: dict[str, list[datetime]] = {}
         # The worker registry by worker id (`memory._registry`).
         self.workers: dict[str, WorkerRecord] = {}
+        # Workflows by id (`memory._workflows`): name and when it was enqueued.
+        self.workflows: dict[int, tuple[str, datetime]] = {}
+        self.workflow_ids = itertools.count(1)
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

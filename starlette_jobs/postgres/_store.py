@@ -22,11 +22,12 @@ from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
 from ._transactions import JoinedTransaction
+from ._workflows import WorkflowStatements
 
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
+class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:
@@ -160,6 +161,9 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
             [o.progress for o in outcomes],
             self.record_events,
         )
+        if rows and rows[0][1]:
+            # Steps it cancelled (a step they waited for failed) have steps waiting for them.
+            await self.settle_steps()
         return {row[0] for row in rows}
 
     async def extend_leases(
@@ -256,8 +260,12 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
         return Unfinished(row["waited"], row["scheduled"], row["retries"], row["unknown"])
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
-        status = await self._write("fetchval", self._q["cancel_job"], job_id, self.record_events)
-        return None if status is None else JobStatus(status)
+        row = await self._write("fetchrow", self._q["cancel_job"], job_id, self.record_events)
+        if row is None:
+            return None
+        if row["owed"]:  # a workflow's step: the steps waiting for it are told
+            await self.settle_steps()
+        return JobStatus(row[0])
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
         rows = await self._read("fetch", self._q["peek_jobs"], queue, limit, list(exclude))
@@ -273,8 +281,8 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore):
 
     async def retry_job(self, job_id: int) -> bool:
         try:
-            row = await self._write("fetchrow", self._q["retry_job"], job_id, self.record_events)
-            return row is not None
+            # With the steps its failure cancelled (a workflow's), in one transaction.
+            return await self._retry_with_dependents(job_id)
         except UniqueViolationError:
             raise UniqueKeyTakenError(
                 f"job {job_id} cannot be retried: another pending or running job holds its "

@@ -24,6 +24,7 @@ from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
+from .._workflow_records import EnqueuedWorkflow, NewWorkflow, UpstreamStep, WorkflowRecord
 
 
 class Listener(Protocol):
@@ -195,8 +196,9 @@ class Store(Protocol):
     async def job_status(self, job_id: int) -> JobStatus | None: ...
 
     async def cancel_job(self, job_id: int) -> JobStatus | None:
-        """A pending job becomes cancelled (returns CANCELLED); a running one is asked to stop,
-        its worker told (returns RUNNING); None if it was neither, or was asked already."""
+        """A pending job (or a workflow's waiting step, whose dependents are then told) becomes
+        cancelled (returns CANCELLED); a running one is asked to stop, its worker told (returns
+        RUNNING); None if it was none of these, or was asked already."""
         ...
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
@@ -209,7 +211,9 @@ class Store(Protocol):
 
     async def retry_job(self, job_id: int) -> bool:
         """A failed or cancelled job runs again from its first attempt; False in any other
-        status. Raises `UniqueKeyTakenError` if a live job holds its unique key."""
+        status. Raises `UniqueKeyTakenError` if a live job holds its unique key. A workflow's
+        step: in the same transaction, the steps waiting for it count it as unfinished again,
+        and those its failure cancelled wait again (event `waiting`), down the graph."""
         ...
 
     async def release_job(self, job_id: int) -> bool:
@@ -332,6 +336,40 @@ class Store(Protocol):
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:
         """Deletes the rows of workers unseen for `missed_heartbeats` of their own heartbeat
         intervals (they died); returns their ids."""
+        ...
+
+    # -- workflows (docs/workflows.md) -----------------------------------------------------------
+
+    async def insert_workflow(
+        self, new: NewWorkflow, connection: Any | None = None
+    ) -> EnqueuedWorkflow:
+        """Writes the workflow and its steps at once: a step that waits for none pending, the
+        others `waiting` (no claim takes them). Every change that finishes a step (its outcome,
+        a cancel, a rescue) tells the steps waiting for it: when the last one they wait for
+        has finished, each becomes pending (event `ready`), or is cancelled (its error naming
+        the cause) once more of them than it allows ended otherwise than succeeded, and so on
+        down the graph. `record_outcomes` tells them in the statement that writes the
+        outcome; a change that cannot leaves it to `settle_steps`. `connection`: as for
+        `insert_jobs`."""
+        ...
+
+    async def settle_steps(self, limit: int = 1000) -> int:
+        """Tells the steps waiting for finished steps that have not told them yet (and those
+        it cancels in turn, down the graph); returns how many finished steps it settled."""
+        ...
+
+    async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
+        """Every step of the workflow not finished: waiting and pending ones cancelled (error
+        "cancelled: its workflow was cancelled"), running ones asked to stop as `cancel_job`
+        asks. Returns (id, status after) of each step changed, by id."""
+        ...
+
+    async def upstream_results(self, job_id: int) -> list[UpstreamStep]:
+        """The steps that the step `job_id` waits for, with their status and result, by id."""
+        ...
+
+    async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
+        """The workflow and its steps, in the order they were written."""
         ...
 
     # -- closing -------------------------------------------------------------------------------

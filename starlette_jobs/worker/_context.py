@@ -7,11 +7,16 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 from uuid import UUID
 
-from .._records import Claim
+from .._records import Claim, JobStatus
 from .._storable import MAX_PROGRESS_BYTES, storable_json
+from . import _upstream
 from ._loop_time import JobLoopTime
+from ._upstream import UpstreamReader
+
+T = TypeVar("T")
 
 
 class AttemptControl:
@@ -36,6 +41,7 @@ class AttemptControl:
         "started",
         "stopped_by_worker",
         "timed_out",
+        "upstream",
     )
 
     def __init__(
@@ -45,6 +51,7 @@ class AttemptControl:
         *,
         claim: Claim | None = None,
         progress: Callable[[int, UUID, str], None] | None = None,
+        upstream: UpstreamReader | None = None,
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
@@ -52,6 +59,8 @@ class AttemptControl:
         self.claim = claim
         """The job this attempt runs (`run_attempt` sets it): what `current_job()` describes."""
         self.progress = progress
+        self.upstream = upstream
+        """Where a workflow's step reads the steps it waited for (`Store.upstream_results`)."""
         self._job: RunningJob | None = None
         self.loop_time = loop_time
         """Where the worker counts how long its jobs hold the event loop (None: it does not)."""
@@ -161,6 +170,31 @@ class RunningJob:
         except ValueError as error:
             raise ValueError(f"job {self.id}: progress not storable: {error}") from None
         self._control.report_progress(text)
+
+    async def upstream_result(self, step: str, result_type: type[T]) -> T:
+        """A workflow's step: the result of `step`, one of the steps it waited for, validated
+        into `result_type` (what that step's job returns), see docs/workflows.md.
+
+        Raises:
+            UpstreamStepError: `step` is not one it waited for, did not succeed, or its
+                result does not fit `result_type`.
+
+        Example:
+            >>> @job
+            ... async def send_invoice(order_id: int) -> None:
+            ...     pdf = await current_job().upstream_result("render", RenderedPdf)
+        """
+        return await _upstream.upstream_result(self._control.upstream, self.id, step, result_type)
+
+    async def upstream_results(self, result_type: type[T]) -> dict[str, T]:
+        """A workflow's step: the results of the steps it waited for that succeeded, by step
+        name, each validated into `result_type` (a fan-in's collecting step)."""
+        return await _upstream.upstream_results(self._control.upstream, self.id, result_type)
+
+    async def upstream_statuses(self) -> dict[str, JobStatus]:
+        """A workflow's step: how each step it waited for ended, by step name (for a step of
+        `after(always=True)` or `after(at_least=...)`)."""
+        return await _upstream.upstream_statuses(self._control.upstream, self.id)
 
 
 # An attempt of the worker's sets its `AttemptControl`, whose `RunningJob` is made only if the

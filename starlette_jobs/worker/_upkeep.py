@@ -59,6 +59,7 @@ class Upkeep:
             await asyncio.sleep(self._interval)
             try:
                 await self.rescue_expired()
+                await self.settle_steps()
                 await self.prune_workers()
             except DatabaseUnavailableError as error:
                 logger.warning("upkeep failed, retrying in %.1f s: %s", self._interval, error)
@@ -81,6 +82,14 @@ class Upkeep:
         for job_id, queue, status in rescued:
             logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
             self._wake(queue)
+
+    async def settle_steps(self) -> None:
+        """Tells the workflow steps waiting for a step that finished without telling them (a
+        rescue failed it, or a worker died between the statements of a cancellation's
+        cascade); see docs/workflows.md. Nothing to do, one look at an empty index."""
+        settled = await self._store.settle_steps()
+        if settled:
+            logger.info("told the dependents of %d finished workflow step(s)", settled)
 
     async def prune_workers(self) -> None:
         """Deletes the registry rows of workers that stopped heartbeating (docs/workers.md)."""

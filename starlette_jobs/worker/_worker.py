@@ -62,6 +62,7 @@ class Worker:
         self._outcomes = OutcomeWriter(store)
         self._progress = ProgressWriter(store)
         self._report_progress = self._progress.report  # one bound method for every attempt
+        self._upstream_results = store.upstream_results  # a workflow's step reads them
         # The worker's statements wait at most this long (see _connectivity): LISTEN is
         # checked twice as often, so that a silent one is found within as long.
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
@@ -205,7 +206,11 @@ class Worker:
                 create_task = asyncio.get_running_loop().create_task
                 for claim in claims:
                     control = AttemptControl(
-                        None, self._loop_time, claim=claim, progress=self._report_progress
+                        None,
+                        self._loop_time,
+                        claim=claim,
+                        progress=self._report_progress,
+                        upstream=self._upstream_results,
                     )
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))

@@ -138,6 +138,7 @@ def test_migrate_and_status(database_dsn: str, capsys: pytest.CaptureFixture[str
         ["succeeded", "0"],
         ["failed", "0"],
         ["cancelled", "0"],
+        ["waiting", "0"],
     ]
 
 

@@ -314,6 +314,7 @@ async def test_list_count_cancel_and_retry(start_jobs: StartJobs) -> None:
             JobStatus.SUCCEEDED: 0,
             JobStatus.FAILED: 0,
             JobStatus.CANCELLED: 1,
+            JobStatus.WAITING: 0,
         }
         assert (await producer.count_by_status(queue="other"))[JobStatus.PENDING] == 1
         listed = await producer.list(limit=10)

@@ -82,6 +82,17 @@ EXPECTED: dict[str, list[str]] = {
     "prune_workers": ["float8"],
     "hold_liveness": ["text"],
     "rescue_dead_workers": ["int8", "bool"],
+    "insert_workflow": [
+        *["text", "jsonb", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],
+        *["int4[]", "int4[]"],
+    ],
+    "settle_steps": ["int8", "bool"],
+    "upstream_results": ["int8"],
+    "get_workflow": ["int8"],
+    "workflow_steps": ["int8"],
+    "lock_steps": ["int8[]"],
+    "reopen_steps": ["int8[]", "bool"],
+    "cancel_workflow": ["int8", "bool"],
 }
 
 

@@ -144,3 +144,29 @@ async def test_a_malformed_stored_trace_context_runs_the_job_in_a_fresh_trace(
     process = by_name(exporter.get_finished_spans(), "process default")
     assert process.parent is None
     assert process.links == ()
+
+
+async def test_every_step_of_a_workflow_is_in_the_trace_that_enqueued_it(
+    database_dsn: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    from starlette_jobs import Workflow
+
+    async with Jobs(database_dsn, tracer_provider=provider, poll_interval=0.2) as jobs:
+        flow = Workflow("traced")
+        first = flow.add("first", traced, n=1)
+        flow.after(first).add("second", traced, n=2)
+        with provider.get_tracer("test").start_as_current_span("the caller") as caller:
+            await flow.enqueue()
+        await jobs.drain()
+    spans = exporter.get_finished_spans()
+    send = by_name(spans, "send default")
+    assert send.attributes is not None
+    assert send.attributes["starlette_jobs.job.name"] == "workflow:traced"
+    processes = [s for s in spans if s.name == "process default"]
+    assert len(processes) == 2
+    for process in processes:
+        assert process.parent is not None
+        assert send.context is not None
+        assert process.parent.span_id == send.context.span_id
+        assert process.context is not None
+        assert process.context.trace_id == caller.get_span_context().trace_id

@@ -19,6 +19,7 @@ from starlette_jobs.postgres import _migrations as migrations_module
 from starlette_jobs.postgres import _registry as registry_module
 from starlette_jobs.postgres import _schedules as schedules_module
 from starlette_jobs.postgres import _store as postgres_module
+from starlette_jobs.postgres import _workflows as workflows_module
 from starlette_jobs.postgres._migrations import migrations, queries
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
@@ -28,7 +29,8 @@ from tests.records import new_jobs
 def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() -> None:
     used: set[str] = set()
     for module in (
-        postgres_module, migrations_module, schedules_module, controls_module, registry_module
+        postgres_module, migrations_module, schedules_module, controls_module, registry_module,
+        workflows_module,
     ):  # fmt: skip
         assert module.__file__ is not None
         source = Path(module.__file__).read_text()

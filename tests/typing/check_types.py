@@ -74,3 +74,23 @@ async def checks(jobs: Jobs, request: Request, session: AsyncSession) -> None:
     await resize.enqueue(1, height=3)  # type: ignore[call-arg]
     await resize.enqueue()  # type: ignore[call-arg]
     await resize.configure(delay=1.0).enqueue(image_id="x")  # type: ignore[arg-type]
+
+
+async def workflow_checks(jobs: Jobs) -> None:
+    """A workflow's steps are typed against their jobs' signatures, and what a step reads of
+    the steps it waited for, against the type it names."""
+    from starlette_jobs import EnqueuedWorkflow, Step, Workflow, WorkflowRecord, current_job
+
+    flow = Workflow("typed")
+    small = flow.add("small", resize, image_id=1, width=10)
+    assert_type(small, Step[str])
+    counted = flow.after(small).add("count", count_words, text="a b")
+    assert_type(counted, Step[int])
+    flow.add("bad", resize, image_id="1")  # type: ignore[call-overload]
+    flow.after(small).add("bad2", count_words, words="a")  # type: ignore[call-overload]
+    assert_type(await flow.enqueue(jobs=jobs), EnqueuedWorkflow)
+    assert_type(await jobs.workflow(1), WorkflowRecord | None)
+    me = current_job()
+    assert me is not None
+    assert_type(await me.upstream_result("small", str), str)
+    assert_type(await me.upstream_results(int), dict[str, int])

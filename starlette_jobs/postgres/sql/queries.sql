@@ -243,21 +243,85 @@ WITH outcome AS (
            result = outcome.result::jsonb,
            progress = coalesce(outcome.progress::jsonb, job.progress),
            lease_token = NULL,
-           lease_expires_at = NULL
+           lease_expires_at = NULL,
+           -- A workflow's step that finished tells the steps that wait for it below (`told`).
+           settled = job.dependents IS NOT NULL
+                     AND (outcome.status <> 'pending' OR job.cancel_requested_at IS NOT NULL)
       FROM outcome
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
     RETURNING job.id, job.status, job.attempts, job.worker_id, outcome.error, job.run_at,
-              job.outcome_wanted
+              job.outcome_wanted, job.step, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
     SELECT id, CASE WHEN status = 'pending' THEN 'attempt_failed' ELSE status END, status,
            attempts, worker_id, error, CASE WHEN status = 'pending' THEN run_at END
       FROM written WHERE $8::boolean
+), told AS (
+    -- Workflows (docs/workflows.md): the steps that wait for those just finished, how many of
+    -- theirs finished, how many of those otherwise than succeeded, and the first of those (the
+    -- cause of a cancellation). Nothing for a job of no workflow (its dependents are NULL).
+    SELECT dependent AS id, count(*) AS finished,
+           count(*) FILTER (WHERE written.status <> 'succeeded') AS failed,
+           min('step ' || written.step || ' (job ' || written.id || ') ' || written.status)
+               FILTER (WHERE written.status <> 'succeeded') AS cause
+      FROM written, unnest(written.dependents) AS dependent
+     WHERE written.status <> 'pending'
+     GROUP BY dependent
+), locked AS (
+    -- In id order: two statements releasing steps of one workflow cannot deadlock.
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- On the row locked, as the last statement to change it left it: of two steps finishing
+    -- at once, the one that brings the count to zero releases (or cancels) the step, once.
+    -- Past its allowed failures a step is cancelled at once, naming the cause.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           upstream_failed = job.upstream_failed + told.failed,
+           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                         THEN 'cancelled'
+                         WHEN job.upstream_left = told.finished THEN 'pending'
+                         ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
+                              AND job.upstream_left = told.finished THEN now()
+                         ELSE job.run_at END,
+           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                              THEN now() END,
+           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                             THEN CASE WHEN job.allowed_failures = 0
+                                       THEN 'cancelled: it waits for ' || told.cause
+                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
+                                            || ' of the ' || cardinality(job.upstream)
+                                            || ' steps it waits for did not succeed, at most '
+                                            || job.allowed_failures || ' may (latest: '
+                                            || told.cause || ')' END
+                             ELSE job.last_error END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
+              job.dependents, job.outcome_wanted
+), released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
+           CASE WHEN status = 'cancelled' THEN last_error END,
+           CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE status <> 'waiting' AND $8::boolean
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written
      WHERE outcome_wanted AND status <> 'pending'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status = 'cancelled'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
 )
-SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
+-- `cascade`: steps it cancelled have dependents of their own, which `settle_steps` tells next.
+SELECT id, (SELECT count(*) FROM released
+             WHERE status = 'cancelled' AND dependents IS NOT NULL) > 0 AS cascade
+  FROM written, (SELECT count(*) FROM announced) AS sent;
 
 -- name: record_successes
 -- `record_outcomes` for a batch in which every attempt succeeded and left no progress to write:
@@ -272,17 +336,49 @@ WITH written AS (
            last_error = NULL,
            result = outcome.result::jsonb,
            lease_token = NULL,
-           lease_expires_at = NULL
+           lease_expires_at = NULL,
+           -- A workflow's step tells the steps that wait for it below (`told`).
+           settled = job.dependents IS NOT NULL
       FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
+), told AS (
+    -- Workflows (docs/workflows.md): the steps that wait for those just finished, and how
+    -- many of theirs finished. Nothing for a job of no workflow (its dependents are NULL).
+    SELECT dependent AS id, count(*) AS finished
+      FROM written, unnest(written.dependents) AS dependent
+     GROUP BY dependent
+), locked AS (
+    -- In id order: two statements releasing steps of one workflow cannot deadlock.
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- On the row locked, as the last statement to change it left it: of two steps finishing
+    -- at once, the one that brings the count to zero releases the step, once.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           status = CASE WHEN job.upstream_left = told.finished THEN 'pending' ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_left = told.finished THEN now() ELSE job.run_at END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at
+), released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
+    SELECT id, 'ready', status, attempts, run_at FROM released
+     WHERE status = 'pending' AND $4::boolean
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
 )
-SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
+SELECT id FROM written, (SELECT count(*) FROM announced) AS sent,
+       (SELECT count(*) FROM woken) AS woke;
 
 -- name: extend_leases
 -- Heartbeat for jobs this worker still runs. It never waits on a row lock: a row another
@@ -425,6 +521,13 @@ WITH old AS (
     SELECT id FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
+       -- A workflow's step is kept while a step that waits for it has not finished: that one
+       -- reads its result, and counts its outcome (docs/workflows.md).
+       AND (dependents IS NULL
+            OR (settled AND NOT EXISTS (
+                    SELECT FROM starlette_jobs AS dependent
+                     WHERE dependent.id = ANY(starlette_jobs.dependents)
+                       AND dependent.status IN ('waiting', 'pending', 'running'))))
      ORDER BY finished_at
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -593,18 +696,22 @@ SELECT count(*) FILTER (WHERE waited AND known) AS waited,
          WHERE queue = ANY($1::text[]) AND status IN ('pending', 'running')) AS unfinished;
 
 -- name: cancel_job
--- A pending job becomes cancelled; a running one is asked to stop (once), and its worker is
--- told at once, wherever it runs. Returns the job's status after: 'cancelled', or 'running'
--- (asked to stop); nothing if it was neither pending nor running, or was asked already.
+-- A pending job (or a workflow's waiting step) becomes cancelled; a running one is asked to
+-- stop (once), and its worker is told at once, wherever it runs. Returns the job's status
+-- after: 'cancelled', or 'running' (asked to stop), and `owed`: a cancelled step has steps
+-- waiting for it, to tell (`settle_steps`); nothing if it was neither pending, waiting nor
+-- running, or was asked already.
 -- $1 job id, $2 whether to record events
 WITH changed AS (
     UPDATE starlette_jobs
-       SET status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
-           finished_at = CASE WHEN status = 'pending' THEN now() ELSE finished_at END,
+       SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
+           finished_at = CASE WHEN status IN ('pending', 'waiting') THEN now()
+                              ELSE finished_at END,
            cancel_requested_at = CASE WHEN status = 'running' THEN now() END
      WHERE id = $1
-       AND (status = 'pending' OR (status = 'running' AND cancel_requested_at IS NULL))
-    RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted
+       AND (status IN ('pending', 'waiting')
+            OR (status = 'running' AND cancel_requested_at IS NULL))
+    RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted, dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
@@ -613,7 +720,8 @@ WITH changed AS (
 )
 SELECT status,
        CASE WHEN status = 'running' THEN pg_notify('starlette_jobs.cancel', lease_token::text)
-            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END,
+       status = 'cancelled' AND dependents IS NOT NULL AS owed
   FROM changed;
 
 -- name: retry_job
@@ -622,14 +730,16 @@ SELECT status,
 WITH retried AS (
     UPDATE starlette_jobs
        SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
-           progress = NULL, cancel_requested_at = NULL, outcome_wanted = false
+           progress = NULL, cancel_requested_at = NULL, outcome_wanted = false,
+           -- A workflow's step tells the steps waiting for it again when it finishes again.
+           settled = false
      WHERE id = $1 AND status IN ('failed', 'cancelled')
-    RETURNING id, queue, status, attempts, run_at
+    RETURNING id, queue, status, attempts, run_at, dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
     SELECT id, 'retried', status, attempts, run_at FROM retried WHERE $2::boolean
 )
-SELECT queue, pg_notify('starlette_jobs:' || queue, '') FROM retried;
+SELECT queue, pg_notify('starlette_jobs:' || queue, ''), dependents FROM retried;
 
 -- name: job_status
 -- $1 job id
@@ -656,11 +766,18 @@ SELECT * FROM starlette_jobs
 -- name: job_events
 -- A job's history, oldest first: its enqueueing (the row itself), then its recorded events.
 -- $1 job id
-SELECT id AS job_id, 'enqueued' AS kind, created_at AS at, 'pending' AS status, 0 AS attempt,
-       NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq
-  FROM starlette_jobs WHERE id = $1
+-- Each event names the job's workflow, if it is a step of one.
+WITH job AS (
+    SELECT id, created_at, upstream, workflow_id FROM starlette_jobs WHERE id = $1
+)
+SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
+       CASE WHEN upstream IS NULL THEN 'pending' ELSE 'waiting' END AS status, 0 AS attempt,
+       NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq,
+       workflow_id
+  FROM job
 UNION ALL
-SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id
+SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id,
+       (SELECT workflow_id FROM job)
   FROM starlette_jobs_events WHERE job_id = $1
  ORDER BY seq;
 
@@ -1062,3 +1179,241 @@ SELECT queue, name, count(*) AS pending, min(run_at) AS oldest_run_at
                       AND candidate.name = ANY(worker.job_names))
  GROUP BY queue, name
  ORDER BY queue, name;
+
+-- Workflows (docs/workflows.md): steps are job rows of a workflow_id; a step that waits for
+-- others is 'waiting', which no claim looks at, until the statement that writes the outcome of
+-- the last step it waits for releases it (record_outcomes, record_successes, settle_steps).
+
+-- name: insert_workflow
+-- A workflow and all its steps in one statement; returns the workflow's id and the steps' ids,
+-- in the order given (each step after those it waits for). A step that waits for none is
+-- pending (its queue woken), the others waiting, each with the count of steps it waits for;
+-- each holds the ids of the steps it waits for (upstream) and of those waiting for it
+-- (dependents).
+-- $1 workflow name, $2 trace context (JSON text) or NULL, $3 step names, $4 job names,
+-- $5 queues, $6 payloads (one JSON array, an element per step), $7 priorities,
+-- $8 max_attempts, $9 allowed failures, $10 and $11 the edges: the position (from 1) of a
+-- step waited for, and of the step that waits for it
+WITH workflow AS (
+    INSERT INTO starlette_jobs_workflows (name, trace_context, created_at)
+    VALUES ($1, $2::jsonb, statement_timestamp())
+    RETURNING id
+), step AS (
+    SELECT given.position, nextval(pg_get_serial_sequence('starlette_jobs', 'id')) AS id,
+           given.step, given.name, given.queue, given.priority, given.max_attempts,
+           given.allowed_failures
+      FROM unnest($3::text[], $4::text[], $5::text[], $7::int4[], $8::int4[], $9::int4[])
+           WITH ORDINALITY AS given(step, name, queue, priority, max_attempts,
+                                    allowed_failures, position)
+     ORDER BY given.position
+), ids AS (
+    SELECT array_agg(id ORDER BY position) AS ids FROM step
+), edge AS (
+    -- By subscript: a join of the edges with the steps on their positions would be planned
+    -- as a nested loop (a CTE has no statistics), quadratic in the number of steps.
+    SELECT ids.ids[edge.up] AS upstream_id, ids.ids[edge.down] AS job_id
+      FROM unnest($10::int4[], $11::int4[]) AS edge(up, down), ids
+), waits AS (
+    SELECT job_id AS id, array_agg(upstream_id ORDER BY upstream_id) AS upstream
+      FROM edge GROUP BY job_id
+), waited AS (
+    SELECT upstream_id AS id, array_agg(job_id ORDER BY job_id) AS dependents
+      FROM edge GROUP BY upstream_id
+), inserted AS (
+    INSERT INTO starlette_jobs
+        (id, name, queue, payload, priority, max_attempts, trace_context, created_at, run_at,
+         status, workflow_id, step, upstream, dependents, upstream_left, upstream_failed,
+         allowed_failures)
+    OVERRIDING SYSTEM VALUE
+    SELECT step.id, step.name, step.queue, $6::jsonb -> (step.position - 1)::int,
+           step.priority, step.max_attempts, $2::jsonb, statement_timestamp(),
+           statement_timestamp(),
+           CASE WHEN waits.upstream IS NULL THEN 'pending' ELSE 'waiting' END,
+           (SELECT id FROM workflow), step.step, waits.upstream, waited.dependents,
+           cardinality(waits.upstream), CASE WHEN waits.upstream IS NOT NULL THEN 0 END,
+           step.allowed_failures
+      FROM step LEFT JOIN waits USING (id) LEFT JOIN waited USING (id)
+     ORDER BY step.position
+    RETURNING queue, status
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'pending') AS q
+)
+SELECT (SELECT id FROM workflow) AS workflow_id, (SELECT ids FROM ids) AS ids,
+       (SELECT count(*) FROM woken) AS sent;
+
+-- name: settle_steps
+-- Tells the steps waiting for finished steps that have not told them yet (a step cancelled
+-- because of a step it waited for, or finished by a rescue), as record_outcomes tells them for
+-- the steps it finishes. Returns how many steps it settled, and whether it cancelled steps that
+-- have dependents of their own (to settle next). SKIP LOCKED: workers share the work.
+-- $1 how many steps at most, $2 whether to record events
+WITH due AS (
+    SELECT id FROM starlette_jobs
+     WHERE dependents IS NOT NULL AND NOT settled
+       AND status IN ('succeeded', 'failed', 'cancelled')
+     ORDER BY id
+     LIMIT $1
+       FOR NO KEY UPDATE SKIP LOCKED
+), written AS (
+    UPDATE starlette_jobs AS job SET settled = true FROM due WHERE job.id = due.id
+    RETURNING job.id, job.step, job.status, job.dependents
+), told AS (
+    -- As in record_outcomes.
+    SELECT dependent AS id, count(*) AS finished,
+           count(*) FILTER (WHERE written.status <> 'succeeded') AS failed,
+           min('step ' || written.step || ' (job ' || written.id || ') ' || written.status)
+               FILTER (WHERE written.status <> 'succeeded') AS cause
+      FROM written, unnest(written.dependents) AS dependent
+     GROUP BY dependent
+), locked AS (
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- As in record_outcomes.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           upstream_failed = job.upstream_failed + told.failed,
+           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                         THEN 'cancelled'
+                         WHEN job.upstream_left = told.finished THEN 'pending'
+                         ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
+                              AND job.upstream_left = told.finished THEN now()
+                         ELSE job.run_at END,
+           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                              THEN now() END,
+           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                             THEN CASE WHEN job.allowed_failures = 0
+                                       THEN 'cancelled: it waits for ' || told.cause
+                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
+                                            || ' of the ' || cardinality(job.upstream)
+                                            || ' steps it waits for did not succeed, at most '
+                                            || job.allowed_failures || ' may (latest: '
+                                            || told.cause || ')' END
+                             ELSE job.last_error END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
+              job.dependents, job.outcome_wanted
+), released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
+           CASE WHEN status = 'cancelled' THEN last_error END,
+           CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE status <> 'waiting' AND $2::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status = 'cancelled'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
+)
+SELECT (SELECT count(*) FROM written) AS settled,
+       (SELECT count(*) FROM released
+         WHERE status = 'cancelled' AND dependents IS NOT NULL) > 0 AS cascade,
+       (SELECT count(*) FROM announced) AS sent;
+
+-- name: upstream_results
+-- The steps a step waits for: step name, status and result (JSON text), by id.
+-- $1 the waiting step's job id
+SELECT up.step, up.status, up.result::text AS result
+  FROM starlette_jobs AS job
+  JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+ WHERE job.id = $1
+ ORDER BY up.id;
+
+-- name: get_workflow
+-- $1 workflow id
+SELECT id, name, created_at FROM starlette_jobs_workflows WHERE id = $1;
+
+-- name: workflow_steps
+-- The steps of a workflow, in the order they were inserted.
+-- $1 workflow id
+SELECT * FROM starlette_jobs WHERE workflow_id = $1 ORDER BY id;
+
+-- name: lock_steps
+-- The first statement of reopening steps (`reopen_steps`): the rows of these steps, locked in
+-- id order, so that the next statement counts what every statement that told them committed.
+-- $1 step ids
+SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
+
+-- name: reopen_steps
+-- `jobs.retry` of a step that failed or was cancelled: of the steps that wait for it (locked
+-- by `lock_steps`), those waiting count their upstream again, and those it cancelled (more of
+-- their upstream failed than they allow) wait again, with an event `waiting`, unless enough of
+-- the others failed to cancel them all the same. An upstream
+-- counts as finished once it has told them (`settled`). Returns the steps that waited or were
+-- cancelled, whether they were cancelled, and their dependents (to reopen next).
+-- $1 step ids, $2 whether to record events
+WITH target AS (
+    SELECT id, status FROM starlette_jobs
+     WHERE id = ANY($1::bigint[])
+       AND (status = 'waiting'
+            OR (status = 'cancelled' AND upstream_failed > allowed_failures))
+), counted AS (
+    SELECT job.id,
+           count(*) FILTER (WHERE NOT (up.settled
+                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
+               AS left_to_finish,
+           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
+      FROM starlette_jobs AS job
+      JOIN target ON target.id = job.id
+      JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+     GROUP BY job.id
+), reopened AS (
+    UPDATE starlette_jobs AS job
+       SET upstream_left = counted.left_to_finish, upstream_failed = counted.failed,
+           status = 'waiting', finished_at = NULL, settled = false,
+           last_error = CASE WHEN target.status = 'cancelled' THEN NULL ELSE job.last_error END
+      FROM counted JOIN target USING (id)
+     WHERE job.id = counted.id
+       -- One cancelled because of another step too, that still failed, stays cancelled.
+       AND (target.status = 'waiting' OR counted.failed <= job.allowed_failures)
+    RETURNING job.id, target.status AS was, job.attempts, job.dependents
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt)
+    SELECT id, 'waiting', 'waiting', attempts FROM reopened
+     WHERE was = 'cancelled' AND $2::boolean
+)
+SELECT id, was = 'cancelled' AS reopened, dependents FROM reopened;
+
+-- name: cancel_workflow
+-- Every step of a workflow not finished yet: waiting and pending ones cancelled (their
+-- dependents are among them: nothing to tell), running ones asked to stop, their workers told.
+-- Returns the id and status after of each step changed.
+-- $1 workflow id, $2 whether to record events
+WITH target AS (
+    SELECT id FROM starlette_jobs
+     WHERE workflow_id = $1 AND status IN ('waiting', 'pending', 'running')
+     ORDER BY id
+       FOR NO KEY UPDATE
+), changed AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN job.status = 'running' THEN 'running' ELSE 'cancelled' END,
+           finished_at = CASE WHEN job.status = 'running' THEN NULL ELSE now() END,
+           last_error = CASE WHEN job.status = 'running' THEN job.last_error
+                             ELSE 'cancelled: its workflow was cancelled' END,
+           cancel_requested_at = CASE WHEN job.status = 'running'
+                                      THEN coalesce(job.cancel_requested_at, now()) END,
+           settled = job.status <> 'running' AND job.dependents IS NOT NULL
+      FROM target
+     WHERE job.id = target.id
+       AND (job.status <> 'running' OR job.cancel_requested_at IS NULL)
+    RETURNING job.id, job.status, job.attempts, job.worker_id, job.lease_token,
+              job.outcome_wanted, job.last_error
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error)
+    SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
+           status, attempts, worker_id, CASE WHEN status = 'cancelled' THEN last_error END
+      FROM changed WHERE $2::boolean
+), told AS (
+    SELECT pg_notify('starlette_jobs.cancel', lease_token::text) FROM changed
+     WHERE status = 'running'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM changed
+     WHERE status = 'cancelled' AND outcome_wanted
+)
+SELECT id, status FROM changed, (SELECT count(*) FROM told) AS sent ORDER BY id;

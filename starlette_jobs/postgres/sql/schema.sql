@@ -40,7 +40,20 @@ CREATE TABLE starlette_jobs (
     -- Held for as long as the job is kept (`configure(idempotency_key=...)`).
     idempotency_key     text,
     -- The tick a schedule enqueued the job for (docs/schedules.md).
-    scheduled_for       timestamptz
+    scheduled_for       timestamptz,
+    -- Workflows (docs/workflows.md; migrations/0009_workflows.sql): all NULL for a job of none.
+    workflow_id      bigint,
+    step             text,
+    -- The ids of the steps it waits for, and of the steps that wait for it.
+    upstream         bigint[],
+    dependents       bigint[],
+    -- Steps it waits for not finished yet, and those that ended otherwise than succeeded;
+    -- past allowed_failures of those it is cancelled.
+    upstream_left    integer,
+    upstream_failed  integer,
+    allowed_failures integer,
+    -- Its dependents have counted its outcome.
+    settled          boolean NOT NULL DEFAULT false
 ) WITH (
     -- High churn: vacuum and analyze after 1 % of the rows changed, not the default 20 %.
     autovacuum_vacuum_scale_factor = 0.01,
@@ -67,6 +80,15 @@ CREATE UNIQUE INDEX starlette_jobs_unique_key_idx
 CREATE UNIQUE INDEX starlette_jobs_idempotency_key_idx
     ON starlette_jobs (name, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
+
+CREATE INDEX starlette_jobs_workflow_idx
+    ON starlette_jobs (workflow_id)
+    WHERE workflow_id IS NOT NULL;
+
+CREATE INDEX starlette_jobs_unsettled_idx
+    ON starlette_jobs (id)
+    WHERE dependents IS NOT NULL AND NOT settled
+          AND status IN ('succeeded', 'failed', 'cancelled');
 
 -- A job's history: one row per change of its state, written by the statement that makes the
 -- change (see docs/events.md). No foreign key; pruning deletes a job's events with the job.
@@ -152,4 +174,12 @@ CREATE TABLE starlette_jobs_workers (
     heartbeat_seconds float8      NOT NULL,
     started_at        timestamptz NOT NULL DEFAULT now(),
     last_seen         timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per workflow enqueued (docs/workflows.md): its steps are jobs of its workflow_id.
+CREATE TABLE starlette_jobs_workflows (
+    id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text        NOT NULL,
+    trace_context jsonb,
+    created_at    timestamptz NOT NULL DEFAULT now()
 );

@@ -1,0 +1,329 @@
+"""`Workflow`: several jobs enqueued at once, some waiting for others (docs/workflows.md).
+
+A workflow is a graph of named steps, each an ordinary `@job` call with its arguments, each
+naming the steps it waits for. It is checked whole before anything is written (arguments as
+each step is added; names, unknown steps and cycles at enqueue), then written in one statement,
+in the caller's transaction if one is given, as a single enqueue is. What waits is released by
+the store, in the statement that writes the outcome of the last step it waited for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from ._errors import JobArgumentsError, WorkflowDefinitionError
+from ._job import HasEnqueuer, Job, started_enqueuer
+from ._workflow_records import EnqueuedWorkflow, NewStep, NewWorkflow
+
+if TYPE_CHECKING:
+    from .postgres._transactions import CallerTransaction
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+_STEP_NAME = re.compile(r"[A-Za-z0-9_.:<>\[\]-]{1,200}")
+
+
+@dataclass(frozen=True, slots=True)
+class Step(Generic[R]):
+    """A step added to a `Workflow`: what later steps name to wait for it. `R` is what its job
+    returns (awaited), which a step waiting for it reads with `current_job().upstream_result`."""
+
+    name: str
+    job: Job[..., Any]
+
+
+@dataclass(slots=True)
+class _Declared:
+    job: Job[..., Any]
+    payload: str
+    waits_for: tuple[str, ...]
+    at_least: int | None  # None: every step it waits for must succeed
+    always: bool
+
+
+class Workflow:
+    """A graph of steps to enqueue at once; see the module's docstring.
+
+    Example:
+        >>> flow = Workflow("invoice")
+        >>> pdf = flow.add("render", render_pdf, order_id=7)
+        >>> paid = flow.add("capture", capture_payment, order_id=7)
+        >>> flow.after(pdf, paid).add("send", send_invoice, order_id=7)
+        >>> enqueued = await flow.enqueue()
+    """
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not 1 <= len(name) <= 200:
+            raise WorkflowDefinitionError(f"a workflow's name is 1 to 200 characters: {name!r}")
+        self.name = name
+        self._steps: dict[str, _Declared] = {}
+
+    def __repr__(self) -> str:
+        return f"<Workflow {self.name} steps={list(self._steps)}>"
+
+    @overload
+    def add(
+        self,
+        step: str,
+        job: Job[P, Coroutine[Any, Any, T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Step[T]: ...
+
+    @overload
+    def add(self, step: str, job: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Step[T]: ...
+
+    def add(self, step: str, job: Job[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Step[Any]:
+        """Adds a step that runs `job` with these arguments and waits for nothing.
+
+        Raises:
+            JobArgumentsError: the arguments do not fit the job's signature (the error's
+                locations start with the step's name).
+            WorkflowDefinitionError: a step of this name is already in the workflow.
+        """
+        return self._add(step, job, args, kwargs, (), None, always=False)
+
+    def after(
+        self, *steps: Step[Any] | str, at_least: int | None = None, always: bool = False
+    ) -> After:
+        """The steps added through what this returns wait for `steps` (named, or as `add`
+        returned them; one not added yet may be named, and must be by `enqueue`).
+
+        Args:
+            at_least: run once all of `steps` have finished, if at least this many of them
+                succeeded (else it is cancelled); default: run only if every one succeeded,
+                and be cancelled as soon as one fails or is cancelled.
+            always: run once all of `steps` have finished, whatever their outcome (a clean-up
+                step).
+
+        Example:
+            >>> flow.after("render", "capture").add("send", send_invoice, order_id=7)
+        """
+        if not steps:
+            raise WorkflowDefinitionError("after() needs at least one step to wait for")
+        names = tuple(step if isinstance(step, str) else step.name for step in steps)
+        if len(set(names)) < len(names):
+            raise WorkflowDefinitionError(f"after() names a step twice: {list(names)}")
+        if always and at_least is not None:
+            raise WorkflowDefinitionError("after(): give always=True or at_least=, not both")
+        if at_least is not None and (
+            isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 0
+        ):
+            raise WorkflowDefinitionError(f"after(): at_least must be an int >= 0: {at_least!r}")
+        if at_least is not None and at_least > len(names):
+            raise WorkflowDefinitionError(
+                f"after(): at_least={at_least} of {len(names)} steps can never be met"
+            )
+        return After(self, names, at_least, always)
+
+    @overload
+    def add_many(
+        self,
+        prefix: str,
+        job: Job[..., Coroutine[Any, Any, T]],
+        items: Iterable[Mapping[str, Any]],
+    ) -> list[Step[T]]: ...
+
+    @overload
+    def add_many(
+        self, prefix: str, job: Job[..., T], items: Iterable[Mapping[str, Any]]
+    ) -> list[Step[T]]: ...
+
+    def add_many(
+        self, prefix: str, job: Job[..., Any], items: Iterable[Mapping[str, Any]]
+    ) -> list[Step[Any]]:
+        """Adds one step per mapping of keyword arguments (a fan-out), named `prefix[0]`,
+        `prefix[1]`, ...; none waits for anything."""
+        items = list(items)
+        # One pydantic call for all of them when they are valid; else each says what is wrong.
+        payloads = job._arguments.serialize_batch(items) if isinstance(job, Job) else None
+        if payloads is None:
+            return [
+                self._add(f"{prefix}[{index}]", job, (), item, (), None, always=False)
+                for index, item in enumerate(items)
+            ]
+        return [
+            self._add(f"{prefix}[{index}]", job, (), {}, (), None, always=False, payload=payload)
+            for index, payload in enumerate(payloads)
+        ]
+
+    def chain(self, *steps: Step[Any] | str) -> None:
+        """Makes each of `steps` wait for the one before it (as well as for what it already
+        waits for)."""
+        names = [step if isinstance(step, str) else step.name for step in steps]
+        for before, name in itertools.pairwise(names):
+            declared = self._steps.get(name)
+            if declared is None:
+                raise WorkflowDefinitionError(f"chain(): no step named {name!r} was added")
+            if before not in declared.waits_for:
+                declared.waits_for = (*declared.waits_for, before)
+
+    def _add(
+        self,
+        step: str,
+        job: Job[..., Any],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        waits_for: tuple[str, ...],
+        at_least: int | None,
+        *,
+        always: bool,
+        payload: str | None = None,
+    ) -> Step[Any]:
+        """Adds the step; `payload`: its arguments, already validated into JSON text."""
+        _check_step_name(step)
+        if step in self._steps:
+            raise WorkflowDefinitionError(f"workflow {self.name!r}: two steps named {step!r}")
+        if not isinstance(job, Job):
+            raise WorkflowDefinitionError(
+                f"step {step!r}: {job!r} is not a @job function; declare it with @job"
+            )
+        try:
+            if payload is None:
+                payload = job._serialize_arguments(tuple(args), kwargs)
+        except JobArgumentsError as error:
+            located = [{**e, "loc": (step, *e.get("loc", ()))} for e in error.errors]
+            raise JobArgumentsError(job.name, located) from None
+        self._steps[step] = _Declared(job, payload, waits_for, at_least, always)
+        return Step(step, job)
+
+    def _new_workflow(self, trace_context: str | None) -> NewWorkflow:
+        """The steps in an order where each comes after those it waits for.
+
+        Raises:
+            WorkflowDefinitionError: no step, a step waiting for one not in the workflow, or
+                a cycle (named).
+        """
+        if not self._steps:
+            raise WorkflowDefinitionError(f"workflow {self.name!r} has no step")
+        for step, declared in self._steps.items():
+            for name in declared.waits_for:
+                if name not in self._steps:
+                    raise WorkflowDefinitionError(
+                        f"workflow {self.name!r}: step {step!r} waits for {name!r}, which is "
+                        "not a step of this workflow"
+                    )
+        order = _topological_order({s: d.waits_for for s, d in self._steps.items()}, self.name)
+        position = {step: index for index, step in enumerate(order)}
+        steps = []
+        for step in order:
+            declared = self._steps[step]
+            waited = len(declared.waits_for)
+            if declared.always:
+                allowed = waited
+            elif declared.at_least is not None:
+                allowed = waited - declared.at_least
+            else:
+                allowed = 0
+            steps.append(
+                NewStep(
+                    step=step,
+                    name=declared.job.name,
+                    queue=declared.job.queue,
+                    payload=declared.payload,
+                    priority=declared.job.priority,
+                    max_attempts=declared.job.retry.max_attempts,
+                    upstream=tuple(position[name] for name in declared.waits_for),
+                    allowed_failures=allowed,
+                )
+            )
+        return NewWorkflow(name=self.name, steps=tuple(steps), trace_context=trace_context)
+
+    async def enqueue(
+        self, *, connection: CallerTransaction | None = None, jobs: HasEnqueuer | None = None
+    ) -> EnqueuedWorkflow:
+        """Checks the graph and writes every step in one statement; returns the workflow's id
+        and each step's job id.
+
+        Args:
+            connection: an asyncpg connection, or a SQLAlchemy `AsyncSession` or
+                `AsyncConnection` on asyncpg, whose transaction the insert joins, so that the
+                workflow exists only if that transaction commits.
+            jobs: the `Jobs` instance to write through (default: the one started last).
+
+        Raises:
+            WorkflowDefinitionError: a step waits for one not in the workflow, or the steps
+                wait for each other in a cycle; nothing is written.
+        """
+        new = self._new_workflow(None)  # checked before anything else, even the database
+        enqueuer = started_enqueuer() if jobs is None else jobs._ready_enqueuer
+        return await enqueuer.insert_workflow(new, connection)
+
+
+class After:
+    """What `Workflow.after` returns: `add` a step that waits for the steps it named."""
+
+    def __init__(
+        self, workflow: Workflow, waits_for: tuple[str, ...], at_least: int | None, always: bool
+    ) -> None:
+        self._workflow, self._waits_for = workflow, waits_for
+        self._at_least, self._always = at_least, always
+
+    @overload
+    def add(
+        self,
+        step: str,
+        job: Job[P, Coroutine[Any, Any, T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Step[T]: ...
+
+    @overload
+    def add(self, step: str, job: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Step[T]: ...
+
+    def add(self, step: str, job: Job[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> Step[Any]:
+        """`Workflow.add`, for a step that waits (see `Workflow.after`)."""
+        return self._workflow._add(
+            step, job, args, kwargs, self._waits_for, self._at_least, always=self._always
+        )
+
+
+def _check_step_name(name: str) -> str:
+    if not isinstance(name, str) or not _STEP_NAME.fullmatch(name):
+        raise WorkflowDefinitionError(
+            f"invalid step name {name!r}: use 1 to 200 letters, digits or any of _ . : < > [ ] -"
+        )
+    return name
+
+
+def _topological_order(waits_for: Mapping[str, Sequence[str]], workflow: str) -> list[str]:
+    """The steps, each after those it waits for, in the order they were added otherwise.
+
+    Raises:
+        WorkflowDefinitionError: the steps wait for each other in a cycle (named).
+    """
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1: being visited, 2: done
+    for start in waits_for:
+        if state.get(start) == 2:
+            continue
+        # Depth first without recursion: a chain of thousands of steps would exhaust the stack.
+        path: list[str] = [start]
+        iterators = [iter(waits_for[start])]
+        state[start] = 1
+        while iterators:
+            upstream = next(iterators[-1], None)
+            if upstream is None:
+                done = path.pop()
+                iterators.pop()
+                state[done] = 2
+                order.append(done)
+            elif state.get(upstream) == 1:
+                cycle = [*path[path.index(upstream) :], upstream]
+                raise WorkflowDefinitionError(
+                    f"workflow {workflow!r}: its steps wait for each other in a cycle "
+                    "(each waits for the next): " + " -> ".join(cycle)
+                )
+            elif upstream not in state:
+                state[upstream] = 1
+                path.append(upstream)
+                iterators.append(iter(waits_for[upstream]))
+    return order

@@ -1,0 +1,146 @@
+"""Workflows on PostgreSQL (`postgres/_workflows.py` and the release in record_outcomes) where
+only PostgreSQL can tell: many connections finishing the steps of one fan-in at the same moment
+release the collecting step exactly once; a step a rescue failed is told to its dependents by
+`settle_steps`; a workflow joins the caller's transaction. What both stores share:
+contract/test_workflows_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import EventKind, JobStatus
+from starlette_jobs._workflow_records import NewStep, NewWorkflow
+from starlette_jobs.postgres._store import PostgresStore
+from tests.records import outcome
+
+
+@pytest.fixture
+async def store(database_dsn: str) -> AsyncIterator[PostgresStore]:
+    opened = await PostgresStore.open(database_dsn, min_size=1, max_size=4)
+    yield opened
+    await opened.close()
+
+
+def fan_in(width: int, *, max_attempts: int = 3, allowed_failures: int = 0) -> NewWorkflow:
+    """`width` steps, then one that waits for them all."""
+    parts = [
+        NewStep(
+            step=f"part[{n}]",
+            name="tests.part",
+            queue="parts",
+            payload="{}",
+            priority=0,
+            max_attempts=max_attempts,
+            upstream=(),
+            allowed_failures=0,
+        )
+        for n in range(width)
+    ]
+    collect = NewStep(
+        step="collect", name="tests.collect", queue="collect", payload="{}", priority=0,
+        max_attempts=3, upstream=tuple(range(width)), allowed_failures=allowed_failures,
+    )  # fmt: skip
+    return NewWorkflow(name="fan-in", steps=(*parts, collect), trace_context=None)
+
+
+async def test_steps_finishing_at_once_on_many_connections_release_once(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    writers = [await PostgresStore.open(database_dsn, min_size=1, max_size=2) for _ in range(4)]
+    try:
+        for _ in range(20):
+            enqueued = await store.insert_workflow(fan_in(40))
+            claims = await store.claim_batch("parts", 100, "w", 30)
+            assert len(claims) == 40
+            # Four connections, each writing ten outcomes at the same moment, one each time.
+            batches = [claims[n::4] for n in range(4)]
+
+            async def write(writer: PostgresStore, batch: list[Any]) -> None:
+                for claim in batch:
+                    done = outcome(claim, JobStatus.SUCCEEDED, result="1")
+                    assert await writer.record_outcomes([done]) == {claim.id}
+
+            await asyncio.gather(*(write(w, b) for w, b in zip(writers, batches, strict=True)))
+            collect = enqueued.steps["collect"]
+            assert await store.job_status(collect) is JobStatus.PENDING
+            kinds = [event.kind for event in await store.job_events(collect)]
+            assert kinds == [EventKind.ENQUEUED, EventKind.READY]
+            (claim,) = await store.claim_batch("collect", 10, "w", 30)
+            assert await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+    finally:
+        for writer in writers:
+            await writer.close()
+
+
+async def test_failures_at_once_cancel_the_waiting_step_once(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    writers = [await PostgresStore.open(database_dsn, min_size=1, max_size=2) for _ in range(4)]
+    try:
+        enqueued = await store.insert_workflow(fan_in(8, max_attempts=1))
+        claims = await store.claim_batch("parts", 100, "w", 30)
+        await asyncio.gather(
+            *(
+                w.record_outcomes([outcome(c, JobStatus.FAILED, error="no")])
+                for w, c in zip(writers * 2, claims, strict=True)
+            )
+        )
+        events = await store.job_events(enqueued.steps["collect"])
+        assert [e.kind for e in events] == [EventKind.ENQUEUED, EventKind.CANCELLED]
+        assert events[-1].error is not None
+        assert events[-1].error.startswith("cancelled: it waits for step part[")
+    finally:
+        for writer in writers:
+            await writer.close()
+
+
+async def test_a_step_failed_by_a_rescue_is_told_by_settle_steps(store: PostgresStore) -> None:
+    enqueued = await store.insert_workflow(fan_in(1, max_attempts=1))
+    await store.claim_batch("parts", 10, "w", 0.01)
+    await asyncio.sleep(0.05)  # the lease runs out: what a crashed worker leaves
+    rescued = await store.rescue_expired(10)
+    assert [status for _, _, status in rescued] == [JobStatus.FAILED]
+    collect = enqueued.steps["collect"]
+    assert await store.job_status(collect) is JobStatus.WAITING  # the rescue told no one
+    assert await store.settle_steps() == 1
+    assert await store.job_status(collect) is JobStatus.CANCELLED
+    assert await store.settle_steps() == 0
+
+
+async def test_a_workflow_joins_the_callers_transaction(
+    store: PostgresStore, connection: asyncpg.Connection[Any]
+) -> None:
+    async with connection.transaction():
+        enqueued = await store.insert_workflow(fan_in(2), connection)
+        assert await store.get_workflow(enqueued.id) is None  # not committed yet
+    assert await store.get_workflow(enqueued.id) is not None
+    rollback = connection.transaction()
+    await rollback.start()
+    dropped = await store.insert_workflow(fan_in(2), connection)
+    await rollback.rollback()
+    assert await store.get_workflow(dropped.id) is None
+    assert await store.get_job(dropped.steps["collect"]) is None
+
+
+async def test_a_job_of_no_workflow_writes_no_workflow_column(
+    store: PostgresStore, connection: asyncpg.Connection[Any]
+) -> None:
+    from tests.records import new_jobs
+
+    [job_id] = await store.insert_jobs(new_jobs())
+    (claim,) = await store.claim_batch("default", 1, "w", 30)
+    await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+    row = await connection.fetchrow(
+        "SELECT workflow_id, upstream, dependents, settled FROM starlette_jobs WHERE id = $1",
+        job_id,
+    )
+    assert tuple(row) == (None, None, None, False)  # type: ignore[arg-type]
+    index_rows = await connection.fetchval(
+        "SELECT count(*) FROM starlette_jobs WHERE dependents IS NOT NULL AND NOT settled"
+    )
+    assert index_rows == 0
