@@ -77,11 +77,22 @@ def started_enqueuer() -> Enqueuer:
 
 
 _registry: dict[str, Job[Any, Any]] = {}
+_names: tuple[str, ...] | None = None  # `registered_names()`, until a job is declared
 
 
 def registered_jobs() -> list[Job[Any, Any]]:
     """Every job declared in this process."""
     return list(_registry.values())
+
+
+def registered_names() -> tuple[str, ...]:
+    """The names of every job declared in this process, sorted: the same tuple object until a
+    job is declared, so that a caller can tell a change by identity (deploy-aware claiming
+    reads it before every claim)."""
+    global _names
+    if _names is None:
+        _names = tuple(sorted(_registry))
+    return _names
 
 
 def registered_job(name: str) -> Job[Any, Any]:
@@ -332,6 +343,8 @@ def _register(declared: Job[Any, Any]) -> None:
         )
     # Re-declaring the same function (a module reloaded, a test redefining a local job) replaces it.
     _registry[declared.name] = declared
+    global _names
+    _names = None
 
 
 def _origin(func: Callable[..., Any]) -> str:

@@ -8,13 +8,14 @@ unseen for `MISSED_HEARTBEATS` of its intervals."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
 from collections.abc import Sequence
 
 from .._errors import DatabaseUnavailableError
-from .._job import registered_jobs
+from .._job import registered_names
 from .._version import __version__
 from .._worker_records import NewWorker
 from ..store._connectivity import Backoff
@@ -34,7 +35,7 @@ def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) 
         host=socket.gethostname(),
         pid=os.getpid(),
         queues=tuple(queues),
-        job_names=tuple(sorted(job.name for job in registered_jobs())),
+        job_names=registered_names(),
         version=__version__,
         heartbeat_seconds=heartbeat_seconds,
     )
@@ -89,7 +90,12 @@ class Registration:
 
     async def refresh(self) -> None:
         """The heartbeat; a row pruned meanwhile (the worker could not reach the database for a
-        while, and looked dead) is written again."""
+        while, and looked dead) is written again, and so is one whose job names changed (a job
+        declared after the worker started, which it claims too)."""
+        if self._worker.job_names != registered_names():
+            self._worker = dataclasses.replace(self._worker, job_names=registered_names())
+            await self._store.register_worker(self._worker)
+            return
         if not await self._store.worker_seen(self._worker.id):
             logger.warning(
                 "worker %s: its registry row was gone; registering again", self._worker.id

@@ -46,7 +46,7 @@ class Strays:
         self,
         store: Store,
         queues: Sequence[str],
-        known: Sequence[str],
+        declared: Callable[[], tuple[str, ...]],
         grace: float,
         interval: float,
         wake: Callable[[str], None],
@@ -54,24 +54,47 @@ class Strays:
     ) -> None:
         self._store = store
         self._queues = list(queues)
-        self._known = sorted(known)
+        # The names this process declares, read before every claim: a job declared after the
+        # worker started (a module imported late) is claimed too.
+        self._declared = declared
+        self._declared_now = declared()
+        self._known = list(self._declared_now)
         self._grace = grace
         self._interval = interval
         self._wake = wake
         self._paused = paused
-        # The names each queue's claims ask for, rebuilt only when its strays change.
+        # The names each queue's claims ask for, rebuilt only when they change.
         self._names = {queue: self._known for queue in self._queues}
+        self._strays: dict[str, list[str]] = {queue: [] for queue in self._queues}
         # When this worker first saw each (queue, name) unrunnable (the event loop's clock).
         self._unrunnable_since: dict[tuple[str, str], float] = {}
         self._task: asyncio.Task[None] | None = None
 
     def names(self, queue: str) -> list[str] | None:
-        return None if self._grace == 0 else self._names[queue]
+        if self._grace == 0:
+            return None
+        self._follow_declarations()
+        return self._names[queue]
 
     @property
     def known(self) -> list[str] | None:
         """The names this process declares; None with a grace of 0 (every name is claimed)."""
-        return None if self._grace == 0 else self._known
+        if self._grace == 0:
+            return None
+        self._follow_declarations()
+        return self._known
+
+    def _follow_declarations(self) -> None:
+        declared = self._declared()
+        if declared is self._declared_now:
+            return
+        self._declared_now, self._known = declared, list(declared)
+        for queue in self._queues:
+            self._set_names(queue)
+
+    def _set_names(self, queue: str) -> None:
+        strays = self._strays[queue]
+        self._names[queue] = sorted({*self._known, *strays}) if strays else self._known
 
     def start(self) -> None:
         if self._grace > 0:
@@ -112,13 +135,15 @@ class Strays:
                     "wait for one, and fail in %.0f s if none starts",
                     jobs.queue, jobs.pending, jobs.name, self._grace,
                 )  # fmt: skip
+        self._follow_declarations()
         for queue, names in strays.items():
-            wanted = sorted({*self._known, *names}) if names else self._known
-            if wanted != self._names[queue]:
-                if names:
-                    logger.warning(
-                        "queue %r: no live worker declared %s for %.0f s: their jobs fail",
-                        queue, ", ".join(map(repr, names)), self._grace,
-                    )  # fmt: skip
-                self._names[queue] = wanted
-                self._wake(queue)
+            if names == self._strays[queue]:
+                continue
+            if names:
+                logger.warning(
+                    "queue %r: no live worker declared %s for %.0f s: their jobs fail",
+                    queue, ", ".join(map(repr, names)), self._grace,
+                )  # fmt: skip
+            self._strays[queue] = names
+            self._set_names(queue)
+            self._wake(queue)

@@ -12,6 +12,7 @@ import functools
 import logging
 
 from .._errors import DatabaseUnavailableError
+from .._job import registered_names
 from .._records import Claim, Unfinished
 from .._schedules import registered_schedules
 from .._tracing import Tracing
@@ -90,7 +91,7 @@ class Worker:
         )
         # Which job names it claims: those it declares, and strays (docs/workers.md).
         self._strays = Strays(
-            store, list(self._queues), registered.job_names, settings.unknown_job_grace,
+            store, list(self._queues), registered_names, settings.unknown_job_grace,
             strays_interval(settings.lease_duration, settings.unknown_job_grace),
             self.wake, self._controls.paused,
         )  # fmt: skip

@@ -53,6 +53,20 @@ async def test_a_refresh_registers_again_a_row_pruned_meanwhile(
     await registration.stop()
 
 
+async def test_a_refresh_adds_a_job_declared_after_the_worker_started() -> None:
+    store = MemoryStore()
+    registration = Registration(store, new_worker("w", ["a"], 10.0), timeout=1.0)
+    await registration.start()
+
+    @job(name="registry.declared_late")
+    async def declared_late() -> None: ...
+
+    await registration.refresh()
+    [row] = await store.list_workers()
+    assert declared_late.name in row.job_names
+    await registration.stop()
+
+
 class Unreachable(MemoryStore):
     async def unregister_worker(self, worker_id: str) -> None:
         raise DatabaseUnavailableError("connection refused")

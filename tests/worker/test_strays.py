@@ -17,7 +17,7 @@ from tests.records import new_jobs
 def strays(store: MemoryStore, grace: float, paused: set[str] | None = None) -> Strays:
     woken: list[str] = []
     return Strays(
-        store, ["default"], ["known.job"], grace, 0.05, woken.append,
+        store, ["default"], lambda: ("known.job",), grace, 0.05, woken.append,
         lambda queue: queue in (paused or set()),
     )  # fmt: skip
 
@@ -76,3 +76,12 @@ def test_strays_are_looked_for_as_often_as_upkeep_or_twice_a_short_grace() -> No
     assert strays_interval(30, 600) == 10
     assert strays_interval(30, 4) == 2
     assert strays_interval(30, 0.001) == 0.05
+
+
+async def test_a_job_declared_after_the_worker_started_is_claimed_too() -> None:
+    declared: tuple[str, ...] = ("known.job",)
+    looking = Strays(MemoryStore(), ["default"], lambda: declared, 600, 1.0, print, bool)
+    assert looking.names("default") == ["known.job"]
+    declared = ("known.job", "late.job")
+    assert looking.names("default") == ["known.job", "late.job"]
+    assert looking.known == ["known.job", "late.job"]
