@@ -12,7 +12,10 @@ from .._errors import SchemaVersionError
 from ._connections import Connection
 from ._schema import create_schema_statement, migration_lock_key, with_channels
 
-_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+# A named query, or a fragment of one: CTEs that several queries share, pasted where a query
+# says `-- include: NAME` on a line of its own, so that one piece of logic has one text.
+_HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^-- include: (\w+)\s*$", re.MULTILINE)
 _MIGRATION_FILE = re.compile(r"(\d{4})_\w+\.sql")
 
 
@@ -24,8 +27,14 @@ def queries(schema: str | None = None) -> dict[str, str]:
         return {name: with_channels(text, schema) for name, text in queries().items()}
     text = resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
     parts = _HEADER.split(text)
-    # parts = [preamble, name1, body1, name2, body2, ...]
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    # parts = [preamble, kind1, name1, body1, kind2, name2, body2, ...]
+    sections = list(zip(parts[1::3], parts[2::3], parts[3::3], strict=True))
+    fragments = {name: body.strip() for kind, name, body in sections if kind == "fragment"}
+    return {
+        name: _INCLUDE.sub(lambda found: fragments[found.group(1)], body.strip())
+        for kind, name, body in sections
+        if kind == "name"
+    }
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -160,3 +160,13 @@ async def test_a_migration_that_waits_on_a_table_locked_elsewhere_gives_up_apply
         assert await apply_migrations(connection, lock_wait=0.2)  # once it is free, they apply
     finally:
         await reader.close()
+
+
+def test_a_shared_fragment_is_pasted_into_each_query_that_includes_it() -> None:
+    # The waiting steps' release is one text in sql/queries.sql, ending both statements that
+    # tell waiting steps of finished ones; a fragment is no query of its own.
+    named = queries()
+    assert "release_steps" not in named
+    for name in ("record_outcomes", "settle_steps"):
+        assert "-- include:" not in named[name]
+        assert named[name].count("upstream_left = job.upstream_left - told.finished") == 1

@@ -208,6 +208,48 @@ WITH picked AS (
 )
 SELECT * FROM claimed;
 
+-- fragment: release_steps
+-- Workflows (docs/workflows.md): `locked` and `released`, the end of every statement that tells
+-- waiting steps of finished ones (record_outcomes, settle_steps), from a CTE `told` of
+-- (id of a waiting step, how many of its upstream steps finished, how many of those did not
+-- succeed, the first of those as text). Written once: the exactly-once release is this text.
+locked AS (
+    -- In id order: two statements releasing steps of one workflow cannot deadlock.
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), released AS (
+    -- On the row locked, as the last statement to change it left it: of two steps finishing
+    -- at once, the one that brings the count to zero releases (or cancels) the step, once.
+    -- Past its allowed failures a step is cancelled at once, naming the cause.
+    UPDATE starlette_jobs AS job
+       SET upstream_left = job.upstream_left - told.finished,
+           upstream_failed = job.upstream_failed + told.failed,
+           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                         THEN 'cancelled'
+                         WHEN job.upstream_left = told.finished THEN 'pending'
+                         ELSE 'waiting' END,
+           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
+                              AND job.upstream_left = told.finished THEN now()
+                         ELSE job.run_at END,
+           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                              THEN now() END,
+           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
+                             THEN CASE WHEN job.allowed_failures = 0
+                                       THEN 'cancelled: it waits for ' || told.cause
+                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
+                                            || ' of the ' || cardinality(job.upstream)
+                                            || ' steps it waits for did not succeed, at most '
+                                            || job.allowed_failures || ' may (latest: '
+                                            || told.cause || ')' END
+                             ELSE job.last_error END
+      FROM told
+     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
+              job.dependents, job.outcome_wanted
+)
+
 -- name: record_outcomes
 -- Ends many attempts at once. Each row is written only while it still holds the lease token it
 -- was claimed with: a worker that lost its lease cannot overwrite a newer attempt. A job asked
@@ -267,42 +309,9 @@ WITH outcome AS (
       FROM written, unnest(written.dependents) AS dependent
      WHERE written.status <> 'pending'
      GROUP BY dependent
-), locked AS (
-    -- In id order: two statements releasing steps of one workflow cannot deadlock.
-    SELECT job.id FROM starlette_jobs AS job
-     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
-     ORDER BY job.id
-       FOR NO KEY UPDATE
-), released AS (
-    -- On the row locked, as the last statement to change it left it: of two steps finishing
-    -- at once, the one that brings the count to zero releases (or cancels) the step, once.
-    -- Past its allowed failures a step is cancelled at once, naming the cause.
-    UPDATE starlette_jobs AS job
-       SET upstream_left = job.upstream_left - told.finished,
-           upstream_failed = job.upstream_failed + told.failed,
-           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
-                         THEN 'cancelled'
-                         WHEN job.upstream_left = told.finished THEN 'pending'
-                         ELSE 'waiting' END,
-           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
-                              AND job.upstream_left = told.finished THEN now()
-                         ELSE job.run_at END,
-           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
-                              THEN now() END,
-           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
-                             THEN CASE WHEN job.allowed_failures = 0
-                                       THEN 'cancelled: it waits for ' || told.cause
-                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
-                                            || ' of the ' || cardinality(job.upstream)
-                                            || ' steps it waits for did not succeed, at most '
-                                            || job.allowed_failures || ' may (latest: '
-                                            || told.cause || ')' END
-                             ELSE job.last_error END
-      FROM told
-     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
-    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
-              job.dependents, job.outcome_wanted
-), released_logged AS (
+),
+-- include: release_steps
+, released_logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
     SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
            CASE WHEN status = 'cancelled' THEN last_error END,
@@ -1266,39 +1275,9 @@ WITH due AS (
                FILTER (WHERE written.status <> 'succeeded') AS cause
       FROM written, unnest(written.dependents) AS dependent
      GROUP BY dependent
-), locked AS (
-    SELECT job.id FROM starlette_jobs AS job
-     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
-     ORDER BY job.id
-       FOR NO KEY UPDATE
-), released AS (
-    -- As in record_outcomes.
-    UPDATE starlette_jobs AS job
-       SET upstream_left = job.upstream_left - told.finished,
-           upstream_failed = job.upstream_failed + told.failed,
-           status = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
-                         THEN 'cancelled'
-                         WHEN job.upstream_left = told.finished THEN 'pending'
-                         ELSE 'waiting' END,
-           run_at = CASE WHEN job.upstream_failed + told.failed <= job.allowed_failures
-                              AND job.upstream_left = told.finished THEN now()
-                         ELSE job.run_at END,
-           finished_at = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
-                              THEN now() END,
-           last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
-                             THEN CASE WHEN job.allowed_failures = 0
-                                       THEN 'cancelled: it waits for ' || told.cause
-                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
-                                            || ' of the ' || cardinality(job.upstream)
-                                            || ' steps it waits for did not succeed, at most '
-                                            || job.allowed_failures || ' may (latest: '
-                                            || told.cause || ')' END
-                             ELSE job.last_error END
-      FROM told
-     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
-    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
-              job.dependents, job.outcome_wanted
-), released_logged AS (
+),
+-- include: release_steps
+, released_logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
     SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
            CASE WHEN status = 'cancelled' THEN last_error END,
