@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from _server import on_a_server
+from _server import on_a_server, throw_away_database
 
 from starlette_jobs import Jobs
 from starlette_jobs.postgres._migrations import queries
@@ -81,24 +78,6 @@ WITH old AS (
 )
 SELECT count(*) FROM kept
 """
-
-
-def with_database(dsn: str, database: str) -> str:
-    return urlunsplit(urlsplit(dsn)._replace(path="/" + database))
-
-
-@contextlib.asynccontextmanager
-async def throw_away_database(server_dsn: str) -> AsyncIterator[str]:
-    name = f"starlette_jobs_retention_{os.getpid()}"
-    admin: asyncpg.Connection[Any] = await asyncpg.connect(server_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield with_database(server_dsn, name)
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def fill(connection: asyncpg.Connection[Any], jobs: int) -> None:
@@ -159,7 +138,7 @@ def report(label: str, rows: int, seconds: float, batch: int, slowest: float) ->
 
 async def measure(dsn: str, jobs: int) -> None:
     prune = queries()["prune_finished"]
-    async with throw_away_database(dsn) as database:
+    async with throw_away_database(dsn, "starlette_jobs_retention") as database:
         async with Jobs(database, queues={}):  # migrates it
             pass
         connection: asyncpg.Connection[Any] = await asyncpg.connect(database)

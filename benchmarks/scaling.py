@@ -37,14 +37,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _server import on_a_server  # noqa: E402
+from _server import on_a_server, throw_away_database  # noqa: E402
 from _worker import noop  # noqa: E402
 
 from starlette_jobs import Jobs  # noqa: E402
@@ -56,10 +55,6 @@ LEFT = (
     "SELECT (SELECT count(*) FROM starlette_jobs WHERE status = 'pending')"
     " + (SELECT count(*) FROM starlette_jobs WHERE status = 'running')"
 )
-
-
-def with_database(dsn: str, name: str) -> str:
-    return urlunsplit(urlsplit(dsn)._replace(path="/" + name))
 
 
 # -- CPU from /proc ---------------------------------------------------------------------------
@@ -221,27 +216,27 @@ class Bench:
 
 
 async def run(args: argparse.Namespace, server_dsn: str) -> None:
-    name = f"sjscaling_{os.getpid()}"
-    admin = await asyncpg.connect(with_database(server_dsn, "postgres"))
-    await admin.execute(f'CREATE DATABASE "{name}"')
     counts = [int(count) for count in args.processes.split(",")]
     results: dict[int, list[dict[str, float]]] = {count: [] for count in counts}
-    try:
-        async with Bench(args, with_database(server_dsn, name)) as bench:
+    async with (
+        throw_away_database(server_dsn, "sjscaling") as dsn,
+        Bench(args, dsn) as bench,
+    ):
+        admin = await asyncpg.connect(dsn)
+        try:
             version = await admin.fetchval("SHOW server_version")
-            for r in range(args.rounds):
-                for processes in counts if r % 2 == 0 else counts[::-1]:
-                    result = await bench.run(processes)
-                    results[processes].append(result)
-                    print(
-                        f"round {r + 1}, {processes} process(es): {result['rate']:,.0f} jobs/s, "
-                        f"server {result['server_us']:.0f} µs/job",
-                        flush=True,
-                    )
-            seen = bench.postmaster is not None
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+        finally:
+            await admin.close()
+        for r in range(args.rounds):
+            for processes in counts if r % 2 == 0 else counts[::-1]:
+                result = await bench.run(processes)
+                results[processes].append(result)
+                print(
+                    f"round {r + 1}, {processes} process(es): {result['rate']:,.0f} jobs/s, "
+                    f"server {result['server_us']:.0f} µs/job",
+                    flush=True,
+                )
+        seen = bench.postmaster is not None
     print()
     print(
         "| worker processes | jobs/s | server CPU µs/job | server cores busy "

@@ -63,13 +63,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from _server import throw_away_database
 
 import starlette_jobs
 from starlette_jobs import Jobs, JobStatus, Retry, current_job, job
@@ -197,32 +197,12 @@ async def take_sample(
 # -- the database and the worker process --------------------------------------------------------
 
 
-def with_database(dsn: str, database: str) -> str:
-    """The same server URL, pointing at another database."""
-    return urlunsplit(urlsplit(dsn)._replace(path="/" + database))
-
-
 def embedded_server_dsn() -> str:
     """Starts the embedded PostgreSQL in a temporary directory, removed at exit."""
     scratch = tempfile.mkdtemp(prefix="starlette-jobs-soak-")
     # Registered first so that it runs last: after the embedded server's own atexit stop.
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     return start_embedded_postgres(Path(scratch) / "pgdata")
-
-
-@contextlib.asynccontextmanager
-async def dedicated_database(server_dsn: str) -> AsyncIterator[str]:
-    """A new, empty database on the server for this run, dropped at the end."""
-    name = f"starlette_jobs_soak_{os.getpid()}"
-    admin: asyncpg.Connection[Any] = await asyncpg.connect(server_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield with_database(server_dsn, name)
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 class WorkerProcess:
@@ -403,7 +383,9 @@ async def describe_table(stats: asyncpg.Connection[Any]) -> list[str]:
 
 async def soak(settings: Settings, server_dsn: str, log_path: Path) -> int:
     async with contextlib.AsyncExitStack() as stack:
-        dsn = await stack.enter_async_context(dedicated_database(server_dsn))
+        dsn = await stack.enter_async_context(
+            throw_away_database(server_dsn, "starlette_jobs_soak")
+        )
         jobs = await stack.enter_async_context(Jobs(dsn, queues={}))  # migrates the new database
         stats: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
         stack.push_async_callback(stats.close)

@@ -20,14 +20,11 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-
-import asyncpg
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _server import on_a_server  # noqa: E402
+from _server import on_a_server, throw_away_database  # noqa: E402
 
 from starlette_jobs import Jobs, Retry, Workflow, job  # noqa: E402
 
@@ -65,24 +62,13 @@ async def one_round(dsn: str, steps: int, kind: str) -> tuple[float, float]:
     return enqueued, drained
 
 
-async def fresh_database(server_dsn: str, name: str) -> str:
-    admin = await asyncpg.connect(server_dsn)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    parts = urlsplit(server_dsn)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
 async def main(dsn: str | None, steps: int, rounds: int) -> None:
     async def run(server_dsn: str) -> None:
         figures: dict[str, list[tuple[float, float]]] = {"workflow": [], "jobs": []}
         for index in range(rounds):
             for kind in ("jobs", "workflow") if index % 2 else ("workflow", "jobs"):
-                database = await fresh_database(server_dsn, f"bench_wf_{kind}_{index}")
-                figures[kind].append(await one_round(database, steps, kind))
+                async with throw_away_database(server_dsn, f"bench_wf_{kind}") as database:
+                    figures[kind].append(await one_round(database, steps, kind))
         wf_enqueue = statistics.median(f[0] for f in figures["workflow"])
         jobs_enqueue = statistics.median(f[0] for f in figures["jobs"])
         wf_drain = statistics.median(f[1] for f in figures["workflow"])
