@@ -82,8 +82,11 @@ class Worker:
             self.wake,
         )
         # The worker's row in the registry, refreshed as often as the leases.
-        registered = new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3)
-        self._registration = Registration(store, registered, self._statement_timeout)
+        self._registration = Registration(
+            store,
+            new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3),
+            self._statement_timeout,
+        )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._ticker = Ticker(store, registered_schedules(), self.worker_id)
         self._controls = QueueControlsCopy(
