@@ -8,6 +8,11 @@ jobs of the workers whose lock is free.
 - The check, every `interval` seconds: a lock connection that no longer answers is a lost lock,
   and the others may be taking this worker's jobs already: its attempts stop at once, the lock is
   taken again on a new connection, and the jobs of the stopped attempts are given back.
+- Without the lock (from the check that finds it lost to the one that takes it again, however
+  long the database stays out of reach) the worker claims nothing and does not write its
+  registry row: a registered worker whose lock is free looks dead to the others, who would
+  rescue what it had just claimed. Once the lock is held again, the row is written (`regained`),
+  the stopped attempts' jobs are given back, and the queues are woken.
 - The rescue, every `interval` seconds too: the running jobs of registered workers whose lock
   is free go back to pending (`Store.rescue_dead_workers`), within seconds of the death rather
   than a whole lease. Lease expiry stays the fallback, and the lease token fences out a late
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from .._errors import DatabaseUnavailableError
 from ..store._protocol import Listener, Store
@@ -39,7 +44,8 @@ def liveness_interval(lease_duration: float) -> float:
 class Liveness:
     """Holds `worker_id`'s liveness lock from `start` to `stop`; `stop_attempts()` stops every
     attempt of this worker (its lock was lost) and returns what they held; `wake(queue)` for
-    each queue a rescue gave jobs back to."""
+    each queue a rescue gave jobs back to; `regained()` once the lock is held again, before any
+    claim (it writes the registry row and wakes the claim loops)."""
 
     def __init__(
         self,
@@ -49,6 +55,7 @@ class Liveness:
         check_timeout: float,
         stop_attempts: Callable[[], Held],
         wake: Callable[[str], None],
+        regained: Callable[[], Awaitable[None]],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
@@ -56,13 +63,17 @@ class Liveness:
         self._check_timeout = check_timeout
         self._stop_attempts = stop_attempts
         self._wake = wake
+        self._regained = regained
         self._lock: Listener | None = None
+        # Whether the worker may claim and register: the lock is held, as of the last check.
+        self.held = False
         # The jobs of attempts stopped when the lock was lost, given back once it is held again.
         self._to_release: Held = []
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._lock = await self._store.hold_liveness(self._worker_id)
+        self.held = True
         self._task = asyncio.create_task(self._run(), name="starlette_jobs liveness")
 
     async def stop(self) -> None:
@@ -100,27 +111,41 @@ class Liveness:
                 failing = False
 
     async def check(self) -> None:
-        """Takes the lock again if it was lost, stopping this worker's attempts first."""
+        """Takes the lock again if it was lost, stopping this worker's attempts first; once it
+        is held, writes the row and gives back their jobs before the worker may claim again."""
         if self._lock is not None and await self._lock.alive(self._check_timeout):
-            return
-        if self._lock is not None:
-            self._lock.terminate()
-            self._lock = None
-            self._to_release += self._stop_attempts()
-            logger.error(
-                "worker %s: lost the connection that holds its liveness lock; other workers may "
-                "take its jobs now, so its attempts were stopped: %s",
-                self._worker_id, sorted(job_id for job_id, _ in self._to_release),
-            )  # fmt: skip
-        self._lock = await self._store.hold_liveness(self._worker_id)
-        if self._to_release:
-            released = await self._store.release_jobs(self._to_release)
-            self._to_release = []
+            if self.held:
+                return
+            # Held, but the row or the jobs' release failed last time: finish that first.
+        else:
+            self.held = False  # first: a claim that returns from now on hands its jobs back
+            if self._lock is not None:
+                self._lock.terminate()
+                self._lock = None
+                self._to_release += self._stop_attempts()
+                logger.error(
+                    "worker %s: lost the connection that holds its liveness lock; other workers "
+                    "may take its jobs now, so its attempts were stopped: %s",
+                    self._worker_id, sorted(job_id for job_id, _ in self._to_release),
+                )  # fmt: skip
+            self._lock = await self._store.hold_liveness(self._worker_id)
+        await self._regained()
+        while self._to_release:  # a claim that returned meanwhile adds to it
+            giving_back = list(self._to_release)
+            released = await self._store.release_jobs(giving_back)
+            del self._to_release[: len(giving_back)]
             if released:
                 logger.warning(
                     "worker %s: gave back the jobs of the attempts it stopped: %s",
                     self._worker_id, sorted(released),
                 )  # fmt: skip
+        self.held = True  # no await since the loop's last look: nothing is left behind
+        logger.warning("worker %s: holds its liveness lock again", self._worker_id)
+
+    def hand_back(self, held: Held) -> None:
+        """Jobs claimed by a claim that returned after the lock was found lost: given back with
+        the stopped attempts' once the lock is held again."""
+        self._to_release += held
 
     async def rescue(self) -> None:
         for job_id, queue, status in await self._store.rescue_dead_workers(_RESCUE_LIMIT):

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._errors import DatabaseUnavailableError
 from .._job import registered_names
@@ -42,12 +42,20 @@ def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) 
 
 
 class Registration:
-    """Keeps `worker`'s row in the registry from `start` to `stop`."""
+    """Keeps `worker`'s row in the registry from `start` to `stop`, while `holds_lock()`: a row
+    written while the worker's liveness lock is free would make it look dead to the others."""
 
-    def __init__(self, store: Store, worker: NewWorker, timeout: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        worker: NewWorker,
+        timeout: float,
+        holds_lock: Callable[[], bool],
+    ) -> None:
         self._store = store
         self._worker = worker
         self._timeout = timeout  # the most a clean stop waits to delete the row
+        self._holds_lock = holds_lock
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -91,13 +99,21 @@ class Registration:
     async def refresh(self) -> None:
         """The heartbeat; a row pruned meanwhile (the worker could not reach the database for a
         while, and looked dead) is written again, and so is one whose job names changed (a job
-        declared after the worker started, which it claims too)."""
+        declared after the worker started, which it claims too). Not while the liveness lock
+        is lost: `register_again` writes it once the lock is held again."""
+        if not self._holds_lock():
+            return
         if self._worker.job_names != registered_names():
-            self._worker = dataclasses.replace(self._worker, job_names=registered_names())
-            await self._store.register_worker(self._worker)
+            await self.register_again()
             return
         if not await self._store.worker_seen(self._worker.id):
             logger.warning(
                 "worker %s: its registry row was gone; registering again", self._worker.id
             )
             await self._store.register_worker(self._worker)
+
+    async def register_again(self) -> None:
+        """Writes the row, with the job names the code declares now."""
+        if self._worker.job_names != registered_names():
+            self._worker = dataclasses.replace(self._worker, job_names=registered_names())
+        await self._store.register_worker(self._worker)

@@ -121,6 +121,10 @@ class Strays:
         queues = [queue for queue in self._queues if not self._paused(queue)]
         found = await self._store.unrunnable_jobs(queues, _HEAD) if queues else []
         now = asyncio.get_running_loop().time()
+        self._follow_declarations()
+        # This worker runs what it declares, on its queues, even while its own row is missing
+        # from the registry (it lost its liveness lock, and writes the row once it holds it).
+        found = [jobs for jobs in found if jobs.name not in self._known]
         seen = {(jobs.queue, jobs.name) for jobs in found}
         for gone in self._unrunnable_since.keys() - seen:
             del self._unrunnable_since[gone]
@@ -135,7 +139,6 @@ class Strays:
                     "wait for one, and fail in %.0f s if none starts",
                     jobs.queue, jobs.pending, jobs.name, self._grace,
                 )  # fmt: skip
-        self._follow_declarations()
         for queue, names in strays.items():
             if names == self._strays[queue]:
                 continue

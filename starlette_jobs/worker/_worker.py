@@ -80,12 +80,15 @@ class Worker:
             self._statement_timeout / 2,
             self._stop_every_attempt,
             self.wake,
+            self._liveness_regained,
         )
-        # The worker's row in the registry, refreshed as often as the leases.
+        # The worker's row in the registry, refreshed as often as the leases, while it holds
+        # its liveness lock.
         self._registration = Registration(
             store,
             new_worker(self.worker_id, list(settings.queues), settings.lease_duration / 3),
             self._statement_timeout,
+            lambda: self._liveness.held,
         )
         self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
         self._ticker = Ticker(store, registered_schedules(), self.worker_id)
@@ -170,7 +173,8 @@ class Worker:
             # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
             state.wake.clear()
             free = self._guard.room(state.name)
-            if free > 0 and not self._controls.paused(state.name):  # paused: polls until resumed
+            # Paused, or without its liveness lock: polls until resumed, or woken once held.
+            if free > 0 and not self._controls.paused(state.name) and self._liveness.held:
                 wanted = min(free, settings.batch_size)
                 try:
                     if state.reconcile_until is not None:
@@ -206,6 +210,11 @@ class Worker:
                     # Stop arrived during the claim: hand the jobs straight back.
                     await release_held(self._store, [(c.id, c.lease_token) for c in claims])
                     return
+                if not self._liveness.held:
+                    # The liveness lock was found lost during the claim: the others may take
+                    # these jobs now. Given back once it is held again; not run.
+                    self._liveness.hand_back([(c.id, c.lease_token) for c in claims])
+                    continue
                 # The loop's own create_task: asyncio.create_task adds a call and a name.
                 create_task = asyncio.get_running_loop().create_task
                 for claim in claims:
@@ -295,6 +304,13 @@ class Worker:
         """Leases to keep: running attempts', and those of attempts that ended but whose outcome
         is not written yet (a long outage must not hand finished jobs to another worker)."""
         return self._running.held() + self._outcomes.held()
+
+    async def _liveness_regained(self) -> None:
+        """The liveness lock is held again: the registry row first (a peer that saw the row
+        gone or dead takes no job of this worker's now), then the claim loops."""
+        await self._registration.register_again()
+        for queue in self._queues:
+            self.wake(queue)
 
     def _stop_every_attempt(self) -> Held:
         """The liveness lock was lost: others may take every job this worker runs. Stops each

@@ -5,16 +5,19 @@ lock again, and gives the jobs back: they run again (docs/workers.md, liveness).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
+import pytest
 
-from starlette_jobs import JobStatus, job
-from tests.conftest import StartJobs, eventually
+from starlette_jobs import DatabaseUnavailableError, JobStatus, job
+from starlette_jobs.store._protocol import Listener
+from tests.conftest import StartJobs, eventually, on_postgres
 
 started: list[int] = []
 stopped: list[int] = []
-_go_on = asyncio.Event()
+_go_on = asyncio.Event()  # made anew by each test: an event belongs to one loop
 
 
 @job(queue="liveness")
@@ -37,9 +40,10 @@ TERMINATE_LIVENESS = """
 async def test_a_worker_that_loses_its_liveness_connection_stops_its_attempts_at_once(
     start_jobs: StartJobs, connection: asyncpg.Connection[Any]
 ) -> None:
+    global _go_on
     started.clear()
     stopped.clear()
-    _go_on.clear()
+    _go_on = asyncio.Event()
     async with start_jobs(queues={"liveness": 2}, lease_duration=60) as jobs:
         job_id = await watched.enqueue(n=1)
         await eventually(lambda: _true(started == [1]), "the job to start")
@@ -67,3 +71,66 @@ async def test_a_worker_that_loses_its_liveness_connection_stops_its_attempts_at
 
 async def _true(value: bool) -> bool:
     return value
+
+
+class Unreachable:
+    """The liveness lock cannot be taken again (the worker's host is cut off from the database,
+    while its pool's connections still answer) until `reachable` is set."""
+
+    def __init__(self, hold: Callable[[str], Awaitable[Listener]]) -> None:
+        self._hold = hold
+        self.reachable = False
+        self.tries = 0
+
+    async def __call__(self, worker_id: str) -> Listener:
+        self.tries += 1
+        if not self.reachable:
+            raise DatabaseUnavailableError("the liveness lock's host is cut off (test)")
+        return await self._hold(worker_id)
+
+
+async def test_without_its_liveness_lock_a_worker_claims_nothing_and_writes_no_registry_row(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a partition heals, a worker whose lock was freed meanwhile must not claim, nor write
+    # its registry row again, before it holds the lock again: a peer would take it for dead
+    # and rescue the jobs it had just claimed, which would then run twice.
+    global _go_on
+    started.clear()
+    stopped.clear()
+    _go_on = asyncio.Event()
+    async with start_jobs(queues={"liveness": 2}, lease_duration=3) as jobs:
+        store = on_postgres(jobs)
+        unreachable = Unreachable(store.hold_liveness)
+        monkeypatch.setattr(store, "hold_liveness", unreachable)
+        assert await connection.fetchval(TERMINATE_LIVENESS) == 1
+        await eventually(lambda: _true(unreachable.tries >= 1), "the worker to find its lock lost")
+
+        async def peer_rescues() -> None:  # another worker's liveness round, as often as it can
+            while True:
+                await store.rescue_dead_workers(1000)
+                await asyncio.sleep(0.05)
+
+        peer = asyncio.create_task(peer_rescues())
+        try:
+            job_id = await watched.enqueue(n=1)
+            # Three more rounds of its liveness check (a second each), past a heartbeat that
+            # would write the registry row again (every lease / 3 = 1 s).
+            await eventually(lambda: _true(unreachable.tries >= 4), "more liveness rounds")
+            assert started == []
+            waiting = await jobs.get(job_id)
+            assert waiting is not None
+            assert waiting.status is JobStatus.PENDING
+            assert await jobs.workers() == []
+
+            unreachable.reachable = True
+            await eventually(lambda: _true(started == [1]), "the job to start")
+            assert [worker.id for worker in await jobs.workers()] == [jobs.worker_id]
+            _go_on.set()
+            assert await jobs.result(watched, job_id, timeout=5) == "done"
+        finally:
+            peer.cancel()
+            await asyncio.gather(peer, return_exceptions=True)
+        assert (started, stopped) == ([1], [])
+        kinds = [event.kind for event in await jobs.events(job_id)]
+        assert "rescued" not in kinds

@@ -39,6 +39,10 @@ class Flaky(MemoryStore):
         return Cut() if self.held == 1 else await super().hold_liveness(worker_id)  # type: ignore[return-value]
 
 
+async def _nothing() -> None:
+    pass
+
+
 def test_checks_run_every_second_or_a_third_of_a_short_lease() -> None:
     assert liveness_interval(60.0) == 1.0
     assert liveness_interval(1.5) == 0.5
@@ -57,11 +61,18 @@ async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
         stopped.append(held)
         return held
 
-    liveness = Liveness(store, "w", 1.0, 1.0, stop_attempts, lambda queue: None)
+    regained: list[bool] = []
+
+    async def register_again() -> None:
+        regained.append(liveness.held)
+
+    liveness = Liveness(store, "w", 1.0, 1.0, stop_attempts, lambda queue: None, register_again)
     await liveness.start()
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
         await liveness.check()
     assert len(stopped) == 1  # at once, before the lock is taken again
+    assert regained == [False]  # the row is written before the worker may claim again
+    assert liveness.held
     assert store.held == 2
     for claim in claims:
         assert await store.job_status(claim.id) is JobStatus.PENDING
@@ -75,6 +86,6 @@ async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
 
 async def test_a_rescue_that_finds_no_dead_worker_wakes_nothing() -> None:
     woken: list[str] = []
-    liveness = Liveness(MemoryStore(), "w", 1.0, 1.0, list, woken.append)
+    liveness = Liveness(MemoryStore(), "w", 1.0, 1.0, list, woken.append, _nothing)
     await liveness.rescue()
     assert woken == []

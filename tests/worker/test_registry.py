@@ -20,6 +20,10 @@ async def noop() -> None:
     pass
 
 
+def _held() -> bool:
+    return True
+
+
 def test_the_row_names_the_process_its_queues_and_the_jobs_its_code_declares() -> None:
     worker = new_worker("h:1:abc", ["a", "b"], 10.0)
     assert (worker.id, worker.pid, worker.version) == ("h:1:abc", os.getpid(), __version__)
@@ -30,7 +34,7 @@ def test_the_row_names_the_process_its_queues_and_the_jobs_its_code_declares() -
 
 async def test_start_registers_and_stop_deletes_the_row() -> None:
     store = MemoryStore()
-    registration = Registration(store, new_worker("w", ["a"], 10.0), timeout=1.0)
+    registration = Registration(store, new_worker("w", ["a"], 10.0), timeout=1.0, holds_lock=_held)
     await registration.start()
     assert [worker.id for worker in await store.list_workers()] == ["w"]
     await registration.stop()
@@ -41,7 +45,7 @@ async def test_a_refresh_registers_again_a_row_pruned_meanwhile(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = MemoryStore()
-    registration = Registration(store, new_worker("w", ["a"], 1e-6), timeout=1.0)
+    registration = Registration(store, new_worker("w", ["a"], 1e-6), timeout=1.0, holds_lock=_held)
     await registration.start()
     # Another worker's upkeep took it for dead (it could not reach the database for a while).
     await Upkeep(store, 1.0, None, lambda queue: None).prune_workers()
@@ -55,7 +59,7 @@ async def test_a_refresh_registers_again_a_row_pruned_meanwhile(
 
 async def test_a_refresh_adds_a_job_declared_after_the_worker_started() -> None:
     store = MemoryStore()
-    registration = Registration(store, new_worker("w", ["a"], 10.0), timeout=1.0)
+    registration = Registration(store, new_worker("w", ["a"], 10.0), timeout=1.0, holds_lock=_held)
     await registration.start()
 
     @job(name="registry.declared_late")
@@ -76,7 +80,7 @@ async def test_a_row_the_stop_could_not_delete_is_left_to_upkeep(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = Unreachable()
-    registration = Registration(store, new_worker("w", ["a"], 2.0), timeout=1.0)
+    registration = Registration(store, new_worker("w", ["a"], 2.0), timeout=1.0, holds_lock=_held)
     await registration.start()
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
         await registration.stop()
