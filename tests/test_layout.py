@@ -24,7 +24,6 @@ TESTED_ELSEWHERE = {
     "worker._cancels": "worker/test_worker.py",
     "worker._queues": "worker/test_worker.py",
     # The PostgreSQL store's connections and statements, tested through the store built on them.
-    "postgres._connected": "postgres/test_store.py",
     # The memory store's tables, tested through the store built on them (and the contract suite).
     "memory._tables": "memory/test_store.py",
     # Periodic jobs: the records and the stores' parts, held by the contract suite; the
