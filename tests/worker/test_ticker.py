@@ -192,7 +192,7 @@ async def test_a_removed_schedule_stops_ticking_once_newer_code_starts(clock: Cl
     assert len(await store.schedule_ticks("other", 10)) == 2
 
 
-async def test_a_process_declaring_no_schedule_leaves_them_be_and_stops(clock: Clock) -> None:
+async def test_a_process_declaring_no_schedule_leaves_them_be(clock: Clock) -> None:
     # A script that drains a queue, importing no module with a schedule, must not delete the
     # fleet's schedules: the workers that declare them declared them once, at their start.
     store = MemoryStore()
