@@ -94,12 +94,13 @@ def test_statuses_are_the_documented_strings() -> None:
 PACKAGE = Path(starlette_jobs.__file__).parent
 
 
-def test_the_driver_is_imported_by_one_module_only() -> None:
-    """asyncpg (and the errors it raises) stays behind `postgres/_connections.py`: the rest of
-    the library speaks the store protocol and the library's own errors."""
+def test_the_driver_is_imported_by_the_connections_and_their_errors_only() -> None:
+    """asyncpg (and the errors it raises) stays behind `postgres/_connections.py` and
+    `postgres/_driver_errors.py`: the rest of the library speaks the store protocol and the
+    library's own errors."""
     importing = sorted(
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
         if re.search(r"^\s*(import asyncpg|from asyncpg)", path.read_text(), re.MULTILINE)
     )
-    assert importing == ["postgres/_connections.py"]
+    assert importing == ["postgres/_connections.py", "postgres/_driver_errors.py"]

@@ -9,10 +9,10 @@ import socket
 
 from .._dsn import masked_dsn
 from .._errors import ConfigurationError
-from ._connections import (
+from ._connections import connect_plain
+from ._driver_errors import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
-    connect_plain,
     raise_as_store_error,
 )
 
@@ -70,7 +70,7 @@ async def check_connection(dsn: str, source: str) -> None:
 
     Raises:
         ConfigurationError: the settings cannot work (see `configuration_mistake`).
-        DatabaseUnavailableError: an outage (see `_connections.unavailable`).
+        DatabaseUnavailableError: an outage (see `_driver_errors.unavailable`).
         Exception: any other error, the driver's own.
     """
     try:

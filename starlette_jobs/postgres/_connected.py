@@ -1,7 +1,7 @@
 """What every statement of the PostgreSQL store goes through: its connections (a lane for each hot
 path, the shared pool for the rest, LISTEN), opening and closing them, the schema's migrations,
 and `_read` / `_write`, which send a named query of sql/queries.sql once more on a connection
-found dead and raise the driver's errors as the library's own (see `_connections.unavailable`).
+found dead and raise the driver's errors as the library's own (see `_driver_errors.unavailable`).
 `_store.PostgresStore` builds the `Store` protocol on it."""
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from ._connections import (
     OUTCOMES_CHANNEL,
     Listener,
     SharedPool,
-    UndefinedTableError,
     channel_for,
     connect_plain,
+)
+from ._driver_errors import (
+    UndefinedTableError,
     connection_lost,
     never_sent,
     no_answer,

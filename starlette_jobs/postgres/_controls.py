@@ -13,7 +13,7 @@ from .._errors import JobDefinitionError
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
 from .._records import Claim
 from ._connected import ConnectedStore
-from ._connections import raise_as_store_error
+from ._driver_errors import raise_as_store_error
 
 logger = logging.getLogger("starlette_jobs.store")
 

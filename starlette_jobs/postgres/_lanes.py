@@ -7,16 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeAlias
 
-from ._connections import (
-    Connection,
-    Pool,
-    PostgresError,
-    Record,
-    connect,
-    never_sent,
-    no_answer,
-    raise_as_store_error,
-)
+from ._connections import Connection, Pool, Record, connect
+from ._driver_errors import PostgresError, never_sent, no_answer, raise_as_store_error
 
 Executor: TypeAlias = "Connection | Pool | Lane"
 """Anything a statement can run on."""
@@ -29,7 +21,7 @@ class Lane:
     Statements run on it one at a time, outside any transaction, so it keeps no state between
     them.
 
-    Its errors are the library's (`DatabaseUnavailableError`...: see `_connections.unavailable`).
+    Its errors are the library's (`DatabaseUnavailableError`...: see `_driver_errors.unavailable`).
     A statement that gets no answer within `statement_timeout` ends so, its connection cut.
     The lane keeps that time itself, with one timer that looks at the statement in flight,
     rather than through the driver's per-statement timeout: that one arms and cancels a timer

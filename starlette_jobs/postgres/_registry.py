@@ -12,7 +12,8 @@ from typing import Any
 from .._records import JobStatus
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
-from ._connections import Listener, connect, raise_as_store_error
+from ._connections import Listener, connect
+from ._driver_errors import raise_as_store_error
 
 logger = logging.getLogger("starlette_jobs.store")
 

@@ -16,7 +16,7 @@ from .._schedule_records import (
     TickStatus,
 )
 from ._connected import ConnectedStore
-from ._connections import raise_as_store_error
+from ._driver_errors import raise_as_store_error
 
 
 class ScheduleStatements(ConnectedStore):

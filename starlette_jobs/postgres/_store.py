@@ -2,7 +2,7 @@
 `_migrations.py`), run over the connections of `_connections.py`.
 
 The driver's errors stop here: what means that the database is unavailable is raised as
-`DatabaseUnavailableError` (see `_connections.unavailable`), by the lanes, `_read` and `_write`
+`DatabaseUnavailableError` (see `_driver_errors.unavailable`), by the lanes, `_read` and `_write`
 that every statement goes through, and by the connections opened here."""
 
 from __future__ import annotations
@@ -13,11 +13,8 @@ from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
-from ._connections import (
-    UniqueViolationError,
-    raise_as_store_error,
-)
 from ._controls import ControlledStore
+from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements

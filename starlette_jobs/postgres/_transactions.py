@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from .._errors import JobDefinitionError
-from ._connections import Connection, Record, is_driver_connection, raise_as_store_error
+from ._connections import Connection, Record, is_driver_connection
+from ._driver_errors import raise_as_store_error
 
 if TYPE_CHECKING:
     from ._lanes import Executor
@@ -83,7 +84,7 @@ async def driver_connection(given: CallerTransaction) -> Connection:
 
 class JoinedTransaction:
     """The caller's connection as the store's insert runs on it: the same statements, with the
-    driver's errors raised as the library's (`_connections.unavailable`), as on the store's own
+    driver's errors raised as the library's (`_driver_errors.unavailable`), as on the store's own
     connections."""
 
     __slots__ = ("_connection",)

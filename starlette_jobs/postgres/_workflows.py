@@ -16,7 +16,7 @@ from .._workflow_records import (
     workflow_record,
 )
 from ._connected import ConnectedStore
-from ._connections import UniqueViolationError, raise_as_store_error
+from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._transactions import JoinedTransaction
 

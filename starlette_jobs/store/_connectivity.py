@@ -1,5 +1,5 @@
 """How long to wait for the database, and how long to wait before trying it again. What counts as
-"unreachable" is told by the driver's errors, in `postgres/_connections.py`."""
+"unreachable" is told by the driver's errors, in `postgres/_driver_errors.py`."""
 
 from __future__ import annotations
 

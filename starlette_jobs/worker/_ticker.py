@@ -7,19 +7,26 @@ so older code stops ticking a schedule that newer code changed or removed.
 It sleeps until the next tick due (the earliest over its schedules), at most `MAX_SLEEP`, then
 reads the stored schedules again: how far their ticks were recorded, by any worker, and whether
 their definitions are still its own.
+
+A `@periodic` declared after the worker started (in a module imported late) is ticked too: the
+ticker reads the process's declarations before each round and about once a second while it
+sleeps, and declares the new ones then, leaving the other workers' schedules be.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from .._cron import plan_ticks
 from .._errors import DatabaseUnavailableError
-from .._schedule_records import StoredSchedule, TickStatus
-from .._schedules import Schedule
+from .._schedule_records import DeclaredSchedule, StoredSchedule, TickStatus
+from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -33,6 +40,8 @@ WAITING_RECHECK = 1.0
 """Seconds between looks at whether the job a tick waits for has finished."""
 RETRY_AFTER = 5.0
 """Seconds before trying again after the database failed a round."""
+DECLARATIONS_RECHECK = 1.0
+"""Seconds between looks, while the ticker sleeps, at whether a schedule was declared since."""
 KEPT_TICKS = 100
 """Ticks kept per schedule; older ones are deleted about once a minute."""
 _PRUNE_EVERY = timedelta(minutes=1)
@@ -51,13 +60,24 @@ class Ticker:
         schedules: Sequence[Schedule],
         worker_id: str,
         clock: Callable[[], datetime] = utc_now,
+        *,
+        declared: Callable[[], Sequence[Schedule]] = registered_schedules,
     ) -> None:
+        """`schedules`: those to tick from the start; `declared`: the process's declarations,
+        whose later additions (and redeclarations) are ticked too."""
         self._store = store
         self._schedules = list(schedules)
         self._hashes = {s.name: s.declared().definition_hash for s in self._schedules}
+        # A handful of schedules, compared one by one by identity (`Schedule` has no `__eq__`
+        # of its own) before each round: cheap, and it sees the registry changed in place too.
+        self._declarations = declared
+        self._declarations_seen = list(declared())
         self._worker_id = worker_id
         self._clock = clock
         self._declared = False
+        # The first declaration is the code's whole set (the store deletes the rest); after it,
+        # or if the process declared none at its start, one only adds (see `_declare`).
+        self._adds_only = not self._schedules
         # Ticks after this were due while this ticker ran: on time. Earlier ones, not yet
         # recorded, were missed while no worker ran: the catch-up policy decides.
         self._on_time_since = clock() - ON_TIME_SLACK
@@ -82,9 +102,17 @@ class Ticker:
             except Exception:
                 logger.exception("schedules: a round failed; trying again in %.0f s", RETRY_AFTER)
                 wait = RETRY_AFTER
-            if wait is None:
-                return  # no schedule to tick
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
+
+    async def _sleep(self, wait: float | None) -> None:
+        """Sleeps `wait` seconds (None: until a schedule is declared), or until a schedule is
+        declared, whichever comes first."""
+        loop = asyncio.get_running_loop()
+        until = math.inf if wait is None else loop.time() + wait
+        while True:
+            await asyncio.sleep(max(0.0, min(until - loop.time(), DECLARATIONS_RECHECK)))
+            if loop.time() >= until or self._declarations_changed():
+                return
 
     async def round(self) -> float | None:
         """Declares the schedules if not done yet, records the ticks due, and returns how long
@@ -99,14 +127,13 @@ class Ticker:
             raise
 
     async def _round(self) -> float | None:
+        self._follow_declarations()
         if not self._schedules:
             # A process that declares none (a script draining a queue, a worker of code that
             # imports no schedule) is not code that removed them all: it leaves them be.
             return None
         if not self._declared:
-            await self._store.declare_schedules([s.declared() for s in self._schedules])
-            self._declared = True
-            logger.info("schedules declared: %s", [s.name for s in self._schedules])
+            await self._declare()
         now = self._clock()
         stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
@@ -130,6 +157,40 @@ class Ticker:
             # A few ms past the tick: the clock read on waking must be at or after it.
             wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
         return min(wait, WAITING_RECHECK) if waiting else wait
+
+    def _declarations_changed(self) -> bool:
+        return list(self._declarations()) != self._declarations_seen
+
+    def _follow_declarations(self) -> None:
+        """Takes in the schedules declared (or declared again) since the last round."""
+        if not self._declarations_changed():
+            return
+        self._declarations_seen = list(self._declarations())
+        known = {schedule.name: schedule for schedule in self._schedules}
+        added = [s for s in self._declarations_seen if known.get(s.name) is not s]
+        for schedule in added:
+            known[schedule.name] = schedule
+            self._hashes[schedule.name] = schedule.declared().definition_hash
+        self._schedules = list(known.values())
+        if added:
+            self._declared = False  # written at this round
+            logger.info("schedules declared since the start: %s", [s.name for s in added])
+
+    async def _declare(self) -> None:
+        ours = [s.declared() for s in self._schedules]
+        if self._adds_only:
+            # At its start a worker's code declares every schedule and the store deletes the
+            # rest (removed by newer code); one declared later only adds, or the fleet's newer
+            # schedules would be deleted by an older worker that imported a module late.
+            names = {schedule.name for schedule in ours}
+            ours += [
+                DeclaredSchedule(row.name, _definition_text(row.definition), row.definition_hash)
+                for row in await self._store.list_schedules()
+                if row.name not in names
+            ]
+        await self._store.declare_schedules(ours)
+        self._declared = self._adds_only = True
+        logger.info("schedules declared: %s", [s.name for s in self._schedules])
 
     async def _record_due(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime
@@ -178,3 +239,9 @@ class Ticker:
         deleted = await self._store.prune_ticks(KEPT_TICKS)
         if deleted:
             logger.debug("schedules: deleted %d old tick(s)", deleted)
+
+
+def _definition_text(definition: dict[str, Any]) -> str:
+    """A stored definition as its declaration wrote it (its hash, kept as stored, is what the
+    store compares: written again unchanged, the row stays as it is)."""
+    return json.dumps(definition, sort_keys=True, separators=(",", ":"))

@@ -1,174 +1,19 @@
-"""The command line (`_cli`), function by function: options parsed into the `Jobs` settings,
-the target found in its module, and usage errors as one line with exit status 2. Real worker
-processes, migrate and status on a database are in integration/test_cli.py."""
+"""The command line's entry point (`cli/_main.py`): a mistake is one line on stderr with exit
+status 2, `python -m starlette_jobs` is the same command, and the in-memory store is refused.
+The options are tested in test_parser.py, the target in test_target.py; real worker processes,
+migrate and status on a database in integration/test_cli.py."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import starlette_jobs
-from starlette_jobs import JobDefinitionError, Queue
-from starlette_jobs.cli._main import (
-    CommandError,
-    _jobs_for,
-    _load_jobs,
-    _parse_queues,
-    _parser,
-    main,
-)
-
-Module = Callable[[str, str], str]
-
-
-@pytest.fixture
-def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Module:
-    """`module(name, source)` writes an importable module; returns its name."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def write(name: str, source: str) -> str:
-        (tmp_path / f"{name}.py").write_text(source)
-        monkeypatch.delitem(sys.modules, name, raising=False)
-        return name
-
-    return write
-
-
-APP = """
-from starlette_jobs import Jobs
-jobs = Jobs("postgresql://app@db/app", queues={"emails": 3}, batch_size=50)
-app = object()
-"""
-
-
-@pytest.mark.parametrize(
-    ("specs", "queues"),
-    [
-        (["emails=5"], {"emails": 5}),
-        (["emails"], {"emails": 10}),
-        (["emails=", "reports=1"], {"emails": 10, "reports": 1}),
-        (["a=1", "a=2"], {"a": 2}),
-    ],
-)
-def test_queue_options_are_names_with_a_concurrency_of_10_unless_given(
-    specs: list[str], queues: dict[str, int]
-) -> None:
-    assert _parse_queues(specs) == queues
-
-
-@pytest.mark.parametrize("spec", ["emails=five", "emails=1.5", "=x"])
-def test_a_queue_option_that_is_not_name_equals_number_is_refused_quoting_it(spec: str) -> None:
-    with pytest.raises(CommandError, match=f"--queue {spec!r}: expected NAME=CONCURRENCY"):
-        _parse_queues([spec])
-
-
-def test_a_workers_options_override_the_jobs_own_settings(module: Module) -> None:
-    name = module("cli_unit_app", APP)
-    args = _parser().parse_args(
-        ["worker", f"{name}:jobs", "--queue", "reports=2", "--batch-size", "5",
-         "--poll-interval", "0.5", "--lease-duration", "60", "--shutdown-grace", "0",
-         "--dsn", "postgresql://other@db2/app"]
-    )  # fmt: skip
-    config = _jobs_for(args).config
-    assert dict(config.queues) == {"reports": 2}
-    assert (config.batch_size, config.poll_interval) == (5, 0.5)
-    assert (config.lease_duration, config.shutdown_grace) == (60.0, 0.0)
-    assert config.dsn == "postgresql://other@db2/app"
-
-
-@pytest.mark.parametrize(("options", "events"), [([], True), (["--no-events"], False)])
-def test_a_worker_records_events_unless_told_not_to(
-    module: Module, options: list[str], events: bool
-) -> None:
-    name = module("cli_unit_app", APP)
-    config = _jobs_for(_parser().parse_args(["worker", f"{name}:jobs", *options])).config
-    assert config.events is events
-
-
-def test_no_events_in_the_jobs_is_kept_unless_a_worker_says_events(module: Module) -> None:
-    name = module("cli_unit_quiet", APP.replace("batch_size=50", "events=False"))
-    assert _jobs_for(_parser().parse_args(["worker", name])).config.events is False
-    assert _jobs_for(_parser().parse_args(["worker", name, "--events"])).config.events is True
-
-
-@pytest.mark.parametrize("source", [APP, APP.replace("batch_size=50", "protect_event_loop=True")])
-def test_a_worker_process_protects_its_event_loop_only_when_told_to(
-    module: Module, source: str
-) -> None:
-    name = module("cli_unit_protect", source)
-    # Whatever the Jobs says: that was for the web app, and a worker process serves no requests.
-    assert _jobs_for(_parser().parse_args(["worker", name])).config.protect_event_loop is False
-    told = _parser().parse_args(["worker", name, "--protect-event-loop"])
-    assert _jobs_for(told).config.protect_event_loop is True
-
-
-def test_without_options_a_worker_keeps_the_jobs_own_settings(module: Module) -> None:
-    name = module("cli_unit_app", APP)
-    jobs = _jobs_for(_parser().parse_args(["worker", f"{name}:app"]))
-    assert jobs is not sys.modules[name].jobs  # a copy: the module's own is left as it was
-    assert dict(jobs.config.queues) == {"emails": 3}
-    assert (jobs.config.batch_size, jobs.config.dsn) == (50, "postgresql://app@db/app")
-
-
-@pytest.mark.parametrize("command", ["migrate", "status"])
-def test_one_off_commands_run_no_worker_and_need_the_database_now(
-    module: Module, command: str
-) -> None:
-    name = module("cli_unit_app", APP)
-    config = _jobs_for(_parser().parse_args([command, name])).config
-    assert dict(config.queues) == {}
-    assert (config.migrate, config.require_database) == (False, True)
-    assert _jobs_for(_parser().parse_args([command])).config.dsn is None  # no target: defaults
-
-
-def test_a_worker_for_jobs_without_queues_must_be_told_which(module: Module) -> None:
-    name = module("cli_unit_web", "from starlette_jobs import Jobs\njobs = Jobs(queues={})\n")
-    with pytest.raises(CommandError, match=r"declares no queues \(queues=\{\}\); name them"):
-        _jobs_for(_parser().parse_args(["worker", f"{name}:jobs"]))
-    jobs = _jobs_for(_parser().parse_args(["worker", f"{name}:jobs", "--queue", "q"]))
-    assert dict(jobs.config.queues) == {"q": 10}
-
-
-def test_an_option_out_of_range_is_the_settings_own_error(module: Module) -> None:
-    name = module("cli_unit_app", APP)
-    with pytest.raises(JobDefinitionError, match="batch_size must be at least 1"):
-        _jobs_for(_parser().parse_args(["worker", name, "--batch-size", "0"]))
-
-
-def test_the_target_may_name_the_jobs_the_app_beside_it_or_the_module(module: Module) -> None:
-    name = module("cli_unit_app", APP)
-    found = _load_jobs(f"{name}:jobs")
-    assert found is importlib.import_module(name).jobs
-    assert _load_jobs(f"{name}:app") is found
-    assert _load_jobs(name) is found
-
-
-@pytest.mark.parametrize(
-    ("source", "target", "message"),
-    [
-        ("x = 1\n", ":x", "expected a Jobs instance, or a module holding exactly one (found 0)"),
-        (
-            "from starlette_jobs import Jobs\na = Jobs()\nb = Jobs()\n",
-            "",
-            "expected a Jobs instance, or a module holding exactly one (found 2)",
-        ),
-        ("x = 1\n", ":missing", "has no attribute 'missing'"),
-        ("import no_such_module_of_ours\n", "", "No module named 'no_such_module_of_ours'"),
-    ],
-)
-def test_a_target_that_names_no_single_jobs_says_so(
-    module: Module, source: str, target: str, message: str
-) -> None:
-    name = module("cli_unit_target", source)
-    with pytest.raises(CommandError) as refused:
-        _load_jobs(name + target)
-    assert message in str(refused.value)
-    assert str(refused.value).count("\n") == 0
+from starlette_jobs.cli._main import main
+from tests.cli.conftest import APP, Module
 
 
 def test_an_error_is_one_line_on_stderr_and_exit_status_2(
@@ -179,26 +24,6 @@ def test_an_error_is_one_line_on_stderr_and_exit_status_2(
     err = capsys.readouterr().err
     assert err.startswith("starlette-jobs: error: ")
     assert err.count("\n") == 1
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        [],
-        ["worker"],
-        ["frobnicate"],
-        ["--log-level", "loud", "status"],
-        ["worker", "app:jobs", "--burst", "--retry-wait", "nan"],
-        ["worker", "app:jobs", "--burst", "--retry-wait", "-1"],
-    ],
-)
-def test_usage_mistakes_are_argparses_exit_status_2(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    assert exited.value.code == 2
-    assert "usage: starlette-jobs" in capsys.readouterr().err
 
 
 def test_python_dash_m_runs_the_same_command() -> None:
@@ -248,24 +73,3 @@ def test_a_command_on_the_in_memory_store_is_refused_since_no_other_process_sees
     assert "the in-memory store" in err
     assert "needs PostgreSQL" in err
     assert err.count("\n") == 1
-
-
-def test_a_queue_option_keeps_the_limits_the_jobs_declares_for_that_queue() -> None:
-    declared = {"exports": Queue(concurrency=10, global_limit=4), "plain": Queue(concurrency=3)}
-    assert _parse_queues(["exports=2", "plain=5", "new"], declared) == {
-        "exports": Queue(concurrency=2, global_limit=4),
-        "plain": 5,
-        "new": 10,
-    }
-    with pytest.raises(CommandError, match="--queue 'exports=0': concurrency must be"):
-        _parse_queues(["exports=0"], declared)
-
-
-@pytest.mark.parametrize("command", ["worker", "migrate", "status"])
-def test_a_schema_option_overrides_the_jobs_own_schema(module: Module, command: str) -> None:
-    name = module("cli_unit_schema", APP.replace("batch_size=50", 'schema="billing"'))
-    assert _jobs_for(_parser().parse_args([command, name])).config.schema == "billing"
-    overridden = _jobs_for(_parser().parse_args([command, name, "--schema", "mail"]))
-    assert overridden.config.schema == "mail"
-    default = _jobs_for(_parser().parse_args([command, module("cli_unit_plain", APP)]))
-    assert default.config.schema is None

@@ -15,7 +15,9 @@ import pytest
 
 import starlette_jobs
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs.cli._main import _load_jobs, _parser, main
+from starlette_jobs.cli._main import main
+from starlette_jobs.cli._parser import build_parser
+from starlette_jobs.cli._target import load_jobs
 from tests.integration.cli_app import fails_twice, record_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,8 +185,8 @@ def test_cli_errors_are_clear(
 def test_an_app_path_finds_the_jobs_instance_of_its_module() -> None:
     import example_app.app
 
-    assert _load_jobs("example_app.app:app") is example_app.app.jobs
-    assert _load_jobs("example_app.app") is example_app.app.jobs
+    assert load_jobs("example_app.app:app") is example_app.app.jobs
+    assert load_jobs("example_app.app") is example_app.app.jobs
 
 
 def test_an_invalid_concurrency_is_a_usage_error(
@@ -231,7 +233,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_option_says_what_it_does_and_its_default() -> None:
-    parser = _parser()
+    parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     parsers = {"": parser, **commands.choices}
     for name, each in parsers.items():

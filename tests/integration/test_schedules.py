@@ -66,6 +66,17 @@ async def test_a_tick_enqueues_a_job_that_reads_its_tick(jobs_dsn: str) -> None:
     assert record.arguments == {"label": "tick"}
 
 
+async def test_a_schedule_declared_after_the_worker_started_ticks(jobs_dsn: str) -> None:
+    """A `@periodic` in a module the app imports after `Jobs` started (lazily, say)."""
+    seen.clear()
+    async with Jobs(jobs_dsn, queues={"pulse": 2}) as jobs:
+        periodic("* * * * * *", name="pulse", arguments={"label": "tick"})(pulse)
+        await eventually(lambda: ticks(jobs, 1), "a tick of the schedule declared late")
+        (tick,) = await jobs.ticks("pulse", limit=1)
+        await eventually(lambda: ran(tick.at), "the tick's job")
+        assert [s.name for s in await jobs.schedules()] == ["pulse"]
+
+
 @pytest.mark.usefixtures("every_second")
 async def test_several_jobs_on_one_store_tick_once(jobs_dsn: str) -> None:
     async with (

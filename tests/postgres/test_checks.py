@@ -9,7 +9,7 @@ import pytest
 
 from starlette_jobs import ConfigurationError, DatabaseUnavailableError
 from starlette_jobs.postgres._checks import check_connection, configuration_mistake
-from starlette_jobs.postgres._connections import (
+from starlette_jobs.postgres._driver_errors import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
 )

@@ -1,123 +1,95 @@
-"""How the driver's errors are classified (`_connections`): what is a lost connection, what got
-no answer, what never reached the server, and which mean that the database is unavailable (the
-library's error, which is all the store's callers see); and the timeouts (`_connectivity`)
-they are given."""
+"""`postgres/_connections.py`, on a real PostgreSQL: a connection's server gives a statement up
+before its client does, a refused connection is the library's error, the shared pool replaces
+its connections once expired, and the LISTEN connection hands each payload to its channel's
+callback. How the driver's errors are classified is in test_driver_errors.py."""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
-from starlette_jobs._errors import DatabaseTooSlowError
-from starlette_jobs.postgres._connections import (
-    connection_lost,
-    never_sent,
-    no_answer,
-    raise_as_store_error,
-    unavailable,
-)
-from starlette_jobs.store._connectivity import session_settings, worker_statement_timeout
-
-REFUSED_BEFORE_SENDING = asyncpg.InternalClientError(
-    "cannot switch to state 12; another operation (2) is in progress"
-)
+from starlette_jobs.postgres._connections import Listener, SharedPool, channel_for, connect
 
 
-@pytest.mark.parametrize(
-    ("error", "lost", "unanswered", "unsent"),
-    [
-        (ConnectionResetError(), True, True, False),
-        (asyncpg.ConnectionDoesNotExistError("closed in the middle"), True, True, False),
-        (REFUSED_BEFORE_SENDING, True, True, True),
-        # A TimeoutError is an OSError, yet the connection may be fine: not "lost".
-        (TimeoutError(), False, True, False),
-        (asyncpg.QueryCanceledError("canceling statement due to statement timeout"), *[False] * 3),
-        (asyncpg.UniqueViolationError("duplicate key"), False, False, False),
-        (ValueError("not the database"), False, False, False),
-    ],
-)
-def test_errors_are_classified(
-    error: BaseException, lost: bool, unanswered: bool, unsent: bool
+async def test_the_server_gives_a_statement_up_before_the_client_does(database_dsn: str) -> None:
+    connection = await connect(database_dsn, 10.0, "claims", {"search_path": "billing, public"})
+    try:
+        shown = await connection.fetchrow(
+            "SELECT current_setting('statement_timeout') AS server,"
+            " current_setting('application_name') AS name,"
+            " current_setting('search_path') AS path"
+        )
+    finally:
+        await connection.close()
+    assert shown is not None
+    assert dict(shown) == {
+        "server": "8s",
+        "name": "starlette_jobs claims",
+        "path": "billing, public",
+    }
+
+
+async def test_a_refused_connection_is_the_librarys_error() -> None:
+    with pytest.raises(DatabaseUnavailableError, match="unreachable") as raised:
+        await connect("postgresql://app@127.0.0.1:1/app", 1.0, "claims")
+    assert isinstance(raised.value.__cause__, OSError)  # the driver's, for the log
+
+
+async def test_an_expired_pool_opens_new_connections(database_dsn: str) -> None:
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        first = await pool.run("fetchval", "SELECT pg_backend_pid()")
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") == first
+        pool.expire()
+        replaced = await pool.run("fetchval", "SELECT pg_backend_pid()")
+        assert replaced != first
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") == replaced
+    finally:
+        await pool.pool.close()
+
+
+async def test_a_connection_that_gave_up_on_its_statement_is_not_handed_back(
+    database_dsn: str,
 ) -> None:
-    assert (connection_lost(error), no_answer(error), never_sent(error)) == (
-        lost,
-        unanswered,
-        unsent,
+    """Handed back, it would wait for the cancel request, which a silent network never
+    carries: it is closed, and the next caller gets another."""
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        first = await pool.run("fetchval", "SELECT pg_backend_pid()")
+        with pytest.raises(TimeoutError):
+            await pool.run("execute", "SELECT pg_sleep(2)", timeout=0.05)
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") != first
+    finally:
+        await pool.pool.close()
+
+
+async def test_the_listener_hands_each_payload_to_its_channels_callback(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    heard: dict[str, list[str]] = {"emails": [], "reports": []}
+    both = asyncio.Event()
+
+    def on(queue: str) -> Any:
+        def call(payload: str) -> None:
+            heard[queue].append(payload)
+            if all(heard.values()):
+                both.set()
+
+        return call
+
+    listener = await Listener.open(
+        database_dsn, 5.0, {channel_for(queue): on(queue) for queue in heard}
     )
-
-
-@pytest.mark.parametrize(
-    ("error", "says"),
-    [
-        (TimeoutError(), "unreachable or stopped answering"),
-        (ConnectionRefusedError(111, "Connection refused"), "unreachable or stopped answering"),
-        (asyncpg.ConnectionDoesNotExistError("closed in the middle"), "stopped answering"),
-        (asyncpg.TooManyConnectionsError("sorry, too many clients"), "refuses new connections"),
-        (asyncpg.CannotConnectNowError("the database system is starting up"), "refuses new"),
-        (asyncpg.QueryCanceledError("canceling statement"), "did not finish it in time"),
-        (asyncpg.LockNotAvailableError("could not obtain lock"), "did not finish it in time"),
-    ],
-)
-def test_what_means_the_database_is_unavailable_is_raised_as_the_librarys_error(
-    error: BaseException, says: str
-) -> None:
-    with pytest.raises(DatabaseUnavailableError, match=says) as raised:
-        raise_as_store_error(error)
-    assert raised.value.__cause__ is error  # the driver's error, for the log's traceback
-    assert type(error).__name__ in str(raised.value)
-    too_slow = isinstance(error, asyncpg.QueryCanceledError | asyncpg.LockNotAvailableError)
-    assert isinstance(raised.value, DatabaseTooSlowError) is too_slow
-
-
-NOT_ACCEPTING = asyncpg.ObjectNotInPrerequisiteStateError(
-    'database "app" is not currently accepting connections'
-)
-
-
-def test_a_database_that_takes_no_connections_is_unavailable_to_a_new_one_only() -> None:
-    """ALLOW_CONNECTIONS false: SQLSTATE 55000, which a statement may raise for other reasons
-    (no outage then: the caller's to see as it is)."""
-    with pytest.raises(DatabaseUnavailableError, match="refuses new connections"):
-        raise_as_store_error(NOT_ACCEPTING, connecting=True)
-    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError):
-        raise_as_store_error(NOT_ACCEPTING)
-
-
-@pytest.mark.parametrize(
-    "error",
-    [
-        ValueError("mine"),
-        asyncpg.UniqueViolationError("duplicate key"),
-        DatabaseUnavailableError("said already"),
-        # A connection of the caller's (`connection=`) used by two statements at once: a
-        # mistake in the calling code, which waiting and trying again cannot fix.
-        asyncpg.InterfaceError("cannot perform operation: another operation is in progress"),
-    ],
-)
-def test_other_errors_pass_through_as_they_are(error: BaseException) -> None:
-    with pytest.raises(type(error)) as raised:
-        raise_as_store_error(error, connecting=True)
-    assert raised.value is error
-    assert unavailable(error) is None
-
-
-def test_the_librarys_own_error_is_no_lost_connection_though_it_is_an_oserror() -> None:
-    """A new connection refused says nothing of the open ones: they are not all replaced."""
-    refused = unavailable(NOT_ACCEPTING, connecting=True)
-    assert isinstance(refused, OSError)
-    assert (connection_lost(refused), no_answer(refused)) == (False, False)
-
-
-@pytest.mark.parametrize(
-    ("lease", "timeout"), [(30.0, 10.0), (90.0, 10.0), (6.0, 2.0), (1.5, 1.0), (0.3, 1.0)]
-)
-def test_a_workers_statements_wait_a_third_of_the_lease_between_one_and_ten_seconds(
-    lease: float, timeout: float
-) -> None:
-    assert worker_statement_timeout(lease) == timeout
-
-
-def test_the_server_gives_a_statement_up_before_the_client_does() -> None:
-    settings = session_settings(10.0, "claims")
-    assert settings == {"statement_timeout": "8000", "application_name": "starlette_jobs claims"}
+    try:
+        await connection.execute("SELECT pg_notify($1, 'one')", channel_for("emails"))
+        await connection.execute("SELECT pg_notify($1, 'two')", channel_for("reports"))
+        await asyncio.wait_for(both.wait(), timeout=10)
+        assert heard == {"emails": ["one"], "reports": ["two"]}
+        assert await listener.alive(timeout=5)
+    finally:
+        await listener.close()
+    assert not await listener.alive(timeout=5)

@@ -1,6 +1,6 @@
 """Timeouts and backoff (`_connectivity`): how long a worker's statements may take, what the
 server is told, and how retries space out. How driver errors are classified is in
-test_connections.py."""
+postgres/test_driver_errors.py."""
 
 from __future__ import annotations
 

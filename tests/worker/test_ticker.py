@@ -5,12 +5,13 @@ contract suite holds PostgreSQL to the same store semantics)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from starlette_jobs import DatabaseUnavailableError, JobStatus, TickStatus, job
+from starlette_jobs import DatabaseUnavailableError, JobStatus, TickStatus, job, periodic
 from starlette_jobs._cron import Cron
 from starlette_jobs._schedule_records import StoredSchedule
 from starlette_jobs._schedules import CatchUp, Overlap, Schedule
@@ -191,7 +192,7 @@ async def test_a_removed_schedule_stops_ticking_once_newer_code_starts(clock: Cl
     assert len(await store.schedule_ticks("other", 10)) == 2
 
 
-async def test_a_process_declaring_no_schedule_leaves_them_be_and_stops(clock: Clock) -> None:
+async def test_a_process_declaring_no_schedule_leaves_them_be(clock: Clock) -> None:
     # A script that drains a queue, importing no module with a schedule, must not delete the
     # fleet's schedules: the workers that declare them declared them once, at their start.
     store = MemoryStore()
@@ -205,6 +206,79 @@ async def test_a_process_declaring_other_schedules_removes_the_rest(clock: Clock
     await ticker(store, clock, [schedule()]).round()
     await ticker(store, clock, [schedule(name="other")]).round()
     assert [s.name for s in await store.list_schedules()] == ["other"]
+
+
+def declare_late(name: str) -> None:
+    """A `@periodic` declared in this process after its ticker started (a module imported
+    late); the test's fixture forgets it afterwards."""
+    periodic("* * * * *", name=name)(beat)
+
+
+async def test_a_schedule_declared_after_the_start_is_declared_and_ticks(clock: Clock) -> None:
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule()])
+    await worker.round()
+    declare_late("late")
+    clock.advance(10)
+    await worker.round()  # declared now: its first tick is the next one due
+    assert [s.name for s in await store.list_schedules()] == ["beat", "late"]
+    clock.advance(49.5)
+    await worker.round()
+    assert await ticks(store, "late") == [("12:01:00", TickStatus.ENQUEUED)]
+    assert await ticks(store) == [("12:01:00", TickStatus.ENQUEUED)]
+
+
+async def test_a_process_that_declared_none_at_its_start_ticks_one_declared_later(
+    clock: Clock,
+) -> None:
+    store = MemoryStore()
+    await ticker(store, clock, [schedule(name="theirs")], "w2").round()
+    worker = ticker(store, clock, [])
+    assert await worker.round() is None
+    declare_late("late")
+    clock.advance(30)
+    assert await worker.round() == pytest.approx(29.5 + 0.005)  # until 12:01, its first tick
+    clock.advance(29.5)
+    await worker.round()
+    assert await ticks(store, "late") == [("12:01:00", TickStatus.ENQUEUED)]
+    # Declared late, it adds to the fleet's schedules: another worker's are left be.
+    assert [s.name for s in await store.list_schedules()] == ["late", "theirs"]
+
+
+async def test_a_late_declaration_leaves_the_schedules_of_newer_code_be(clock: Clock) -> None:
+    """An older worker that imports a module late must not delete what newer code declared
+    (its start did; a late declaration only adds)."""
+    store = MemoryStore()
+    older = ticker(store, clock, [schedule()], "old")
+    await older.round()
+    await ticker(store, clock, [schedule(), schedule(name="newer")], "new").round()
+    defined = {s.name: s.defined_at for s in await store.list_schedules()}
+    declare_late("late")
+    clock.advance(1)
+    await older.round()
+    stored = await store.list_schedules()
+    assert [s.name for s in stored] == ["beat", "late", "newer"]
+    assert {s.name: s.defined_at for s in stored if s.name != "late"} == defined
+
+
+async def test_a_sleeping_ticker_wakes_for_a_schedule_declared_meanwhile(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ticker, "DECLARATIONS_RECHECK", 0.01)
+    store = MemoryStore()
+    worker = ticker(store, clock, [])
+    worker.start()
+    try:
+        await asyncio.sleep(0)  # a yield: its first round finds nothing to tick, and it waits
+        assert not await declared(store, "late")
+        declare_late("late")
+        await eventually(lambda: declared(store, "late"), "the late schedule declared")
+    finally:
+        await worker.stop()
+
+
+async def declared(store: MemoryStore, name: str) -> bool:
+    return name in {s.name for s in await store.list_schedules()}
 
 
 async def test_overlap_one_waiting_starts_the_waiting_tick_once_the_job_ends(clock: Clock) -> None:

@@ -1,0 +1,142 @@
+"""What the driver's (asyncpg's) errors mean: the connection is lost, got no answer, or the
+statement never left; and the one rule that decides which of them mean "the database is
+unavailable": `unavailable`, which the PostgreSQL store applies at its boundary
+(`raise_as_store_error`), so that nothing past it sees the driver's exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import asyncpg
+
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
+
+# The driver's errors that the store turns into the library's meaning.
+UniqueViolationError = asyncpg.UniqueViolationError
+UndefinedTableError = asyncpg.UndefinedTableError
+InvalidCatalogNameError = asyncpg.InvalidCatalogNameError
+InvalidAuthorizationSpecificationError = asyncpg.InvalidAuthorizationSpecificationError
+PostgresError = asyncpg.PostgresError
+
+# The connection is gone: the server dropped it, or the network did.
+CONNECTION_LOST: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    # A server that ends an idle connection (pg_terminate_backend, a restart, an idle timeout)
+    # says so before it closes the socket; asyncpg leaves such a connection in an error state,
+    # and it fails its next statement with this, until the closing is read.
+    asyncpg.InternalClientError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+)
+# The server is there but did not do the work in time: the statement ran past the server's
+# statement_timeout (blocked by a lock, or too large), or a lock could not be had.
+TOO_SLOW: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+# What makes a call fail for want of the database rather than for what it asked: raised as
+# `DatabaseUnavailableError` to callers; the worker keeps what it has and tries again.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    *CONNECTION_LOST,
+    *TOO_SLOW,
+    TimeoutError,  # no answer in time: the network went silent, or the server hangs
+    asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
+)
+# A server that is there refusing a new connection, for now: the database does not take
+# connections (ALLOW_CONNECTIONS false, during maintenance). PostgreSQL also raises this
+# SQLSTATE (55000) for statements, where it means no outage: read so only when connecting.
+REFUSED_CONNECTION: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.ObjectNotInPrerequisiteStateError,
+)
+_REFUSING: tuple[type[BaseException], ...] = (
+    *REFUSED_CONNECTION,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.CannotConnectNowError,  # starting up, shutting down, in recovery
+)
+
+
+def unavailable(
+    error: BaseException, *, connecting: bool = False
+) -> DatabaseUnavailableError | None:
+    """The library's error for `error` if it means that the database is unavailable (one of
+    `DATABASE_ERRORS`; `connecting`: raised while opening a connection, `REFUSED_CONNECTION`
+    too), chained to it; None for any other error, which is the caller's to see as it is.
+
+    The one place that decides it: the stores raise `DatabaseUnavailableError` (the too slow
+    kind: `DatabaseTooSlowError`), and the rest of the library catches only that.
+    """
+    if (
+        isinstance(error, DatabaseUnavailableError)
+        or _misused_connection(error)
+        or not (
+            isinstance(error, DATABASE_ERRORS)
+            or (connecting and isinstance(error, REFUSED_CONNECTION))
+        )
+    ):
+        return None
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    translated: DatabaseUnavailableError
+    if isinstance(error, TOO_SLOW):
+        translated = DatabaseTooSlowError(
+            "a statement ran out of time: PostgreSQL did not finish it in time (a lock held "
+            f"elsewhere, or too much) ({detail})"
+        )
+    elif isinstance(error, _REFUSING):
+        translated = DatabaseUnavailableError(
+            f"PostgreSQL is unreachable for now: it refuses new connections ({detail})"
+        )
+    else:
+        translated = DatabaseUnavailableError(
+            f"PostgreSQL is unreachable or stopped answering ({detail})"
+        )
+    translated.__cause__ = error
+    return translated
+
+
+def _misused_connection(error: BaseException) -> bool:
+    """Whether the driver refused a statement because another one runs on the same connection:
+    never the database's doing. The store's own connections run one statement at a time; a
+    caller's (`connection=`) used by two at once is a mistake in the calling code, which waiting
+    and trying again would not fix. asyncpg says so by an `InterfaceError` and this message."""
+    return isinstance(error, asyncpg.InterfaceError) and "another operation is in progress" in str(
+        error
+    )
+
+
+def raise_as_store_error(error: BaseException, *, connecting: bool = False) -> NoReturn:
+    """Raises `error` as the store's callers see it: the library's error (see `unavailable`),
+    or `error` itself. For an `except` clause at the store's boundary."""
+    translated = unavailable(error, connecting=connecting)
+    if translated is None:
+        raise error
+    raise translated from error
+
+
+def connection_lost(error: BaseException) -> bool:
+    """Whether `error` says the connection is gone (the server dropped it, or the network did),
+    rather than that a statement ran out of time on a connection that may still be good."""
+    # TimeoutError is an OSError: exclude it by name; so is our own DatabaseUnavailableError
+    # (a new connection refused: the open ones may be fine).
+    return isinstance(error, CONNECTION_LOST) and not isinstance(
+        error, (TimeoutError, DatabaseUnavailableError)
+    )
+
+
+def no_answer(error: BaseException) -> bool:
+    """Whether the connection is gone or did not answer at all: it, and likely every other
+    connection of the process, should be replaced."""
+    return isinstance(error, (*CONNECTION_LOST, TimeoutError)) and not isinstance(
+        error, DatabaseUnavailableError
+    )
+
+
+def never_sent(error: BaseException) -> bool:
+    """Whether the statement failed before anything of it reached the server, so that running
+    it again on a new connection cannot run it twice: asyncpg refuses to start it on a
+    connection that the server already said it would end."""
+    return isinstance(error, asyncpg.InternalClientError) and "cannot switch to state" in str(error)
