@@ -29,12 +29,22 @@ class JobQueries:
             return await self._ready_store.get_job(row_id)
 
     async def list(
-        self, *, status: JobStatus | str | None = None, queue: str | None = None, limit: int = 100
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: JobId | None = None,
     ) -> builtins.list[JobRecord]:
-        """Jobs, most recent first, optionally of one status and one queue."""
+        """Jobs, most recent first, optionally of one status, one queue and one job name.
+        `before`: the next page, after one whose last (oldest) job had this id."""
+        below = None if before is None else _row_id(before)
+        if before is not None and below is None:
+            raise ValueError(f"before must be a job id, got {before!r}")
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
-                None if status is None else JobStatus(status), queue, limit
+                None if status is None else JobStatus(status), queue, limit, name, below
             )
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:

@@ -1,20 +1,26 @@
-"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate, show status,
-list the schedules and the live workers, pause and resume a queue. The options are
-`_parser.py`'s, the `Jobs` they apply to `_target.py`'s."""
+"""`starlette-jobs` / `python -m starlette_jobs`: run a worker process, migrate; read jobs
+(`_inspect.py`), act on jobs and queues (`_act.py`); list the schedules and the live workers.
+The options are `_parser.py`'s, the `Jobs` they apply to `_target.py`'s; the exit statuses
+`_output.Exit`."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
-from .._errors import StarletteJobsError
+from .._errors import DatabaseUnavailableError, StarletteJobsError
 from .._jobs import Jobs
 from ..worker._settings import DEFAULT_RETRY_WAIT
+from ._act import act_on_jobs, pause_or_resume
+from ._inspect import events, list_jobs, peek, show, status
+from ._output import Exit
 from ._parser import build_parser
 from ._schedules import print_schedules
 from ._target import CommandError, jobs_for
@@ -43,12 +49,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(print_schedules(jobs, as_json=args.json))
         if args.command == "workers":
             return asyncio.run(print_workers(jobs, as_json=args.json))
-        if args.command in ("pause", "resume"):
-            return asyncio.run(_pause_or_resume(jobs, args.queue, pause=args.command == "pause"))
-        return asyncio.run(_status(jobs))
+        return asyncio.run(_COMMANDS[args.command](jobs, args))
+    except DatabaseUnavailableError as error:
+        print(f"starlette-jobs: error: {error}", file=sys.stderr)
+        return Exit.UNAVAILABLE
     except (CommandError, StarletteJobsError) as error:
         print(f"starlette-jobs: error: {error}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
+
+
+_COMMANDS: dict[str, Callable[[Jobs, argparse.Namespace], Coroutine[Any, Any, Exit]]] = {
+    "status": status, "list": list_jobs, "show": show, "events": events, "peek": peek,
+    "retry": act_on_jobs, "cancel": act_on_jobs, "release": act_on_jobs,
+    "pause": pause_or_resume, "resume": pause_or_resume,
+}  # fmt: skip
 
 
 async def _worker(jobs: Jobs, *, burst: bool, retry_wait: float = DEFAULT_RETRY_WAIT) -> int:
@@ -96,20 +110,4 @@ async def _migrate(jobs: Jobs) -> int:
     async with jobs:
         applied = await jobs.migrate()
     print("migrations up to date" + (f" (applied {', '.join(applied)})" if applied else ""))
-    return 0
-
-
-async def _pause_or_resume(jobs: Jobs, queue: str, *, pause: bool) -> int:
-    async with jobs:
-        await (jobs.pause(queue) if pause else jobs.resume(queue))
-    print(f"queue {queue!r} {'paused' if pause else 'resumed'}")
-    return 0
-
-
-async def _status(jobs: Jobs) -> int:
-    async with jobs:
-        counts = await jobs.count_by_status()
-    width = max(len(status.value) for status in counts)
-    for status, count in counts.items():
-        print(f"{status.value:<{width}}  {count}")
     return 0

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import Any
 
 from .._config import JobsConfig
+from .._records import JobStatus
 from .._version import __version__
 from ..worker._settings import DEFAULT_RETRY_WAIT
 
@@ -101,8 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"retry not due yet (default: {DEFAULT_RETRY_WAIT:g})",
     )
 
-    for name, text in (("migrate", "apply schema migrations"), ("status", "count jobs by status")):
-        _add_target(commands.add_parser(name, help=text), required=False)
+    _add_target(commands.add_parser("migrate", help="apply schema migrations"), required=False)
+    status = commands.add_parser("status", help="count jobs by status")
+    _add_target(status, required=False)
+    status.add_argument(
+        "--queue", metavar="NAME", help="count one queue's jobs only (default: every queue)"
+    )
+    _add_json(status, "print one JSON object, status to count")
+    _add_reading_commands(commands)
     schedules = commands.add_parser(
         "schedules", help="list the schedules the workers declared, with their next and last tick"
     )
@@ -124,7 +133,73 @@ def build_parser() -> argparse.ArgumentParser:
         control = commands.add_parser(name, help=text)
         control.add_argument("queue", metavar="QUEUE", help="the queue's name")
         _add_target(control, required=False)
+    for name, text in (
+        ("retry", "run failed or cancelled jobs again, from their first attempt"),
+        ("cancel", "cancel pending jobs; ask running ones to stop"),
+        ("release", "hand running jobs back to pending at once (their worker is gone)"),
+    ):
+        action = commands.add_parser(name, help=text)
+        action.add_argument("job_ids", nargs="+", metavar="JOB_ID", help="a job's id")
+        _add_target(action, required=False)
+        _add_json(action, "print one JSON object per job: its id, the action and its outcome")
     return parser
+
+
+def _add_reading_commands(commands: Any) -> None:
+    listing = commands.add_parser("list", help="list jobs, most recent first")
+    _add_target(listing, required=False)
+    listing.add_argument(
+        "--status",
+        choices=[status.value for status in JobStatus],
+        help="one status's jobs only (default: any status)",
+    )
+    listing.add_argument("--queue", metavar="NAME", help="one queue's jobs only (default: any)")
+    listing.add_argument(
+        "--name", metavar="JOB", help="one job name's only, e.g. app.send_email (default: any)"
+    )
+    listing.add_argument(
+        "--limit", type=_bounded(1, 1000), default=50, metavar="N",
+        help="how many at most (1 to 1000; default: 50)",
+    )  # fmt: skip
+    listing.add_argument(
+        "--before", type=_bounded(1, 2**63 - 1), metavar="JOB_ID",
+        help="the next page: jobs older than this one, the last id of the page before "
+        "(default: the first page)",
+    )  # fmt: skip
+    _add_json(listing, "print one JSON object per job")
+    for name, text in (
+        ("show", "show one job: its fields, result, errors and events"),
+        ("events", "show one job's history, oldest first"),
+    ):
+        one = commands.add_parser(name, help=text)
+        one.add_argument("job_id", metavar="JOB_ID", help="the job's id")
+        _add_target(one, required=False)
+        _add_json(one, "print JSON (show: one object; events: one object per event)")
+    peek = commands.add_parser("peek", help="the jobs the next claim of a queue would take")
+    peek.add_argument("queue", metavar="QUEUE", help="the queue's name")
+    _add_target(peek, required=False)
+    peek.add_argument(
+        "--limit", type=_bounded(1, 100), default=10, metavar="N",
+        help="how many at most (1 to 100; default: 10)",
+    )  # fmt: skip
+    _add_json(peek, "print one JSON object per job")
+
+
+def _add_json(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"{text} (default: a table)")
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}")
+        return value
+
+    return parse
 
 
 def _add_target(parser: argparse.ArgumentParser, *, required: bool) -> None:

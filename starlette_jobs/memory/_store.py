@@ -284,12 +284,20 @@ class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls, MemoryWorkflo
         return None if row is None else row.record()
 
     async def list_jobs(
-        self, status: JobStatus | None, queue: str | None, limit: int
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        name: str | None = None,
+        before: int | None = None,
     ) -> list[JobRecord]:
         rows = [
             r
             for r in sorted(self._rows.values(), key=lambda r: -r.id)
-            if status in (None, r.status) and queue in (None, r.queue)
+            if status in (None, r.status)
+            and queue in (None, r.queue)
+            and name in (None, r.name)
+            and (before is None or r.id < before)
         ]
         return [row.record() for row in rows[:limit]]
 

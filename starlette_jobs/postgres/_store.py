@@ -228,9 +228,16 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, Workflo
         return None if row is None else JobRecord._from_row(row)
 
     async def list_jobs(
-        self, status: JobStatus | None, queue: str | None, limit: int
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        name: str | None = None,
+        before: int | None = None,
     ) -> list[JobRecord]:
-        rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit)
+        rows = await self._read(
+            "fetch", self._q["list_jobs"], status, queue, limit, name, before
+        )
         return [JobRecord._from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:

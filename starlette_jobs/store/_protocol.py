@@ -186,9 +186,14 @@ class Store(Protocol):
     async def get_job(self, job_id: int) -> JobRecord | None: ...
 
     async def list_jobs(
-        self, status: JobStatus | None, queue: str | None, limit: int
+        self,
+        status: JobStatus | None,
+        queue: str | None,
+        limit: int,
+        name: str | None = None,
+        before: int | None = None,
     ) -> list[JobRecord]:
-        """Most recent first."""
+        """Most recent first; of one job name if `name`, with ids below `before` if given."""
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...

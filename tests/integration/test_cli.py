@@ -289,10 +289,10 @@ def test_on_the_embedded_database_the_servers_own_logs_show_only_with_debug(
 
 
 @pytest.mark.parametrize("command", ["migrate", "status"])
-def test_migrate_and_status_on_an_unreachable_database_exit_2_with_one_line(
+def test_migrate_and_status_on_an_unreachable_database_exit_4_with_one_line(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main([command, "--dsn", "postgresql://app:s3cret@127.0.0.1:1/app"]) == 2
+    assert main([command, "--dsn", "postgresql://app:s3cret@127.0.0.1:1/app"]) == 4
     captured = capsys.readouterr()
     assert captured.err.startswith("starlette-jobs: error: PostgreSQL is unreachable at start")
     assert captured.err.count("\n") == 1

@@ -671,10 +671,12 @@ SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 SELECT * FROM starlette_jobs WHERE id = $1;
 
 -- name: list_jobs
--- Most recent first.
--- $1 status or NULL for any, $2 queue or NULL for any, $3 how many at most
+-- Most recent first; a page after the one that ended at job $5 (keyset: no OFFSET to skip).
+-- $1 status or NULL for any, $2 queue or NULL for any, $3 how many at most,
+-- $4 job name or NULL for any, $5 only ids below this one, or NULL
 SELECT * FROM starlette_jobs
  WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
+   AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
  ORDER BY id DESC
  LIMIT $3;
 

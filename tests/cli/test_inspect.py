@@ -1,0 +1,146 @@
+"""`status`, `list`, `show`, `events` and `peek` from the command line, as tables and as JSON,
+on a real database, with their exit statuses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from starlette_jobs import Jobs, Retry, job
+from starlette_jobs.cli._main import main
+
+
+@job(queue="cli-inspect", retry=Retry.none())
+async def greet(name: str) -> str:
+    if name == "boom":
+        raise ValueError("no greeting for boom")
+    return f"hello {name}"
+
+
+@job(queue="cli-other")
+async def other() -> None:
+    pass
+
+
+async def run(*args: str) -> int:
+    return await asyncio.to_thread(main, list(args))
+
+
+def lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+def parsed(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in lines(capsys)]
+
+
+async def _three_jobs(dsn: str) -> Sequence[int]:
+    async with Jobs(dsn, queues={"cli-inspect": 2}) as jobs:
+        ok = await greet.enqueue(name="ada")
+        boom = await greet.enqueue(name="boom")
+        assert await jobs.result(greet, ok, timeout=10) == "hello ada"
+        await jobs.wait(boom, timeout=10)
+    async with Jobs(dsn, queues={}):
+        waiting = await other.enqueue()
+    return ok, boom, waiting
+
+
+async def test_status_counts_every_queue_or_one(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _three_jobs(database_dsn)
+    assert await run("status", "--dsn", database_dsn) == 0
+    assert "succeeded  1" in lines(capsys)
+    assert await run("status", "--queue", "cli-other", "--dsn", database_dsn, "--json") == 0
+    [counts] = parsed(capsys)
+    assert (counts["pending"], counts["succeeded"], counts["failed"]) == (1, 0, 0)
+
+
+async def test_list_filters_by_status_queue_and_name_and_pages(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok, boom, waiting = await _three_jobs(database_dsn)
+    assert await run("list", "--dsn", database_dsn) == 0
+    header, *rows = lines(capsys)
+    assert header.split()[:4] == ["ID", "NAME", "QUEUE", "STATUS"]
+    assert [int(row.split()[0]) for row in rows] == [waiting, boom, ok]
+
+    assert await run("list", "--status", "failed", "--json", "--dsn", database_dsn) == 0
+    [failed] = parsed(capsys)
+    assert (failed["id"], failed["status"]) == (boom, "failed")
+    assert "no greeting for boom" in str(failed["last_error"])
+    assert await run("list", "--name", greet.name, "--queue", "cli-inspect", "--json",
+                     "--dsn", database_dsn) == 0  # fmt: skip
+    assert [found["id"] for found in parsed(capsys)] == [boom, ok]
+
+    assert await run("list", "--limit", "2", "--dsn", database_dsn) == 0
+    *_, more = lines(capsys)
+    assert more == f"(the 2 most recent; the next page: --before {boom})"
+    assert await run("list", "--limit", "2", "--before", str(boom), "--json",
+                     "--dsn", database_dsn) == 0  # fmt: skip
+    assert [found["id"] for found in parsed(capsys)] == [ok]
+    assert await run("list", "--status", "cancelled", "--dsn", database_dsn) == 0
+    assert lines(capsys) == ["no jobs match"]
+
+
+async def test_show_and_events_tell_one_jobs_story(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok, boom, _ = await _three_jobs(database_dsn)
+    assert await run("show", str(ok), "--dsn", database_dsn) == 0
+    shown = lines(capsys)
+    assert "status      succeeded" in shown
+    assert 'result      "hello ada"' in shown
+    assert any(line.split()[2:3] == ["claimed"] for line in shown)
+
+    assert await run("show", str(boom), "--json", "--dsn", database_dsn) == 0
+    [record] = parsed(capsys)
+    assert record["arguments"] == {"name": "boom"}
+    assert [event["kind"] for event in record["events"]] == ["enqueued", "claimed", "failed"]  # type: ignore[union-attr]
+
+    assert await run("events", str(boom), "--json", "--dsn", database_dsn) == 0
+    kinds = [event["kind"] for event in parsed(capsys)]
+    assert kinds == ["enqueued", "claimed", "failed"]
+    assert await run("events", str(boom), "--dsn", database_dsn) == 0
+    assert lines(capsys)[0].split() == ["AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "ERROR"]
+
+
+@pytest.mark.parametrize("command", ["show", "events"])
+async def test_a_job_that_does_not_exist_exits_3(
+    database_dsn: str, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    for missing in ("999999", "not-an-id"):
+        assert await run(command, missing, "--dsn", database_dsn) == 3
+        assert lines(capsys) == [f"starlette-jobs: no job with id {missing}"]
+
+
+async def test_peek_shows_what_the_next_claim_takes(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, _, waiting = await _three_jobs(database_dsn)
+    assert await run("peek", "cli-other", "--json", "--dsn", database_dsn) == 0
+    assert [found["id"] for found in parsed(capsys)] == [waiting]
+    assert await run("peek", "cli-empty", "--dsn", database_dsn) == 0
+    assert lines(capsys) == ["no job of queue 'cli-empty' is due"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["list", "--limit", "0"], ["list", "--status", "lost"], ["peek", "q", "--limit", "101"],
+     ["list", "--before", "x"]],
+)  # fmt: skip
+def test_a_malformed_command_line_exits_2(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_an_unreachable_database_exits_4(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--dsn", "postgresql://app@127.0.0.1:1/app"]) == 4
+    assert capsys.readouterr().err.startswith("starlette-jobs: error: PostgreSQL is unreachable")
