@@ -235,9 +235,7 @@ class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, Workflo
         name: str | None = None,
         before: int | None = None,
     ) -> list[JobRecord]:
-        rows = await self._read(
-            "fetch", self._q["list_jobs"], status, queue, limit, name, before
-        )
+        rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit, name, before)
         return [JobRecord._from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:

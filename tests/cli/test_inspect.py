@@ -99,7 +99,9 @@ async def test_show_and_events_tell_one_jobs_story(
     assert await run("show", str(boom), "--json", "--dsn", database_dsn) == 0
     [record] = parsed(capsys)
     assert record["arguments"] == {"name": "boom"}
-    assert [event["kind"] for event in record["events"]] == ["enqueued", "claimed", "failed"]  # type: ignore[union-attr]
+    history = record["events"]
+    assert isinstance(history, list)
+    assert [event["kind"] for event in history] == ["enqueued", "claimed", "failed"]
 
     assert await run("events", str(boom), "--json", "--dsn", database_dsn) == 0
     kinds = [event["kind"] for event in parsed(capsys)]
