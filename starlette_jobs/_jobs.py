@@ -7,7 +7,6 @@ import asyncio
 import builtins
 import functools
 import logging
-import math
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -18,6 +17,7 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ._config import DAY, JobsConfig
+from ._draining import JobDraining
 from ._dsn import masked_dsn
 from ._enqueue import Enqueuer
 from ._errors import (
@@ -43,7 +43,6 @@ from ._worker_queries import WorkerListing
 from ._workflow_queries import WorkflowQueries
 from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from .store._protocol import Store
-from .worker._settings import DEFAULT_RETRY_WAIT, check_drain_durations
 from .worker._shutdown import CLOSE_SECONDS
 from .worker._worker import Worker
 
@@ -51,7 +50,13 @@ logger = logging.getLogger("starlette_jobs")
 
 
 class Jobs(
-    JobQueries, JobWaiting, ScheduleQueries, QueueControlling, WorkerListing, WorkflowQueries
+    JobQueries,
+    JobWaiting,
+    JobDraining,
+    ScheduleQueries,
+    QueueControlling,
+    WorkerListing,
+    WorkflowQueries,
 ):
     """Where jobs are stored, and which of them this process works on.
 
@@ -334,44 +339,6 @@ class Jobs(
         """Enqueue one job per mapping of keyword arguments, in one round trip; all are
         validated first, and one invalid item refuses the whole batch."""
         return await ConfiguredJob(_declared(job), NO_OPTIONS, self).enqueue_many(items)
-
-    async def drain(
-        self,
-        timeout: float = 30.0,
-        *,
-        include_scheduled: bool = True,
-        retry_wait: float = DEFAULT_RETRY_WAIT,
-    ) -> None:
-        """Runs this process's queues until no job of them is running, or pending and due before
-        `timeout` ends (retries waiting for their delay included), and every outcome is
-        written. For tests and scripts. Logs what it leaves pending.
-
-        Args:
-            timeout: seconds to wait at most; `math.inf` waits as long as it takes.
-            include_scheduled: False waits only for what is due now, and for retries due within
-                `retry_wait` seconds (a short back-off is part of running a job); jobs
-                delayed with `delay=` or `run_at=` are left, however soon they come due.
-            retry_wait: with `include_scheduled=False`, how far ahead a retry is waited for
-                (never past `timeout`); 0 leaves every retry that is not due yet.
-
-        Raises:
-            TimeoutError: work was still left after `timeout` seconds.
-            ValueError: `timeout` or `retry_wait` is NaN or negative.
-        """
-        check_drain_durations(timeout, retry_wait)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        if self._preparing is not None:
-            # Started while PostgreSQL was unreachable: the worker starts once it answers.
-            async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
-                await asyncio.shield(self._preparing)
-        if self._worker is None:
-            raise NotStartedError(
-                "drain needs a running worker: start Jobs with at least one queue in `queues=`"
-            )
-        await self._worker.drain(
-            deadline - loop.time(), include_scheduled=include_scheduled, retry_wait=retry_wait
-        )
 
 
 def _declared(job: Job[..., Any] | str) -> Job[..., Any]:

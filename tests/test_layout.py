@@ -23,7 +23,6 @@ TESTED_ELSEWHERE = {
     "worker._drain": "worker/test_worker.py",
     "worker._cancels": "worker/test_worker.py",
     "worker._queues": "worker/test_worker.py",
-    # The PostgreSQL store's connections and statements, tested through the store built on them.
     # The memory store's tables, tested through the store built on them (and the contract suite).
     "memory._tables": "memory/test_store.py",
     # Periodic jobs: the records and the stores' parts, held by the contract suite; the
@@ -40,6 +39,8 @@ TESTED_ELSEWHERE = {
     "_worker_records": "contract/test_workers_contract.py",
     "memory._registry": "contract/test_workers_contract.py",
     "_worker_queries": "processes/test_registry.py",
+    # `jobs.drain`, through `Jobs` running jobs end to end.
+    "_draining": "integration/test_enqueue_and_run.py",
     # Workflows: `jobs.workflow`, through `Jobs` on both stores.
     "_workflow_queries": "contract/test_workflows_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
