@@ -76,12 +76,32 @@ class Liveness:
         self.held = True
         self._task = asyncio.create_task(self._run(), name="starlette_jobs liveness")
 
-    async def stop(self) -> None:
-        """Lets the lock go: call once the worker's row is deleted and its jobs released."""
+    async def stop(self, timeout: float) -> None:
+        """Lets the lock go: call once the worker's row is deleted and its jobs released. Jobs
+        of attempts stopped when the lock was lost, not given back yet (the lock was not held
+        again), are given back first, waiting at most `timeout` seconds: else their lease
+        expires and any worker runs them again."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self._to_release:
+            try:
+                released = await asyncio.wait_for(
+                    self._store.release_jobs(self._to_release), timeout
+                )
+            except Exception as error:
+                logger.warning(
+                    "worker %s: could not give back the jobs of the attempts it stopped (%s): "
+                    "they run again once their lease expires", self._worker_id, error,
+                )  # fmt: skip
+            else:
+                self._to_release = []
+                if released:
+                    logger.warning(
+                        "worker %s: gave back the jobs of the attempts it stopped: %s",
+                        self._worker_id, sorted(released),
+                    )  # fmt: skip
         if self._lock is not None:
             lock, self._lock = self._lock, None
             await lock.close()

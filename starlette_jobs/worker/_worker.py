@@ -385,7 +385,7 @@ class Worker:
         await self._leases.stop()
         # Refreshed through the drain above, so no peer takes it for dead meanwhile.
         await self._registration.stop()
-        await self._liveness.stop()
+        await self._liveness.stop(self._statement_timeout)
         await self._upkeep.stop()
         await self._strays.stop()
         await self._ticker.stop()

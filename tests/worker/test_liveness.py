@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from starlette_jobs import JobStatus
+from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held
 from starlette_jobs.worker._liveness import Liveness, liveness_interval
@@ -81,7 +81,7 @@ async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
     assert f"worker w: gave back the jobs of the attempts it stopped: {ids}" in caplog.messages
     await liveness.check()  # the new lock answers: nothing more to do
     assert (len(stopped), store.held) == (1, 2)
-    await liveness.stop()
+    await liveness.stop(1.0)
 
 
 async def test_a_rescue_that_finds_no_dead_worker_wakes_nothing() -> None:
@@ -89,3 +89,32 @@ async def test_a_rescue_that_finds_no_dead_worker_wakes_nothing() -> None:
     liveness = Liveness(MemoryStore(), "w", 1.0, 1.0, list, woken.append, _nothing)
     await liveness.rescue()
     assert woken == []
+
+
+class CutOff(MemoryStore):
+    """Hands out a lost lock, then cannot take it again (the database out of reach)."""
+
+    held = 0
+
+    async def hold_liveness(self, worker_id: str) -> Cut:  # type: ignore[override]
+        self.held += 1
+        if self.held > 1:
+            raise DatabaseUnavailableError("out of reach (test)")
+        return Cut()
+
+
+async def test_a_worker_that_stops_without_its_lock_gives_back_the_jobs_it_stopped() -> None:
+    store = CutOff()
+    await store.insert_jobs(new_jobs(2, queue="q"))
+    claims = await store.claim_batch("q", 2, "w", 60.0)
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, lambda: [(c.id, c.lease_token) for c in claims], lambda q: None,
+        _nothing,
+    )  # fmt: skip
+    await liveness.start()
+    with pytest.raises(DatabaseUnavailableError):
+        await liveness.check()
+    assert not liveness.held
+    await liveness.stop(1.0)
+    for claim in claims:
+        assert await store.job_status(claim.id) is JobStatus.PENDING
