@@ -14,6 +14,7 @@ from ._errors import JobDefinitionError as JobDefinitionError
 from ._errors import JobFailedError as JobFailedError
 from ._errors import JobNotFoundError as JobNotFoundError
 from ._errors import JobResultError as JobResultError
+from ._errors import LeaseLostError as LeaseLostError
 from ._errors import MemoryStoreUnsupportedError as MemoryStoreUnsupportedError
 from ._errors import NotStartedError as NotStartedError
 from ._errors import OnSuccessError as OnSuccessError
@@ -77,6 +78,7 @@ __all__ = [
     "JobStatus",
     "Jobs",
     "JobsConfig",
+    "LeaseLostError",
     "MemoryStoreUnsupportedError",
     "NotStartedError",
     "OnSuccessError",

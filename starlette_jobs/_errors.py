@@ -84,6 +84,16 @@ class UpstreamStepError(StarletteJobsError, LookupError):
     succeed, or its result does not fit the type asked for."""
 
 
+class LeaseLostError(StarletteJobsError, RuntimeError):
+    """`current_job().complete_in` could not write the job's success: this attempt no longer
+    holds its job. Its lease expired and the job was rescued (another attempt may run it), an
+    operator released it, it was completed already (`complete_in` called twice, or its
+    transaction committed before), or the job runs outside a worker (called inline, or with a
+    `RunningJob` made by hand). Nothing of the completion was written; raised inside the
+    caller's transaction, it makes that transaction fail, so nothing of it is written either
+    (docs/transactions.md)."""
+
+
 class UnknownJobError(StarletteJobsError, LookupError):
     """No job with this name is registered in this process.
 

@@ -48,6 +48,7 @@ EXPECTED_DOCS = {
     "schedules.md",
     "testing.md",
     "tracing.md",
+    "transactions.md",
     "waiting.md",
     "workers.md",
     "workflows.md",

@@ -31,6 +31,7 @@ def test_exported_names_are_pinned() -> None:
         "JobStatus",
         "Jobs",
         "JobsConfig",
+        "LeaseLostError",
         "MemoryStoreUnsupportedError",
         "NotStartedError",
         "OnSuccessError",

@@ -111,6 +111,18 @@ class Store(Protocol):
         """Writes the outcomes whose lease token still holds its job; returns their ids."""
         ...
 
+    async def complete_job(
+        self, job_id: int, lease_token: UUID, result: str | None, connection: Any | None = None
+    ) -> None:
+        """Writes the attempt's success (`result`: JSON text or None) as `record_outcomes`
+        writes one, its event and the release of the steps waiting for it included, in the
+        transaction of `connection` (PostgreSQL only: the caller's, as `insert_jobs` joins it;
+        None: at once). `current_job().complete_in`, docs/transactions.md.
+
+        Raises `LeaseLostError`, having written nothing, if `lease_token` no longer holds the
+        job running (rescued, released, completed already)."""
+        ...
+
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
     ) -> dict[UUID, Renewal]:

@@ -86,6 +86,10 @@ class AttemptStops:
     def lost(self, job_id: int, token: UUID) -> None:
         """The job is no longer held under this attempt's token: another worker may be running
         it now, so stop this copy's side effects early."""
+        control = self._controls.get(token)
+        if control is not None and control.completed:
+            # It wrote its own success (`complete_in`): the lease ended with it, as it should.
+            return
         attempt = self._running.handle(token)
         logger.warning(
             "job %s: this worker no longer holds its lease (it expired and the job was "

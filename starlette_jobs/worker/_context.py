@@ -3,18 +3,23 @@ asked to stop, and where it reports its progress."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID
 
 from .._records import Claim, JobStatus
 from .._storable import MAX_PROGRESS_BYTES, storable_json
-from . import _upstream
+from . import _completion, _upstream
+from ._completion import Completer
 from ._loop_time import JobLoopTime
 from ._upstream import UpstreamReader
+
+if TYPE_CHECKING:
+    from .._job import Job
+    from ..postgres._transactions import CallerTransaction
 
 T = TypeVar("T")
 
@@ -35,6 +40,8 @@ class AttemptControl:
         "_job",
         "cancel_requested",
         "claim",
+        "complete",
+        "completed",
         "loop_time",
         "progress",
         "report",
@@ -52,6 +59,7 @@ class AttemptControl:
         claim: Claim | None = None,
         progress: Callable[[int, UUID, str], None] | None = None,
         upstream: UpstreamReader | None = None,
+        complete: Completer | None = None,
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
@@ -61,6 +69,11 @@ class AttemptControl:
         self.progress = progress
         self.upstream = upstream
         """Where a workflow's step reads the steps it waited for (`Store.upstream_results`)."""
+        self.complete = complete
+        """Where the job writes its own success (`Store.complete_job`; None: no worker)."""
+        self.completed = False
+        """`complete_in` wrote the attempt's success (committed, unless its transaction rolls
+        back): the worker records no outcome of its own for an attempt that then returns."""
         self._job: RunningJob | None = None
         self.loop_time = loop_time
         """Where the worker counts how long its jobs hold the event loop (None: it does not)."""
@@ -190,6 +203,56 @@ class RunningJob:
         """A workflow's step: the results of the steps it waited for that succeeded, by step
         name, each validated into `result_type` (a fan-in's collecting step)."""
         return await _upstream.upstream_results(self._control.upstream, self.id, result_type)
+
+    @overload
+    async def complete_in(
+        self,
+        connection: CallerTransaction | None,
+        job: Job[..., Coroutine[Any, Any, T]],
+        result: T,
+    ) -> None: ...
+
+    @overload
+    async def complete_in(
+        self, connection: CallerTransaction | None, job: Job[..., T], result: T
+    ) -> None: ...
+
+    async def complete_in(
+        self, connection: CallerTransaction | None, job: Job[..., Any], result: object
+    ) -> None:
+        """Writes this attempt's success, with `result` (of the type `job` returns), in the
+        transaction of `connection`: the job's own writes, its result, its `succeeded` event
+        and the release of the workflow steps waiting for it commit together, or not at all.
+        The worker then records nothing of its own for the attempt: what the job returns is
+        not written again. See docs/transactions.md.
+
+        Args:
+            connection: an asyncpg connection, or a SQLAlchemy `AsyncSession` or
+                `AsyncConnection` on asyncpg, in the transaction that does the job's work (as
+                `configure(connection=...)` takes it); None: written at once, on the store's
+                own connection (the in-memory store takes only None).
+            job: the job whose code this is (`@job`): the type of `result` is checked by it.
+            result: what the job returns, stored as its result.
+
+        Raises:
+            LeaseLostError: the attempt no longer holds its job (its lease expired and it was
+                rescued, it was released, it was completed already), or no worker runs it:
+                nothing was written, and the error makes the transaction fail.
+            ValueError: `result` cannot be stored (as for `report_progress`); nothing written.
+
+        Example:
+            >>> @job
+            ... async def charge(order_id: int) -> str:
+            ...     async with pool.acquire() as connection, connection.transaction():
+            ...         await connection.execute("INSERT INTO charges VALUES ($1)", order_id)
+            ...         await current_job().complete_in(connection, charge, "charged")
+            ...     return "charged"
+        """
+        control = self._control
+        await _completion.complete(
+            control.complete, control.claim, self.name, connection, job, result
+        )
+        control.completed = True
 
     async def upstream_statuses(self) -> dict[str, JobStatus]:
         """A workflow's step: how each step it waited for ended, by step name (for a step of

@@ -64,6 +64,7 @@ class Worker:
         self._progress = ProgressWriter(store)
         self._report_progress = self._progress.report  # one bound method for every attempt
         self._upstream_results = store.upstream_results  # a workflow's step reads them
+        self._complete_job = store.complete_job  # a job's `complete_in` writes through it
         # The worker's statements wait at most this long (see _connectivity): LISTEN is
         # checked twice as often, so that a silent one is found within as long.
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
@@ -224,6 +225,7 @@ class Worker:
                         claim=claim,
                         progress=self._report_progress,
                         upstream=self._upstream_results,
+                        complete=self._complete_job,
                     )
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))
@@ -275,11 +277,19 @@ class Worker:
             progress = self._progress.take(token)
             if state.may_have_more:
                 state.wake.set()
+        # A limited queue's workers are told of the room the job leaves, once it is written.
+        after = self._controls.after_outcome
+        if control.completed and outcome.error is None:
+            # The job wrote its success in its own transaction (`complete_in`) and returned:
+            # the row is finished (or, if that transaction rolled back, its lease expires and
+            # it runs again). A write of ours would only be refused by the fence.
+            written = after(state.name, None)
+            if written is not None:
+                written()
+            return
         if progress is not None:
             outcome.progress = progress
         delay = outcome.retry_delay
-        # A limited queue's workers are told of the room the job leaves, once it is written.
-        after = self._controls.after_outcome
         if delay is None:
             self._outcomes.add(outcome, after(state.name, None))
         else:

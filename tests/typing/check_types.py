@@ -94,3 +94,16 @@ async def workflow_checks(jobs: Jobs) -> None:
     assert me is not None
     assert_type(await me.upstream_result("small", str), str)
     assert_type(await me.upstream_results(int), dict[str, int])
+
+
+async def complete_in_checks(session: AsyncSession) -> None:
+    """`complete_in` takes the result of the type its job returns (an async job's, awaited)."""
+    from starlette_jobs import current_job
+
+    me = current_job()
+    assert me is not None
+    await me.complete_in(session, resize, "done")
+    await me.complete_in(None, count_words, 3)
+    await me.complete_in(session, resize, 3)  # type: ignore[misc]
+    await me.complete_in(None, count_words, "3")  # type: ignore[arg-type]
+    await me.complete_in("postgresql://", resize, "done")  # type: ignore[call-overload]

@@ -389,6 +389,53 @@ WITH written AS (
 SELECT id FROM written, (SELECT count(*) FROM announced) AS sent,
        (SELECT count(*) FROM woken) AS woke;
 
+-- name: complete_job
+-- A job's own success, written in the job's transaction (`current_job().complete_in`,
+-- docs/transactions.md): what record_outcomes writes for a success (the row, its event, the
+-- release of the steps waiting for it, the NOTIFYs, sent at commit), for one attempt, fenced
+-- by its lease token and by `running`: a rescued, released or already completed attempt
+-- matches nothing, and the caller raises so that its transaction fails. Returns the id, or
+-- no row.
+-- $1 job id, $2 lease token, $3 result (JSON text or NULL), $4 whether to record events
+WITH written AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'succeeded',
+           finished_at = now(),
+           last_error = NULL,
+           result = $3::jsonb,
+           lease_token = NULL,
+           lease_expires_at = NULL,
+           -- A workflow's step tells the steps that wait for it below (`told`).
+           settled = job.dependents IS NOT NULL
+     WHERE job.id = $1 AND job.lease_token = $2 AND job.status = 'running'
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
+), told AS (
+    -- As in record_outcomes, for a success: nothing failed, nothing to name as a cause.
+    SELECT dependent AS id, count(*) AS finished, 0::bigint AS failed, NULL::text AS cause
+      FROM written, unnest(written.dependents) AS dependent
+     GROUP BY dependent
+),
+-- include: release_steps
+, released_logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, error, run_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'ready' ELSE 'cancelled' END, status, attempts,
+           CASE WHEN status = 'cancelled' THEN last_error END,
+           CASE WHEN status = 'pending' THEN run_at END
+      FROM released WHERE status <> 'waiting' AND $4::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
+     UNION ALL
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
+     WHERE outcome_wanted AND status = 'cancelled'
+     UNION ALL
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM released WHERE status = 'pending') AS q
+)
+SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
+
 -- name: extend_leases
 -- Heartbeat for jobs this worker still runs. It never waits on a row lock: a row another
 -- transaction holds (an operator's SELECT ... FOR UPDATE, a rescue in flight) is skipped this
