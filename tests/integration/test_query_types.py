@@ -47,7 +47,7 @@ EXPECTED: dict[str, list[str]] = {
     "prune_finished": ["float8", "int8"],
     "rescue_expired": ["int8", "bool"],
     "get_job": ["int8"],
-    "list_jobs": ["text", "text", "int8"],
+    "list_jobs": ["text", "text", "int8", "text", "int8"],
     "count_by_status": ["text"],
     "count_unfinished": ["text[]", "float8", "float8", "text[]"],
     "cancel_job": ["int8", "bool"],
