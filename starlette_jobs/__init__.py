@@ -22,6 +22,7 @@ from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
 from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
 from ._errors import UnknownJobError as UnknownJobError
+from ._errors import UnstorableResultError as UnstorableResultError
 from ._errors import UpstreamStepError as UpstreamStepError
 from ._errors import WorkflowDefinitionError as WorkflowDefinitionError
 from ._job import ConfiguredJob as ConfiguredJob
@@ -97,6 +98,7 @@ __all__ = [
     "UniqueKeyTakenError",
     "UnknownJobError",
     "UnrunnableJobs",
+    "UnstorableResultError",
     "UpstreamStepError",
     "WorkerRecord",
     "Workflow",

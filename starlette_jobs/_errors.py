@@ -79,6 +79,13 @@ class WorkflowDefinitionError(JobDefinitionError):
     anything is written."""
 
 
+class UnstorableResultError(StarletteJobsError, ValueError):
+    """A workflow's step returned a value that cannot be stored as its result (not JSON, a
+    serializer that raised, what PostgreSQL refuses, over 1 MiB): the attempt fails, and is
+    retried by the job's policy, since the steps waiting for it need that result
+    (docs/workflows.md). A job of no workflow succeeds without its result instead."""
+
+
 class UpstreamStepError(StarletteJobsError, LookupError):
     """`current_job().upstream_result`: the step named is not one this step waits for, did not
     succeed, or its result does not fit the type asked for."""

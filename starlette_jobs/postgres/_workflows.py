@@ -119,3 +119,7 @@ class WorkflowStatements(ConnectedStore):
         return workflow_record(
             found["id"], found["name"], found["created_at"], jobs, lambda job: upstream[job.id]
         )
+
+    async def workflow_of(self, job_id: int) -> int | None:
+        workflow_id: int | None = await self._read("fetchval", self._q["workflow_of"], job_id)
+        return workflow_id

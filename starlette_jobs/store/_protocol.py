@@ -372,6 +372,11 @@ class Store(Protocol):
         """The workflow and its steps, in the order they were written."""
         ...
 
+    async def workflow_of(self, job_id: int) -> int | None:
+        """The id of the workflow the job `job_id` is a step of; None for a job of no workflow
+        (or no such job). Read only off the hot path (a step whose result cannot be stored)."""
+        ...
+
     # -- closing -------------------------------------------------------------------------------
 
     async def close(self) -> None: ...

@@ -14,6 +14,7 @@ from .._records import Claim, JobStatus
 from .._storable import MAX_PROGRESS_BYTES, storable_json
 from . import _upstream
 from ._loop_time import JobLoopTime
+from ._steps import StepStore
 from ._upstream import UpstreamReader
 
 T = TypeVar("T")
@@ -39,6 +40,7 @@ class AttemptControl:
         "progress",
         "report",
         "started",
+        "steps",
         "stopped_by_worker",
         "timed_out",
         "upstream",
@@ -52,6 +54,7 @@ class AttemptControl:
         claim: Claim | None = None,
         progress: Callable[[int, UUID, str], None] | None = None,
         upstream: UpstreamReader | None = None,
+        steps: StepStore | None = None,
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
@@ -61,6 +64,8 @@ class AttemptControl:
         self.progress = progress
         self.upstream = upstream
         """Where a workflow's step reads the steps it waited for (`Store.upstream_results`)."""
+        self.steps = steps
+        """The store, for what a workflow's step asks of it beyond its outcome."""
         self._job: RunningJob | None = None
         self.loop_time = loop_time
         """Where the worker counts how long its jobs hold the event loop (None: it does not)."""

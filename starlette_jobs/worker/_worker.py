@@ -215,6 +215,7 @@ class Worker:
                         claim=claim,
                         progress=self._report_progress,
                         upstream=self._upstream_results,
+                        steps=self._store,
                     )
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))

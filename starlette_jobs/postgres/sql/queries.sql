@@ -1396,3 +1396,8 @@ WITH target AS (
      WHERE status = 'cancelled' AND outcome_wanted
 )
 SELECT id, status FROM changed, (SELECT count(*) FROM told) AS sent ORDER BY id;
+
+-- name: workflow_of
+-- The workflow a job is a step of (NULL: none), read when a step's result cannot be stored.
+-- $1 job id
+SELECT workflow_id FROM starlette_jobs WHERE id = $1;

@@ -1,0 +1,28 @@
+"""What an attempt of a workflow's step asks of the store beyond its outcome (docs/workflows.md):
+whether the job is a step at all (asked only when its result cannot be stored: a step then
+fails, since the steps waiting for it need that result)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+
+class StepStore(Protocol):
+    """The part of `Store` an attempt uses for its workflow, as the worker hands it over."""
+
+    async def workflow_of(self, job_id: int) -> int | None: ...
+
+
+async def is_step(store: StepStore | None, job_id: int) -> bool:
+    """Whether the job is a workflow's step. A store that cannot answer counts as yes: failing
+    the attempt (retried by its policy) is safe, while a step that succeeded without its result
+    would hand its dependents nothing."""
+    if store is None:
+        return False  # run outside a worker (tests calling `run_attempt`): no workflow
+    try:
+        return await store.workflow_of(job_id) is not None
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        return True
