@@ -79,6 +79,12 @@ class WorkflowDefinitionError(JobDefinitionError):
     anything is written."""
 
 
+class StepNotRunningError(StarletteJobsError, RuntimeError):
+    """`current_job().extend_workflow().enqueue()`: the attempt no longer holds its job's lease
+    (it ran past it, and another worker may run the step now), so it cannot add steps to the
+    workflow; nothing was added. The worker stops such an attempt anyway."""
+
+
 class UnstorableResultError(StarletteJobsError, ValueError):
     """A workflow's step returned a value that cannot be stored as its result (not JSON, a
     serializer that raised, what PostgreSQL refuses, over 1 MiB): the attempt fails, and is

@@ -10,6 +10,7 @@ import starlette_jobs
 
 def test_exported_names_are_pinned() -> None:
     assert starlette_jobs.__all__ == [
+        "AddedSteps",
         "ConfigurationError",
         "ConfiguredJob",
         "CorrelationIdMiddleware",
@@ -45,6 +46,7 @@ def test_exported_names_are_pinned() -> None:
         "SchemaVersionError",
         "StarletteJobsError",
         "Step",
+        "StepNotRunningError",
         "StepRecord",
         "TickRecord",
         "TickStatus",

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from ._added_steps import AddedStepStatements
 from ._connections import (
     UniqueViolationError,
     raise_as_store_error,
@@ -27,7 +28,9 @@ from ._workflows import WorkflowStatements
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements):
+class PostgresStore(
+    WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements, AddedStepStatements
+):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:

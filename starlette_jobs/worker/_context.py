@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import TypeVar
 from uuid import UUID
 
+from .._added_steps import AddedSteps
 from .._records import Claim, JobStatus
 from .._storable import MAX_PROGRESS_BYTES, storable_json
-from . import _upstream
+from . import _steps, _upstream
 from ._loop_time import JobLoopTime
 from ._steps import StepStore
 from ._upstream import UpstreamReader
@@ -195,6 +196,24 @@ class RunningJob:
         """A workflow's step: the results of the steps it waited for that succeeded, by step
         name, each validated into `result_type` (a fan-in's collecting step)."""
         return await _upstream.upstream_results(self._control.upstream, self.id, result_type)
+
+    def extend_workflow(self) -> AddedSteps:
+        """A workflow's step: a builder of steps to add to its own workflow while it runs (a
+        fan-out over a list it just fetched), declared as on a `Workflow` (`add`, `after`,
+        `add_many`, `chain`; they may wait for each other only), written by `await
+        builder.enqueue()`. The steps waiting for this one wait for the added steps too, and
+        read their results; see docs/workflows.md.
+
+        Example:
+            >>> @job
+            ... async def fetch_orders(day: str) -> int:
+            ...     orders = await list_orders(day)
+            ...     more = current_job().extend_workflow()
+            ...     more.add_many("order", bill_order, [{"order_id": o} for o in orders])
+            ...     await more.enqueue()
+            ...     return len(orders)
+        """
+        return _steps.added_steps(self._control.steps, self.id, self._control.claim)
 
     async def upstream_statuses(self) -> dict[str, JobStatus]:
         """A workflow's step: how each step it waited for ended, by step name (for a step of
