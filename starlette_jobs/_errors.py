@@ -81,8 +81,9 @@ class WorkflowDefinitionError(JobDefinitionError):
 
 class StepNotRunningError(StarletteJobsError, RuntimeError):
     """`current_job().extend_workflow().enqueue()`: the attempt no longer holds its job's lease
-    (it ran past it, and another worker may run the step now), so it cannot add steps to the
-    workflow; nothing was added. The worker stops such an attempt anyway."""
+    (it ran past it, and another worker may run the step now), or was asked to stop (a cancel of
+    the step or of its workflow), so it cannot add steps to the workflow; nothing was added.
+    The worker stops such an attempt anyway."""
 
 
 class UnstorableResultError(StarletteJobsError, ValueError):

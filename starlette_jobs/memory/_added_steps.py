@@ -24,9 +24,11 @@ class MemoryAddedSteps(MemoryTables):
             running is None
             or running.status is not JobStatus.RUNNING
             or running.lease_token != lease_token
+            or running.cancel_requested_at is not None
         ):
             raise StepNotRunningError(
-                f"job {job_id}: this attempt no longer holds the job's lease; no step added"
+                f"job {job_id}: this attempt no longer holds the job's lease, or was asked to "
+                "stop; no step added"
             )
         workflow_id = running.workflow_id
         if workflow_id is None:

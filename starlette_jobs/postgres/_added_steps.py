@@ -1,8 +1,9 @@
 """Steps a running workflow's step adds to its workflow, on PostgreSQL (docs/workflows.md):
-one transaction that locks the step's row under its lease token (its outcome waits), then its
-workflow's row (two steps adding to one workflow take turns, names stay unique), reads the
-steps already of the names given, and inserts the others, counted by the step's dependents in
-the same statement (sql/queries.sql, `add_steps`). `_store.PostgresStore` is built on it."""
+one transaction that locks its workflow's row (two steps adding to one workflow take turns,
+names stay unique; a cancel of the workflow comes before or after), then the step's row under
+its lease token (its outcome waits), reads the steps already of the names given, and inserts
+the others, counted by the step's dependents in the same statement (sql/queries.sql,
+`add_steps`). `_store.PostgresStore` is built on it."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ class AddedStepStatements(ConnectedStore):
     async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:
         try:
             async with self.pool.acquire() as connection, connection.transaction():
+                await connection.execute(self._q["lock_step_workflow"], job_id)
                 running = await connection.fetchrow(
                     self._q["lock_adding_step"], job_id, lease_token
                 )
                 if running is None:
                     raise StepNotRunningError(
-                        f"job {job_id}: this attempt no longer holds the job's lease; no step added"
+                        f"job {job_id}: this attempt no longer holds the job's lease, or was "
+                        "asked to stop; no step added"
                     )
                 workflow_id: int | None = running["workflow_id"]
                 if workflow_id is None:
@@ -34,7 +37,6 @@ class AddedStepStatements(ConnectedStore):
                         f"job {job_id} is not a workflow's step: only a step can add steps to "
                         "its workflow"
                     )
-                await connection.execute(self._q["lock_workflow"], workflow_id)
                 rows = await connection.fetch(
                     self._q["steps_named"], workflow_id, [s.step for s in new.steps]
                 )

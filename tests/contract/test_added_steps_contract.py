@@ -237,7 +237,7 @@ async def test_a_job_of_no_workflow_cannot_add_steps(jobs: Jobs) -> None:
     assert f"job {job_id} is not a workflow's step" in record.last_error
 
 
-async def test_an_attempt_that_lost_its_lease_adds_nothing(idle: Jobs) -> None:
+async def test_an_attempt_that_lost_its_lease_or_was_asked_to_stop_adds_nothing(idle: Jobs) -> None:
     flow = Workflow("lost")
     listed = flow.add("list", list_pages, pages=1)
     flow.after(listed).add("summary", summarize)
@@ -247,6 +247,10 @@ async def test_an_attempt_that_lost_its_lease_adds_nothing(idle: Jobs) -> None:
     assert await store.release_jobs([(claim.id, claim.lease_token)]) == {claim.id}
     new = NewWorkflow(name="more", steps=(step("page[0]"),), trace_context=None)
     with pytest.raises(StepNotRunningError, match=f"job {claim.id}: this attempt no longer"):
+        await store.add_steps(claim.id, claim.lease_token, new)
+    (claim,) = await store.claim_batch("default", 10, "w", 30)
+    assert await idle.cancel_workflow(enqueued.id) == 2  # the summary, and the list asked to stop
+    with pytest.raises(StepNotRunningError, match="or was asked to stop"):
         await store.add_steps(claim.id, claim.lease_token, new)
     record = await idle.workflow(enqueued.id)
     assert record is not None

@@ -99,3 +99,30 @@ async def test_two_steps_adding_one_name_at_once_take_turns(
             assert record["last"].waits_for == ("first[0]", "first[1]", "x")
     finally:
         await other.close()
+
+
+async def test_a_workflow_cancelled_while_a_step_adds_cancels_the_steps_added(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    other = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    try:
+        outcomes = set()
+        for _ in range(20):
+            enqueued = await store.insert_workflow(graph(1))
+            (adder,) = await store.claim_batch("first", 10, "w", 30)
+            more = NewWorkflow(name="m", steps=(step("x", "added"),), trace_context=None)
+            added, _ = await asyncio.gather(
+                store.add_steps(adder.id, adder.lease_token, more),
+                other.cancel_workflow(enqueued.id),
+                return_exceptions=True,
+            )
+            outcomes.add(type(added).__name__)
+            record = await store.get_workflow(enqueued.id)
+            assert record is not None
+            left = {s.step: s.status for s in record.steps if s.step != "first[0]"}
+            # Refused (the step was asked to stop), or added and cancelled with the rest.
+            assert set(left.values()) == {JobStatus.CANCELLED}, (added, left)
+            assert ("x" in left) == isinstance(added, EnqueuedWorkflow)
+        assert outcomes <= {"EnqueuedWorkflow", "StepNotRunningError"}
+    finally:
+        await other.close()

@@ -1403,21 +1403,33 @@ SELECT id, status FROM changed, (SELECT count(*) FROM told) AS sent ORDER BY id;
 SELECT workflow_id FROM starlette_jobs WHERE id = $1;
 
 -- Steps a running step adds to its workflow (docs/workflows.md, `Store.add_steps`), in one
--- transaction: lock_adding_step, lock_workflow, steps_named, then add_steps.
+-- transaction: lock_step_workflow, lock_adding_step, steps_named, then add_steps. The
+-- workflow's row is locked before the step's, as cancel_workflow locks them: no deadlock.
+
+-- name: lock_step_workflow
+-- lock_workflow, for the workflow of a job (its workflow_id is set once, at its insert);
+-- nothing for a job of no workflow.
+-- $1 job id
+SELECT id FROM starlette_jobs_workflows
+ WHERE id = (SELECT workflow_id FROM starlette_jobs WHERE id = $1)
+   FOR NO KEY UPDATE;
 
 -- name: lock_adding_step
--- The running step's row, only while this attempt holds its lease, locked until the
--- transaction ends: its outcome, a rescue or a cancel of it waits for the steps it adds, and
--- the steps waiting for it (which wait for it to finish) cannot be released meanwhile.
--- Returns its workflow id (NULL: a job of no workflow); no row: the lease is lost.
+-- The running step's row, only while this attempt holds its lease and was not asked to stop
+-- (a cancel of it, or of its workflow), locked until the transaction ends: its outcome, a
+-- rescue or a cancel of it waits for the steps it adds, and the steps waiting for it (which
+-- wait for it to finish) cannot be released meanwhile. Returns its workflow id (NULL: a job of
+-- no workflow); no row: the lease is lost, or the step asked to stop.
 -- $1 job id, $2 lease token
 SELECT workflow_id FROM starlette_jobs
- WHERE id = $1 AND lease_token = $2 AND status = 'running'
+ WHERE id = $1 AND lease_token = $2 AND status = 'running' AND cancel_requested_at IS NULL
    FOR NO KEY UPDATE;
 
 -- name: lock_workflow
 -- The workflow's row, locked until the transaction ends: steps added to one workflow from
--- two running steps take turns, so that a step name stays unique in it.
+-- two running steps take turns, so that a step name stays unique in it, and a cancel of the
+-- workflow comes before an addition (which then finds its step asked to stop) or after it
+-- (and cancels the steps added).
 -- $1 workflow id
 SELECT id FROM starlette_jobs_workflows WHERE id = $1 FOR NO KEY UPDATE;
 
