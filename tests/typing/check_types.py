@@ -94,3 +94,17 @@ async def workflow_checks(jobs: Jobs) -> None:
     assert me is not None
     assert_type(await me.upstream_result("small", str), str)
     assert_type(await me.upstream_results(int), dict[str, int])
+
+
+async def added_steps_checks() -> None:
+    """The steps a running step adds are typed as a workflow's are."""
+    from starlette_jobs import AddedSteps, EnqueuedWorkflow, Step, current_job
+
+    me = current_job()
+    assert me is not None
+    more = me.extend_workflow()
+    assert_type(more, AddedSteps)
+    assert_type(more.add("small", resize, image_id=1, width=10), Step[str])
+    assert_type(more.add_many("count", count_words, [{"text": "a"}]), list[Step[int]])
+    more.add("bad", resize, image_id="1")  # type: ignore[call-overload]
+    assert_type(await more.enqueue(), EnqueuedWorkflow)
