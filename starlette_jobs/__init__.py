@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._added_steps import AddedSteps as AddedSteps
 from ._config import JobsConfig as JobsConfig
 from ._correlation import correlation_id as correlation_id
 from ._errors import ConfigurationError as ConfigurationError
@@ -21,8 +22,10 @@ from ._errors import OnSuccessError as OnSuccessError
 from ._errors import ScheduleDefinitionError as ScheduleDefinitionError
 from ._errors import SchemaVersionError as SchemaVersionError
 from ._errors import StarletteJobsError as StarletteJobsError
+from ._errors import StepNotRunningError as StepNotRunningError
 from ._errors import UniqueKeyTakenError as UniqueKeyTakenError
 from ._errors import UnknownJobError as UnknownJobError
+from ._errors import UnstorableResultError as UnstorableResultError
 from ._errors import UpstreamStepError as UpstreamStepError
 from ._errors import WorkflowDefinitionError as WorkflowDefinitionError
 from ._job import ConfiguredJob as ConfiguredJob
@@ -57,6 +60,7 @@ from .worker._context import RunningJob as RunningJob
 from .worker._context import current_job as current_job
 
 __all__ = [
+    "AddedSteps",
     "ConfigurationError",
     "ConfiguredJob",
     "CorrelationIdMiddleware",
@@ -93,12 +97,14 @@ __all__ = [
     "SchemaVersionError",
     "StarletteJobsError",
     "Step",
+    "StepNotRunningError",
     "StepRecord",
     "TickRecord",
     "TickStatus",
     "UniqueKeyTakenError",
     "UnknownJobError",
     "UnrunnableJobs",
+    "UnstorableResultError",
     "UpstreamStepError",
     "WorkerRecord",
     "Workflow",

@@ -79,6 +79,20 @@ class WorkflowDefinitionError(JobDefinitionError):
     anything is written."""
 
 
+class StepNotRunningError(StarletteJobsError, RuntimeError):
+    """`current_job().extend_workflow().enqueue()`: the attempt no longer holds its job's lease
+    (it ran past it, and another worker may run the step now), or was asked to stop (a cancel of
+    the step or of its workflow), so it cannot add steps to the workflow; nothing was added.
+    The worker stops such an attempt anyway."""
+
+
+class UnstorableResultError(StarletteJobsError, ValueError):
+    """A workflow's step returned a value that cannot be stored as its result (not JSON, a
+    serializer that raised, what PostgreSQL refuses, over 1 MiB): the attempt fails, and is
+    retried by the job's policy, since the steps waiting for it need that result
+    (docs/workflows.md). A job of no workflow succeeds without its result instead."""
+
+
 class UpstreamStepError(StarletteJobsError, LookupError):
     """`current_job().upstream_result`: the step named is not one this step waits for, did not
     succeed, or its result does not fit the type asked for."""

@@ -43,6 +43,8 @@ TESTED_ELSEWHERE = {
     "_draining": "integration/test_enqueue_and_run.py",
     # Workflows: `jobs.workflow`, through `Jobs` on both stores.
     "_workflow_queries": "contract/test_workflows_contract.py",
+    # Steps a running step adds: the memory store's part, held by the contract suite.
+    "memory._added_steps": "contract/test_added_steps_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

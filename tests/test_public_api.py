@@ -10,6 +10,7 @@ import starlette_jobs
 
 def test_exported_names_are_pinned() -> None:
     assert starlette_jobs.__all__ == [
+        "AddedSteps",
         "ConfigurationError",
         "ConfiguredJob",
         "CorrelationIdMiddleware",
@@ -46,12 +47,14 @@ def test_exported_names_are_pinned() -> None:
         "SchemaVersionError",
         "StarletteJobsError",
         "Step",
+        "StepNotRunningError",
         "StepRecord",
         "TickRecord",
         "TickStatus",
         "UniqueKeyTakenError",
         "UnknownJobError",
         "UnrunnableJobs",
+        "UnstorableResultError",
         "UpstreamStepError",
         "WorkerRecord",
         "Workflow",

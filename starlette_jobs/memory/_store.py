@@ -41,6 +41,7 @@ from .._records import (
     Unfinished,
 )
 from ..memory._outage import failing_in_outages
+from ._added_steps import MemoryAddedSteps
 from ._completions import MemoryCompletions
 from ._controls import MemoryControls
 from ._registry import MemoryRegistry
@@ -75,7 +76,12 @@ def memory_store(dsn: str, schema: str | None = None) -> MemoryStore:
 
 @failing_in_outages
 class MemoryStore(
-    MemoryRegistry, MemorySchedules, MemoryControls, MemoryCompletions, MemoryWorkflows
+    MemoryRegistry,
+    MemorySchedules,
+    MemoryControls,
+    MemoryCompletions,
+    MemoryWorkflows,
+    MemoryAddedSteps,
 ):
     """The `Store` protocol on a dict; see the module's docstring."""
 

@@ -200,6 +200,10 @@ class MemoryWorkflows(MemoryTables):
         jobs = [row.record() for row in rows]
         return workflow_record(workflow_id, *found, jobs, lambda job: upstream[job.id])
 
+    async def workflow_of(self, job_id: int) -> int | None:
+        row = self._rows.get(job_id)
+        return None if row is None else row.workflow_id
+
 
 def _id(row: Row) -> int:
     return row.id

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from ._added_steps import AddedStepStatements
 from ._completions import CompletionStatements
 from ._controls import ControlledStore
 from ._driver_errors import UniqueViolationError, raise_as_store_error
@@ -26,7 +27,12 @@ _UNIQUE_KEY_TRIES = 5
 
 
 class PostgresStore(
-    WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements, CompletionStatements
+    WorkerRegistry,
+    ScheduleStatements,
+    ControlledStore,
+    WorkflowStatements,
+    CompletionStatements,
+    AddedStepStatements,
 ):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 

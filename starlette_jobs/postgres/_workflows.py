@@ -100,9 +100,16 @@ class WorkflowStatements(ConnectedStore):
             )
 
     async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
-        rows = await self._write(
-            "fetch", self._q["cancel_workflow"], workflow_id, self.record_events
-        )
+        try:
+            async with self.pool.acquire() as connection, connection.transaction():
+                # After a running step's addition of steps (which holds this lock), so that
+                # the steps it added are in this statement's snapshot, and cancelled too.
+                await connection.execute(self._q["lock_workflow"], workflow_id)
+                rows = await connection.fetch(
+                    self._q["cancel_workflow"], workflow_id, self.record_events
+                )
+        except Exception as error:
+            raise_as_store_error(error)
         return [(row[0], JobStatus(row[1])) for row in rows]
 
     async def upstream_results(self, job_id: int) -> list[UpstreamStep]:
@@ -119,3 +126,7 @@ class WorkflowStatements(ConnectedStore):
         return workflow_record(
             found["id"], found["name"], found["created_at"], jobs, lambda job: upstream[job.id]
         )
+
+    async def workflow_of(self, job_id: int) -> int | None:
+        workflow_id: int | None = await self._read("fetchval", self._q["workflow_of"], job_id)
+        return workflow_id

@@ -389,6 +389,26 @@ class Store(Protocol):
         """The workflow and its steps, in the order they were written."""
         ...
 
+    async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:
+        """Adds `new`'s steps to the workflow of the step `job_id`, while it runs under
+        `lease_token`, in one transaction: each joins the graph between that step and the
+        steps waiting for it, which count the added steps as unfinished upstream steps (a step
+        that runs whatever the outcomes still does), and read their results. A step named as
+        one of the workflow's, with the same job and arguments, is kept as it is (the step
+        that adds it retried). Returns the workflow's id and each step's job id, by name.
+
+        Raises:
+            StepNotRunningError: `lease_token` no longer holds the job; nothing is written.
+            WorkflowDefinitionError: the job is not a workflow's step, or a name is taken
+                (see `split_added`); nothing is written.
+        """
+        ...
+
+    async def workflow_of(self, job_id: int) -> int | None:
+        """The id of the workflow the job `job_id` is a step of; None for a job of no workflow
+        (or no such job). Read only off the hot path (a step whose result cannot be stored)."""
+        ...
+
     # -- closing -------------------------------------------------------------------------------
 
     async def close(self) -> None: ...

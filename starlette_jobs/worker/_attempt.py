@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Awaitable
 from typing import Any
 
-from .._errors import JobArgumentsError, UnknownJobError
+from .._errors import JobArgumentsError, UnknownJobError, UnstorableResultError
 from .._job import Job, registered_job
 from .._records import Claim, JobStatus, Outcome
 from .._retry import delay_after_failure
@@ -18,6 +18,7 @@ from .._storable import MAX_ERROR_LENGTH, MAX_RESULT_BYTES, storable, storable_j
 from .._tracing import ProcessScope, Tracing
 from ._context import CURRENT_JOB, AttemptControl
 from ._loop_time import timed
+from ._steps import is_step
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -89,6 +90,12 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
                 _uncancel()
                 return _cancelled(claim, error)
             return _attempt_failed(claim, job, error, scope)
+        if result is not None and not control.cancel_requested:
+            try:
+                text = storable_json(result, MAX_RESULT_BYTES).decode()
+            except ValueError as error:
+                return await _unstorable(claim, job, control, error, scope)
+            return _outcome(claim, JobStatus.SUCCEEDED, None, text)
     if control.cancel_requested and not control.stopped_by_worker:
         # It caught the cancellation and returned (partial results), or ignored it, or a sync
         # job saw the flag: the job was asked to stop, and it is not run again.
@@ -213,6 +220,29 @@ def _drop_the_way_in(described: traceback.TracebackException) -> None:
             for chained in (current.__cause__, current.__context__, *(current.exceptions or ()))
             if chained is not None
         )
+
+
+async def _unstorable(
+    claim: Claim,
+    job: Job[..., object],
+    control: AttemptControl,
+    error: ValueError,
+    scope: ProcessScope,
+) -> Outcome:
+    """The outcome of an attempt whose result cannot be stored: a workflow's step fails (the
+    steps waiting for it need that result), any other job succeeds without it."""
+    try:
+        step = await is_step(control.steps, claim.id)
+    except asyncio.CancelledError:
+        if control.stopped_by_worker:
+            raise
+        _uncancel()  # `jobs.cancel` came while the store was asked: the job is cancelled
+        return _cancelled(claim, None)
+    if step:
+        failure = UnstorableResultError(f"the step's result cannot be stored: {error}")
+        return _attempt_failed(claim, job, failure, scope)
+    logger.warning("job %s (%s): result not stored: %s", claim.id, claim.name, error)
+    return _outcome(claim, JobStatus.SUCCEEDED, None, None)
 
 
 def _result_json(claim: Claim, result: object) -> str | None:

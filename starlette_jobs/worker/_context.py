@@ -10,11 +10,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID
 
+from .._added_steps import AddedSteps
 from .._records import Claim, JobStatus
 from .._storable import MAX_PROGRESS_BYTES, storable_json
-from . import _completion, _upstream
+from . import _completion, _steps, _upstream
 from ._completion import Completer
 from ._loop_time import JobLoopTime
+from ._steps import StepStore
 from ._upstream import UpstreamReader
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class AttemptControl:
         "progress",
         "report",
         "started",
+        "steps",
         "stopped_by_worker",
         "timed_out",
         "upstream",
@@ -60,6 +63,7 @@ class AttemptControl:
         progress: Callable[[int, UUID, str], None] | None = None,
         upstream: UpstreamReader | None = None,
         complete: Completer | None = None,
+        steps: StepStore | None = None,
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
@@ -74,6 +78,8 @@ class AttemptControl:
         self.completed = False
         """`complete_in` wrote the attempt's success (committed, unless its transaction rolls
         back): the worker records no outcome of its own for an attempt that then returns."""
+        self.steps = steps
+        """The store, for what a workflow's step asks of it beyond its outcome."""
         self._job: RunningJob | None = None
         self.loop_time = loop_time
         """Where the worker counts how long its jobs hold the event loop (None: it does not)."""
@@ -253,6 +259,24 @@ class RunningJob:
             control.complete, control.claim, self.name, connection, job, result
         )
         control.completed = True
+
+    def extend_workflow(self) -> AddedSteps:
+        """A workflow's step: a builder of steps to add to its own workflow while it runs (a
+        fan-out over a list it just fetched), declared as on a `Workflow` (`add`, `after`,
+        `add_many`, `chain`; they may wait for each other only), written by `await
+        builder.enqueue()`. The steps waiting for this one wait for the added steps too, and
+        read their results; see docs/workflows.md.
+
+        Example:
+            >>> @job
+            ... async def fetch_orders(day: str) -> int:
+            ...     orders = await list_orders(day)
+            ...     more = current_job().extend_workflow()
+            ...     more.add_many("order", bill_order, [{"order_id": o} for o in orders])
+            ...     await more.enqueue()
+            ...     return len(orders)
+        """
+        return _steps.added_steps(self._control.steps, self.id, self._control.claim)
 
     async def upstream_statuses(self) -> dict[str, JobStatus]:
         """A workflow's step: how each step it waited for ended, by step name (for a step of

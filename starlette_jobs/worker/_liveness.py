@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from .._errors import DatabaseUnavailableError
+from .._records import FINISHED
 from ..store._protocol import Listener, Store
 from ._leases import Held
 
@@ -168,8 +169,13 @@ class Liveness:
         self._to_release += held
 
     async def rescue(self) -> None:
-        for job_id, queue, status in await self._store.rescue_dead_workers(_RESCUE_LIMIT):
+        rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT)
+        for job_id, queue, status in rescued:
             logger.warning(
                 "job %s on queue %r: its worker died, now %s", job_id, queue, status.value
             )
             self._wake(queue)
+        if any(status in FINISHED for _, _, status in rescued):
+            # A workflow's step among them (failed, or cancelled) tells the steps waiting for
+            # it now, not at the next upkeep round (docs/workflows.md).
+            await self._store.settle_steps()

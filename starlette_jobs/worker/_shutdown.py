@@ -79,3 +79,10 @@ async def release_held(store: Store, held: list[tuple[int, UUID]]) -> None:
         )
         return
     logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))
+    if released:
+        # One asked to stop ended cancelled: if it is a workflow's step, the steps waiting for
+        # it are told now, not at the next upkeep round of a worker still running.
+        try:
+            await store.settle_steps()
+        except Exception as error:
+            logger.warning("could not tell the steps waiting for those released: %s", error)

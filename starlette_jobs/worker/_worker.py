@@ -226,6 +226,7 @@ class Worker:
                         progress=self._report_progress,
                         upstream=self._upstream_results,
                         complete=self._complete_job,
+                        steps=self._store,
                     )
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))

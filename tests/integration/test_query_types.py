@@ -94,6 +94,15 @@ EXPECTED: dict[str, list[str]] = {
     "lock_steps": ["int8[]"],
     "reopen_steps": ["int8[]", "bool"],
     "cancel_workflow": ["int8", "bool"],
+    "workflow_of": ["int8"],
+    "lock_step_workflow": ["int8"],
+    "lock_adding_step": ["int8", "uuid"],
+    "lock_workflow": ["int8"],
+    "steps_named": ["int8", "text[]"],
+    "add_steps": [
+        *["int8", "int8", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],
+        *["int4[]", "int4[]"],
+    ],
 }
 
 

@@ -107,3 +107,17 @@ async def complete_in_checks(session: AsyncSession) -> None:
     await me.complete_in(session, resize, 3)  # type: ignore[misc]
     await me.complete_in(None, count_words, "3")  # type: ignore[arg-type]
     await me.complete_in("postgresql://", resize, "done")  # type: ignore[call-overload]
+
+
+async def added_steps_checks() -> None:
+    """The steps a running step adds are typed as a workflow's are."""
+    from starlette_jobs import AddedSteps, EnqueuedWorkflow, Step, current_job
+
+    me = current_job()
+    assert me is not None
+    more = me.extend_workflow()
+    assert_type(more, AddedSteps)
+    assert_type(more.add("small", resize, image_id=1, width=10), Step[str])
+    assert_type(more.add_many("count", count_words, [{"text": "a"}]), list[Step[int]])
+    more.add("bad", resize, image_id="1")  # type: ignore[call-overload]
+    assert_type(await more.enqueue(), EnqueuedWorkflow)

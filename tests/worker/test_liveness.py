@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held
 from starlette_jobs.worker._liveness import Liveness, liveness_interval
@@ -118,3 +119,31 @@ async def test_a_worker_that_stops_without_its_lock_gives_back_the_jobs_it_stopp
     await liveness.stop(1.0)
     for claim in claims:
         assert await store.job_status(claim.id) is JobStatus.PENDING
+
+
+class DeadWorker(MemoryStore):
+    """A dead worker's jobs, as `rescue_dead_workers` ends them: those of an expired lease."""
+
+    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        return await self.rescue_expired(limit)
+
+
+async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
+    store = DeadWorker()
+    first = NewStep(
+        step="first", name="tests.a", queue="q", payload="{}", priority=0, max_attempts=1,
+        upstream=(), allowed_failures=0,
+    )  # fmt: skip
+    second = NewStep(
+        step="second", name="tests.b", queue="q", payload="{}", priority=0, max_attempts=1,
+        upstream=(0,), allowed_failures=0,
+    )  # fmt: skip
+    enqueued = await store.insert_workflow(
+        NewWorkflow(name="w", steps=(first, second), trace_context=None)
+    )
+    await store.claim_batch("q", 10, "dead", 0.0)  # its lease runs out at once
+    liveness = Liveness(store, "w", 1.0, 1.0, list, lambda queue: None, _nothing)
+    await liveness.rescue()
+    assert await store.job_status(enqueued.steps["first"]) is JobStatus.FAILED
+    # Told now, not at the next upkeep round.
+    assert await store.job_status(enqueued.steps["second"]) is JobStatus.CANCELLED

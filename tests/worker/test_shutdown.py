@@ -9,8 +9,15 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from starlette_jobs import JobStatus
 from starlette_jobs._records import Claim
-from starlette_jobs.worker._shutdown import give_running_jobs_the_grace, shutdown_bound
+from starlette_jobs._workflow_records import NewStep, NewWorkflow
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.worker._shutdown import (
+    give_running_jobs_the_grace,
+    release_held,
+    shutdown_bound,
+)
 
 
 @pytest.mark.parametrize(
@@ -99,3 +106,26 @@ async def test_an_attempt_that_ignores_cancellation_is_left_behind_and_counted()
 
 async def test_with_nothing_running_there_is_nothing_to_wait_for() -> None:
     assert await give_running_jobs_the_grace({}, 10.0, lambda *_: None, lambda _: True) == ([], 0)
+
+
+def two_steps() -> NewWorkflow:
+    first = NewStep(
+        step="first", name="tests.a", queue="q", payload="{}", priority=0, max_attempts=1,
+        upstream=(), allowed_failures=0,
+    )  # fmt: skip
+    second = NewStep(
+        step="second", name="tests.b", queue="q", payload="{}", priority=0, max_attempts=1,
+        upstream=(0,), allowed_failures=0,
+    )  # fmt: skip
+    return NewWorkflow(name="w", steps=(first, second), trace_context=None)
+
+
+async def test_a_step_released_cancelled_at_shutdown_tells_its_dependents_at_once() -> None:
+    store = MemoryStore()
+    enqueued = await store.insert_workflow(two_steps())
+    (running,) = await store.claim_batch("q", 10, "w", 30)
+    assert await store.cancel_job(running.id) is JobStatus.RUNNING  # asked to stop
+    await release_held(store, [(running.id, running.lease_token)])
+    assert await store.job_status(running.id) is JobStatus.CANCELLED
+    # Told now, not at the next upkeep round of some other worker.
+    assert await store.job_status(enqueued.steps["second"]) is JobStatus.CANCELLED

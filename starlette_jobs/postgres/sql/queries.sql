@@ -1445,3 +1445,121 @@ WITH target AS (
      WHERE status = 'cancelled' AND outcome_wanted
 )
 SELECT id, status FROM changed, (SELECT count(*) FROM told) AS sent ORDER BY id;
+
+-- name: workflow_of
+-- The workflow a job is a step of (NULL: none), read when a step's result cannot be stored.
+-- $1 job id
+SELECT workflow_id FROM starlette_jobs WHERE id = $1;
+
+-- Steps a running step adds to its workflow (docs/workflows.md, `Store.add_steps`), in one
+-- transaction: lock_step_workflow, lock_adding_step, steps_named, then add_steps. The
+-- workflow's row is locked before the step's, as cancel_workflow locks them: no deadlock.
+
+-- name: lock_step_workflow
+-- lock_workflow, for the workflow of a job (its workflow_id is set once, at its insert);
+-- nothing for a job of no workflow.
+-- $1 job id
+SELECT id FROM starlette_jobs_workflows
+ WHERE id = (SELECT workflow_id FROM starlette_jobs WHERE id = $1)
+   FOR NO KEY UPDATE;
+
+-- name: lock_adding_step
+-- The running step's row, only while this attempt holds its lease and was not asked to stop
+-- (a cancel of it, or of its workflow), locked until the transaction ends: its outcome, a
+-- rescue or a cancel of it waits for the steps it adds, and the steps waiting for it (which
+-- wait for it to finish) cannot be released meanwhile. Returns its workflow id (NULL: a job of
+-- no workflow); no row: the lease is lost, or the step asked to stop.
+-- $1 job id, $2 lease token
+SELECT workflow_id FROM starlette_jobs
+ WHERE id = $1 AND lease_token = $2 AND status = 'running' AND cancel_requested_at IS NULL
+   FOR NO KEY UPDATE;
+
+-- name: lock_workflow
+-- The workflow's row, locked until the transaction ends: steps added to one workflow from
+-- two running steps take turns, so that a step name stays unique in it, and a cancel of the
+-- workflow comes before an addition (which then finds its step asked to stop) or after it
+-- (and cancels the steps added).
+-- $1 workflow id
+SELECT id FROM starlette_jobs_workflows WHERE id = $1 FOR NO KEY UPDATE;
+
+-- name: steps_named
+-- The steps of a workflow of these names: id, step name, job name, payload (JSON text).
+-- $1 workflow id, $2 step names
+SELECT id, step, name, payload::text AS payload FROM starlette_jobs
+ WHERE workflow_id = $1 AND step = ANY($2::text[]);
+
+-- name: add_steps
+-- Inserts steps into the workflow of a running step (locked by lock_adding_step), between it
+-- and the steps waiting for it: each waits for those given it waits for, and is waited for by
+-- the running step's dependents, whose rows (locked in id order, as record_outcomes locks
+-- them) count them in the same statement: no window in which a dependent could be released
+-- without them. A dependent that runs whatever the outcomes (allowed_failures = all it waits
+-- for) still does. The steps' trace context is the running step's. Returns the steps' ids.
+-- $1 the running step's job id, $2 workflow id, $3 step names, $4 job names, $5 queues,
+-- $6 payloads (one JSON array, an element per step), $7 priorities, $8 max_attempts,
+-- $9 allowed failures, $10 and $11 the edges between them: the position (from 1) of a step
+-- waited for, and of the step that waits for it
+WITH running AS (
+    SELECT trace_context, coalesce(dependents, '{}') AS dependents
+      FROM starlette_jobs WHERE id = $1
+), step AS (
+    SELECT given.position, nextval(pg_get_serial_sequence('starlette_jobs', 'id')) AS id,
+           given.step, given.name, given.queue, given.priority, given.max_attempts,
+           given.allowed_failures
+      FROM unnest($3::text[], $4::text[], $5::text[], $7::int4[], $8::int4[], $9::int4[])
+           WITH ORDINALITY AS given(step, name, queue, priority, max_attempts,
+                                    allowed_failures, position)
+     ORDER BY given.position
+), ids AS (
+    SELECT array_agg(id ORDER BY position) AS ids FROM step
+), edge AS (
+    SELECT ids.ids[edge.up] AS upstream_id, ids.ids[edge.down] AS job_id
+      FROM unnest($10::int4[], $11::int4[]) AS edge(up, down), ids
+), waits AS (
+    SELECT job_id AS id, array_agg(upstream_id ORDER BY upstream_id) AS upstream
+      FROM edge GROUP BY job_id
+), waited AS (
+    SELECT upstream_id AS id, array_agg(job_id ORDER BY job_id) AS dependents
+      FROM edge GROUP BY upstream_id
+), inserted AS (
+    INSERT INTO starlette_jobs
+        (id, name, queue, payload, priority, max_attempts, trace_context, created_at, run_at,
+         status, workflow_id, step, upstream, dependents, upstream_left, upstream_failed,
+         allowed_failures)
+    OVERRIDING SYSTEM VALUE
+    SELECT step.id, step.name, step.queue, $6::jsonb -> (step.position - 1)::int,
+           step.priority, step.max_attempts, running.trace_context, statement_timestamp(),
+           statement_timestamp(),
+           CASE WHEN waits.upstream IS NULL THEN 'pending' ELSE 'waiting' END,
+           $2, step.step, waits.upstream,
+           nullif(ARRAY(SELECT d FROM unnest(coalesce(waited.dependents, '{}')
+                                               || running.dependents) AS d ORDER BY d), '{}'),
+           cardinality(waits.upstream), CASE WHEN waits.upstream IS NOT NULL THEN 0 END,
+           step.allowed_failures
+      FROM step CROSS JOIN running LEFT JOIN waits USING (id) LEFT JOIN waited USING (id)
+     ORDER BY step.position
+    RETURNING queue, status
+), locked AS (
+    SELECT job.id FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT unnest(dependents) FROM running))
+     ORDER BY job.id
+       FOR NO KEY UPDATE
+), extended AS (
+    -- The added ids are newer than any it waited for: `upstream` stays in id order.
+    UPDATE starlette_jobs AS job
+       SET upstream = job.upstream || ids.ids,
+           upstream_left = job.upstream_left
+                           + CASE WHEN job.status = 'waiting' THEN cardinality(ids.ids)
+                                  ELSE 0 END,
+           allowed_failures = job.allowed_failures
+                              + CASE WHEN job.allowed_failures = cardinality(job.upstream)
+                                     THEN cardinality(ids.ids) ELSE 0 END
+      FROM ids
+     WHERE job.id IN (SELECT id FROM locked)
+    RETURNING job.id
+), woken AS (
+    SELECT pg_notify('starlette_jobs:' || queue, '')
+      FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'pending') AS q
+)
+SELECT (SELECT ids FROM ids) AS ids, (SELECT count(*) FROM extended) AS extended,
+       (SELECT count(*) FROM woken) AS sent;
