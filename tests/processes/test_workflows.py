@@ -64,14 +64,22 @@ async def test_a_worker_killed_mid_workflow_leaves_it_to_complete(
         for depth in range(4):
             adding = flow.after(*layer) if layer else flow
             layer = [
-                adding.add(f"l{depth}[{n}]", work, n=depth * 50 + n, seconds=0.05)
-                for n in range(50)
+                adding.add(f"l{depth}[{n}]", work, n=depth * 50 + n, seconds=0.2) for n in range(50)
             ]
         enqueued = await flow.enqueue(jobs=jobs)
         first = start_worker(*lease, dsn=database_dsn)
+
+        def into_the_second_layer_with_steps_running() -> bool:
+            # Steps of 0.2 s, twenty at a time: a layer runs for 0.6 s, and the gap between two
+            # layers (one outcome statement and a claim) lasts milliseconds. The kill is sent
+            # while steps run, not in that gap.
+            events = read_run_log(run_log)
+            done = sum(count(events, "done").values())
+            return done >= 70 and sum(count(events, "start").values()) - done >= 10
+
         await asyncio.to_thread(
-            wait_until, lambda: sum(count(read_run_log(run_log), "done").values()) >= 70,
-            what="the first worker to be into the second layer",
+            wait_until, into_the_second_layer_with_steps_running,
+            what="the first worker to be into the second layer, steps running",
         )  # fmt: skip
         first.send(signal.SIGKILL)
         assert await asyncio.to_thread(first.wait) == -signal.SIGKILL
