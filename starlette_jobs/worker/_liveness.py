@@ -77,35 +77,22 @@ class Liveness:
         self.held = True
         self._task = asyncio.create_task(self._run(), name="starlette_jobs liveness")
 
-    async def stop(self, timeout: float) -> None:
-        """Lets the lock go: call once the worker's row is deleted and its jobs released. Jobs
-        of attempts stopped when the lock was lost, not given back yet (the lock was not held
-        again), are given back first, waiting at most `timeout` seconds: else their lease
-        expires and any worker runs them again."""
+    async def stop(self) -> None:
+        """Lets the lock go: call once the worker's row is deleted and its jobs released (those
+        of `take_unreleased` among them)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        if self._to_release:
-            try:
-                released = await asyncio.wait_for(
-                    self._store.release_jobs(self._to_release), timeout
-                )
-            except Exception as error:
-                logger.warning(
-                    "worker %s: could not give back the jobs of the attempts it stopped (%s): "
-                    "they run again once their lease expires", self._worker_id, error,
-                )  # fmt: skip
-            else:
-                self._to_release = []
-                if released:
-                    logger.warning(
-                        "worker %s: gave back the jobs of the attempts it stopped: %s",
-                        self._worker_id, sorted(released),
-                    )  # fmt: skip
         if self._lock is not None:
             lock, self._lock = self._lock, None
             await lock.close()
+
+    def take_unreleased(self) -> Held:
+        """At shutdown: the jobs of attempts stopped when the lock was lost and not given back
+        yet (the lock was not held again), for the worker to give back with the rest."""
+        unreleased, self._to_release = self._to_release, []
+        return unreleased
 
     def terminate(self) -> None:
         if self._task is not None:

@@ -62,21 +62,26 @@ class Registration:
         await self._store.register_worker(self._worker)
         self._task = asyncio.create_task(self._run(), name="starlette_jobs registry")
 
-    async def stop(self) -> None:
-        """Stops the heartbeat and deletes the row; a row left behind (the database did not
-        answer) is deleted by upkeep once it is unseen for long enough."""
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stops the heartbeat and deletes the row, waiting at most `timeout` seconds (default:
+        the one given at construction); a row left behind (the database did not answer) is
+        deleted by upkeep once it is unseen for long enough."""
         if self._task is None:
             return
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         self._task = None
         try:
-            await asyncio.wait_for(self._store.unregister_worker(self._worker.id), self._timeout)
+            await asyncio.wait_for(
+                self._store.unregister_worker(self._worker.id),
+                self._timeout if timeout is None else timeout,
+            )
         except Exception as error:
             logger.warning(
                 "worker %s: could not delete its row from the registry (%s): upkeep deletes it "
                 "once it is unseen for %g s",
-                self._worker.id, error, self._worker.heartbeat_seconds * MISSED_HEARTBEATS,
+                self._worker.id, error or type(error).__name__,
+                self._worker.heartbeat_seconds * MISSED_HEARTBEATS,
             )  # fmt: skip
 
     async def _run(self) -> None:

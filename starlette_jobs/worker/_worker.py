@@ -371,9 +371,11 @@ class Worker:
         to_release, self.abandoned = await give_running_jobs_the_grace(
             self._running.claims(), self._settings.shutdown_grace, self._stops.cancel, is_async_job
         )
+        # One statement timeout for every last write, the registry row's deletion included.
         budget = self._statement_timeout
+        deadline = asyncio.get_running_loop().time() + budget
         settled = asyncio.gather(
-            release_held(self._store, to_release),
+            release_held(self._store, to_release + self._liveness.take_unreleased()),
             self._outcomes.stop(timeout=budget),
             self._claims_settled(),
             self._wakeups.stop(),
@@ -395,8 +397,8 @@ class Worker:
             state.stop_polling()
         await self._leases.stop()
         # Refreshed through the drain above, so no peer takes it for dead meanwhile.
-        await self._registration.stop()
-        await self._liveness.stop(self._statement_timeout)
+        await self._registration.stop(max(0.0, deadline - asyncio.get_running_loop().time()))
+        await self._liveness.stop()
         await self._upkeep.stop()
         await self._strays.stop()
         await self._ticker.stop()

@@ -82,7 +82,7 @@ async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
     assert f"worker w: gave back the jobs of the attempts it stopped: {ids}" in caplog.messages
     await liveness.check()  # the new lock answers: nothing more to do
     assert (len(stopped), store.held) == (1, 2)
-    await liveness.stop(1.0)
+    await liveness.stop()
 
 
 async def test_a_rescue_that_finds_no_dead_worker_wakes_nothing() -> None:
@@ -104,7 +104,7 @@ class CutOff(MemoryStore):
         return Cut()
 
 
-async def test_a_worker_that_stops_without_its_lock_gives_back_the_jobs_it_stopped() -> None:
+async def test_a_worker_that_stops_without_its_lock_is_handed_the_jobs_it_stopped() -> None:
     store = CutOff()
     await store.insert_jobs(new_jobs(2, queue="q"))
     claims = await store.claim_batch("q", 2, "w", 60.0)
@@ -116,9 +116,10 @@ async def test_a_worker_that_stops_without_its_lock_gives_back_the_jobs_it_stopp
     with pytest.raises(DatabaseUnavailableError):
         await liveness.check()
     assert not liveness.held
-    await liveness.stop(1.0)
-    for claim in claims:
-        assert await store.job_status(claim.id) is JobStatus.PENDING
+    await liveness.stop()
+    # What the worker's shutdown gives back with the jobs of its running attempts.
+    assert liveness.take_unreleased() == [(claim.id, claim.lease_token) for claim in claims]
+    assert liveness.take_unreleased() == []
 
 
 class DeadWorker(MemoryStore):
