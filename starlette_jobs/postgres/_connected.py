@@ -58,6 +58,8 @@ class ConnectedStore:
         self.dsn = dsn
         self.worker_statement_timeout = worker_statement_timeout
         self.record_events = True
+        # The backend of each worker's liveness connection (`_registry.hold_liveness`).
+        self._liveness_backends: dict[str, int] = {}
         # `Jobs(schema=...)`: every connection opened here has its `search_path` (see _schema).
         self.schema = schema
         self._settings = search_path_settings(schema)

@@ -5,17 +5,15 @@ built on it."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import DatabaseUnavailableError
 from .._records import JobStatus
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
 from ._connections import Listener, connect
 from ._driver_errors import raise_as_store_error
-
-logger = logging.getLogger("starlette_jobs.store")
 
 
 class WorkerRegistry(ConnectedStore):
@@ -58,14 +56,24 @@ class WorkerRegistry(ConnectedStore):
         )  # fmt: skip
         try:
             held = await connection.fetchval(self._q["hold_liveness"], worker_id)
+            earlier = self._liveness_backends.get(worker_id)
+            if not held and earlier is not None:
+                # Most likely this worker's own earlier connection, which the network dropped
+                # without the server noticing: it still holds the lock, and would free it
+                # (for the others to rescue this worker's jobs) whenever the server notices.
+                await connection.fetchval(self._q["end_stale_liveness"], worker_id, earlier)
+                held = await connection.fetchval(self._q["hold_liveness"], worker_id)
         except BaseException as error:
             connection.terminate()
             raise_as_store_error(error)
         if not held:
-            logger.warning(
-                "worker %s: its liveness lock is held by another session (a hash collision): "
-                "its jobs are rescued at lease expiry only", worker_id,
-            )  # fmt: skip
+            connection.terminate()
+            raise DatabaseUnavailableError(
+                f"worker {worker_id}: its liveness lock is held by another session (a hash "
+                "collision, or a connection of its own the server has not ended yet); it "
+                "claims nothing until it holds the lock"
+            )
+        self._liveness_backends[worker_id] = connection.get_server_pid()
         return Listener(connection, self.worker_statement_timeout)
 
     async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:

@@ -340,7 +340,9 @@ class Store(Protocol):
     async def hold_liveness(self, worker_id: str) -> Listener:
         """Holds the worker's liveness lock on a connection of its own, until it is closed or
         lost (`alive` then says False); the process's death releases it. Taken before the
-        worker registers. In memory: nothing to hold, a store of one process."""
+        worker registers. Raises `DatabaseUnavailableError` if another session holds it (a
+        connection of this worker's that the network dropped, which it ends first if it can).
+        In memory: nothing to hold, a store of one process."""
         ...
 
     async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:

@@ -46,7 +46,8 @@ class Liveness:
     """Holds `worker_id`'s liveness lock from `start` to `stop`; `stop_attempts()` stops every
     attempt of this worker (its lock was lost) and returns what they held; `wake(queue)` for
     each queue a rescue gave jobs back to; `regained()` once the lock is held again, before any
-    claim (it writes the registry row and wakes the claim loops)."""
+    claim (it writes the registry row); `resumed()` once the worker may claim again (after the
+    jobs of the stopped attempts are given back, so that the claims find them)."""
 
     def __init__(
         self,
@@ -57,6 +58,7 @@ class Liveness:
         stop_attempts: Callable[[], Held],
         wake: Callable[[str], None],
         regained: Callable[[], Awaitable[None]],
+        resumed: Callable[[], None],
     ) -> None:
         self._store = store
         self._worker_id = worker_id
@@ -65,6 +67,7 @@ class Liveness:
         self._stop_attempts = stop_attempts
         self._wake = wake
         self._regained = regained
+        self._resumed = resumed
         self._lock: Listener | None = None
         # Whether the worker may claim and register: the lock is held, as of the last check.
         self.held = False
@@ -149,6 +152,7 @@ class Liveness:
                 )  # fmt: skip
         self.held = True  # no await since the loop's last look: nothing is left behind
         logger.warning("worker %s: holds its liveness lock again", self._worker_id)
+        self._resumed()
 
     def hand_back(self, held: Held) -> None:
         """Jobs claimed by a claim that returned after the lock was found lost: given back with

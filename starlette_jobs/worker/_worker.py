@@ -81,7 +81,8 @@ class Worker:
             self._statement_timeout / 2,
             self._stop_every_attempt,
             self.wake,
-            self._liveness_regained,
+            lambda: self._registration.register_again(),  # made just below
+            self._wake_every_queue,
         )
         # The worker's row in the registry, refreshed as often as the leases, while it holds
         # its liveness lock.
@@ -316,10 +317,9 @@ class Worker:
         is not written yet (a long outage must not hand finished jobs to another worker)."""
         return self._running.held() + self._outcomes.held()
 
-    async def _liveness_regained(self) -> None:
-        """The liveness lock is held again: the registry row first (a peer that saw the row
-        gone or dead takes no job of this worker's now), then the claim loops."""
-        await self._registration.register_again()
+    def _wake_every_queue(self) -> None:
+        """The liveness lock is held again, and the jobs of the attempts stopped meanwhile are
+        given back: the claim loops claim again."""
         for queue in self._queues:
             self.wake(queue)
 

@@ -11,9 +11,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import DatabaseUnavailableError, JobStatus, job
+from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, job
 from starlette_jobs.store._protocol import Listener
 from tests.conftest import StartJobs, eventually, on_postgres
+from tests.faultproxy import FaultProxy, named
 
 started: list[int] = []
 stopped: list[int] = []
@@ -134,3 +135,44 @@ async def test_without_its_liveness_lock_a_worker_claims_nothing_and_writes_no_r
         assert (started, stopped) == ([1], [])
         kinds = [event.kind for event in await jobs.events(job_id)]
         assert "rescued" not in kinds
+
+
+async def test_a_liveness_connection_the_network_dropped_silently_is_ended_and_the_lock_taken_again(
+    fault_proxy: FaultProxy, connection: asyncpg.Connection[Any]
+) -> None:
+    # The network drops the lock's connection without a word: the server does not know it is
+    # gone, so that session keeps the lock. The worker ends its own stale session and takes the
+    # lock again at once, rather than waiting (claiming nothing) until the server notices.
+    global _go_on
+    started.clear()
+    stopped.clear()
+    _go_on = asyncio.Event()
+    async with Jobs(fault_proxy.dsn, queues={"liveness": 2}, lease_duration=3) as jobs:
+        assert len(fault_proxy.blackhole(where=named("starlette_jobs liveness"))) == 1
+        await eventually(
+            lambda: _true(len(fault_proxy.matching(named("starlette_jobs liveness"))) == 2),
+            "the worker to open a new liveness connection",
+        )
+        # The stale session is ended, the new one holds the lock: one liveness session.
+        await eventually(
+            lambda: _fetch_true(connection, LIVENESS_SESSIONS_IS_ONE), "the stale session to end"
+        )
+        job_id = await watched.enqueue(n=1)
+        await eventually(lambda: _true(started == [1]), "the job to start")
+        assert [worker.id for worker in await jobs.workers()] == [jobs.worker_id]
+        _go_on.set()
+        assert await jobs.result(watched, job_id, timeout=5) == "done"
+        kinds = [event.kind for event in await jobs.events(job_id)]
+        fault_proxy.heal()
+    assert "rescued" not in kinds
+    assert started == [1]
+
+
+LIVENESS_SESSIONS_IS_ONE = """
+    SELECT count(*) = 1 FROM pg_stat_activity
+     WHERE datname = current_database() AND application_name = 'starlette_jobs liveness'
+"""
+
+
+async def _fetch_true(connection: asyncpg.Connection[Any], query: str) -> bool:
+    return bool(await connection.fetchval(query))

@@ -82,6 +82,7 @@ EXPECTED: dict[str, list[str]] = {
     "unrunnable_jobs": ["text[]", "int8"],
     "prune_workers": ["float8"],
     "hold_liveness": ["text"],
+    "end_stale_liveness": ["text", "int4"],
     "rescue_dead_workers": ["int8", "bool"],
     "insert_workflow": [
         *["text", "jsonb", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],

@@ -44,6 +44,10 @@ async def _nothing() -> None:
     pass
 
 
+def _still() -> None:
+    pass
+
+
 def test_checks_run_every_second_or_a_third_of_a_short_lease() -> None:
     assert liveness_interval(60.0) == 1.0
     assert liveness_interval(1.5) == 0.5
@@ -67,12 +71,21 @@ async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
     async def register_again() -> None:
         regained.append(liveness.held)
 
-    liveness = Liveness(store, "w", 1.0, 1.0, stop_attempts, lambda queue: None, register_again)
+    resumed: list[list[JobStatus | None]] = []
+
+    def resume() -> None:
+        resumed.append([store.data.rows[claim.id].status for claim in claims])
+
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, stop_attempts, lambda queue: None, register_again, resume
+    )
     await liveness.start()
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
         await liveness.check()
     assert len(stopped) == 1  # at once, before the lock is taken again
     assert regained == [False]  # the row is written before the worker may claim again
+    # The claim loops are woken once the jobs are given back, so that their claim finds them.
+    assert resumed == [[JobStatus.PENDING, JobStatus.PENDING]]
     assert liveness.held
     assert store.held == 2
     for claim in claims:
@@ -87,7 +100,7 @@ async def test_a_lost_lock_stops_every_attempt_and_gives_their_jobs_back(
 
 async def test_a_rescue_that_finds_no_dead_worker_wakes_nothing() -> None:
     woken: list[str] = []
-    liveness = Liveness(MemoryStore(), "w", 1.0, 1.0, list, woken.append, _nothing)
+    liveness = Liveness(MemoryStore(), "w", 1.0, 1.0, list, woken.append, _nothing, _still)
     await liveness.rescue()
     assert woken == []
 
@@ -110,7 +123,7 @@ async def test_a_worker_that_stops_without_its_lock_is_handed_the_jobs_it_stoppe
     claims = await store.claim_batch("q", 2, "w", 60.0)
     liveness = Liveness(
         store, "w", 1.0, 1.0, lambda: [(c.id, c.lease_token) for c in claims], lambda q: None,
-        _nothing,
+        _nothing, _still,
     )  # fmt: skip
     await liveness.start()
     with pytest.raises(DatabaseUnavailableError):
@@ -143,7 +156,7 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
         NewWorkflow(name="w", steps=(first, second), trace_context=None)
     )
     await store.claim_batch("q", 10, "dead", 0.0)  # its lease runs out at once
-    liveness = Liveness(store, "w", 1.0, 1.0, list, lambda queue: None, _nothing)
+    liveness = Liveness(store, "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still)
     await liveness.rescue()
     assert await store.job_status(enqueued.steps["first"]) is JobStatus.FAILED
     # Told now, not at the next upkeep round.

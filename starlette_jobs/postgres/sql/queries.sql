@@ -650,6 +650,19 @@ SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 -- $1 worker id
 SELECT pg_try_advisory_lock(hashtextextended($1, 0));
 
+-- name: end_stale_liveness
+-- The worker's own earlier liveness connection, when it still holds the lock although the worker
+-- can no longer reach it (a network that dropped it silently: the server does not know it is
+-- gone). Ended, waiting up to a second for it to exit, so that the lock can be taken again;
+-- nothing is ended unless that backend holds this very key.
+-- $1 worker id, $2 the backend pid of its earlier liveness connection
+SELECT pg_terminate_backend(lock.pid, 1000)
+  FROM pg_locks AS lock
+ WHERE lock.locktype = 'advisory' AND lock.granted AND lock.objsubid = 1
+   AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND ((lock.classid::int8 << 32) | lock.objid::int8) = hashtextextended($1, 0)
+   AND lock.pid = $2;
+
 -- name: rescue_dead_workers
 -- The running jobs of registered workers whose liveness lock (`hold_liveness`) is free: their
 -- process died, so the jobs go back to pending (or failed, or cancelled, as `rescue_expired`
