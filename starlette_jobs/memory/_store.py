@@ -42,6 +42,7 @@ from .._records import (
 )
 from ..memory._outage import failing_in_outages
 from ._controls import MemoryControls
+from ._depths import MemoryDepths
 from ._registry import MemoryRegistry
 from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
@@ -73,7 +74,7 @@ def memory_store(dsn: str, schema: str | None = None) -> MemoryStore:
 
 
 @failing_in_outages
-class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls, MemoryWorkflows):
+class MemoryStore(MemoryRegistry, MemorySchedules, MemoryControls, MemoryWorkflows, MemoryDepths):
     """The `Store` protocol on a dict; see the module's docstring."""
 
     @property

@@ -14,6 +14,7 @@ from uuid import UUID
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from ._controls import ControlledStore
+from ._depths import DepthStatements
 from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
@@ -24,7 +25,9 @@ from ._workflows import WorkflowStatements
 _UNIQUE_KEY_TRIES = 5
 
 
-class PostgresStore(WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements):
+class PostgresStore(
+    WorkerRegistry, ScheduleStatements, ControlledStore, WorkflowStatements, DepthStatements
+):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
     async def insert_jobs(self, new: NewJobs, connection: Executor | None = None) -> list[int]:

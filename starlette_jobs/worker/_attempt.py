@@ -48,6 +48,7 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
     except (UnknownJobError, JobArgumentsError) as error:
         # Retrying cannot help: the job's code or its stored arguments are wrong.
         text = _bounded(f"{type(error).__name__}: {error}")  # a message per invalid item
+        control.error_type = type(error).__qualname__
         logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, text)
         return _failed(claim, JobStatus.FAILED, None, text)
 
@@ -70,10 +71,10 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
             if control.cancel_requested:
                 return _cancelled(claim, error)
             if deadline is None or not deadline.expired():
-                return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError
+                return _attempt_failed(control, job, error, scope)  # the job's own TimeoutError
             control.timed_out = True  # a sync job's thread runs on: it sees the flag
             timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
-            return _attempt_failed(claim, job, timed_out, scope)
+            return _attempt_failed(control, job, timed_out, scope)
         except asyncio.CancelledError as error:
             if control.stopped_by_worker:
                 raise
@@ -83,12 +84,12 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
             _uncancel()
             if control.cancel_requested:
                 return _cancelled(claim, None if _is_request(error) else error)
-            return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
+            return _attempt_failed(control, job, asyncio.CancelledError("job cancelled"), scope)
         except BaseException as error:  # a job must never take the worker down
             if control.cancel_requested and not control.stopped_by_worker:
                 _uncancel()
                 return _cancelled(claim, error)
-            return _attempt_failed(claim, job, error, scope)
+            return _attempt_failed(control, job, error, scope)
     if control.cancel_requested and not control.stopped_by_worker:
         # It caught the cancellation and returned (partial results), or ignored it, or a sync
         # job saw the flag: the job was asked to stop, and it is not run again.
@@ -126,9 +127,12 @@ def _cancelled(claim: Claim, error: BaseException | None) -> Outcome:
 
 
 def _attempt_failed(
-    claim: Claim, job: Job[..., object], error: BaseException, scope: ProcessScope
+    control: AttemptControl, job: Job[..., object], error: BaseException, scope: ProcessScope
 ) -> Outcome:
     scope.failed(error)
+    control.error_type = type(error).__qualname__
+    claim = control.claim
+    assert claim is not None  # set before the job runs
     text = _error_text(error)
     delay = delay_after_failure(
         job.retry, claim.attempts, claim.max_attempts, error, job.non_retryable

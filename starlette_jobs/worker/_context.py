@@ -35,6 +35,7 @@ class AttemptControl:
         "_job",
         "cancel_requested",
         "claim",
+        "error_type",
         "loop_time",
         "progress",
         "report",
@@ -55,6 +56,8 @@ class AttemptControl:
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
+        self.error_type: str | None = None
+        """The class of the exception that failed the attempt, for its metrics."""
         self.report = report
         self.claim = claim
         """The job this attempt runs (`run_attempt` sets it): what `current_job()` describes."""
