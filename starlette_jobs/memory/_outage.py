@@ -31,6 +31,7 @@ STORE_CALLS = (
     *("register_worker", "worker_seen", "unregister_worker", "list_workers", "prune_workers"),
     *("hold_liveness", "rescue_dead_workers", "unrunnable_jobs"),
     *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
+    *("queue_depths",),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)
