@@ -9,6 +9,7 @@ provider is in use: the callers ask `recording()` first, an exact-type check per
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -48,7 +49,8 @@ class Metrics:
         self.depths: list[QueueDepth] = []
         """What this process reports of each queue: set by the one worker that reads them
         (`worker/_depths.py`), empty in every other."""
-        _REPORTING.add(self)
+        with _REPORTING_LOCK:
+            _REPORTING.add(self)
 
     def recording(self) -> bool:
         """Whether an SDK's meter provider is in use. Asked per call: the global provider may be
@@ -216,18 +218,16 @@ class Instruments:
 
     def _observations(self, what: str) -> Iterator[Observation]:
         provider = self._provider()
-        for reporting in list(_REPORTING):
+        with _REPORTING_LOCK:  # the SDK collects on a thread of its own
+            every = list(_REPORTING)
+        for reporting in every:
             if provider is None or reporting.provider() is not provider:
                 continue
             for depth in reporting.depths:
                 queue = {SYSTEM: MESSAGING_SYSTEM, QUEUE: depth.queue}
                 if what == "depth":
-                    yield Observation(
-                        depth.pending, {**queue, "starlette_jobs.job.status": "pending"}
-                    )
-                    yield Observation(
-                        depth.running, {**queue, "starlette_jobs.job.status": "running"}
-                    )
+                    yield Observation(depth.pending, {**queue, STATUS: "pending"})
+                    yield Observation(depth.running, {**queue, STATUS: "running"})
                 elif what == "due":
                     yield Observation(depth.due, queue)
                 else:
@@ -240,6 +240,7 @@ def _operation(name: str, kind: str, queue: str) -> dict[str, str]:
 
 # Every `Metrics` alive, for the gauges' callbacks; and the instruments of each provider.
 _REPORTING: weakref.WeakSet[Metrics] = weakref.WeakSet()
+_REPORTING_LOCK = threading.Lock()
 _INSTRUMENTS: weakref.WeakKeyDictionary[MeterProvider, Instruments] = weakref.WeakKeyDictionary()
 
 # The API's stand-in until a provider is set (no public name): it records nothing.
