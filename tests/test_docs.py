@@ -40,6 +40,7 @@ EXPECTED_DOCS = {
     "jobs-and-retries.md",
     "limits.md",
     "logging.md",
+    "metrics.md",
     "performance.md",
     "progress.md",
     "reliability.md",

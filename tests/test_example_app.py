@@ -3,9 +3,14 @@ tells users to test theirs: with the `starlette_jobs.testing` plugin's database 
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from opentelemetry import metrics
+from opentelemetry.metrics import _internal as metrics_api
 from starlette.testclient import TestClient
 
+from example_app.__main__ import configure_metrics
 from example_app.app import app, jobs
 from example_app.jobs import send_welcome_email
 from starlette_jobs.testing import assert_enqueued_now
@@ -46,3 +51,27 @@ def test_signup_with_bad_input_answers_422_and_enqueues_nothing(client: TestClie
         assert client.get("/jobs").json() == {"jobs": []}
         assert client.get("/jobs/999").status_code == 404
         assert client.get("/jobs/abc").status_code == 404
+
+
+def test_with_the_console_exporter_the_jobs_metrics_are_printed(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert configure_metrics() is None  # not asked for
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "console")
+    # The global provider is set once per process: this one is undone after the test.
+    monkeypatch.setattr(metrics_api, "_METER_PROVIDER", None)
+    monkeypatch.setattr(
+        metrics, "set_meter_provider", lambda p: setattr(metrics_api, "_METER_PROVIDER", p)
+    )
+    out = io.StringIO()
+    provider = configure_metrics(out)
+    try:
+        with client:
+            client.post("/signup", json={"email": "ada@example.com", "name": "Ada"})
+            client.portal.call(jobs.drain, 20)  # type: ignore[union-attr]
+        provider.force_flush()
+    finally:
+        provider.shutdown()
+    printed = out.getvalue()
+    for name in ("messaging.client.sent.messages", "messaging.process.duration"):
+        assert f'"name": "{name}"' in printed

@@ -45,6 +45,10 @@ TESTED_ELSEWHERE = {
     "_workflow_queries": "contract/test_workflows_contract.py",
     # Steps a running step adds: the memory store's part, held by the contract suite.
     "memory._added_steps": "contract/test_added_steps_contract.py",
+    # The queues' gauges: the record and the stores' reads, held by the contract suite.
+    "_metric_records": "contract/test_metrics_contract.py",
+    "memory._depths": "contract/test_metrics_contract.py",
+    "postgres._depths": "contract/test_metrics_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

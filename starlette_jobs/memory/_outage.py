@@ -33,6 +33,7 @@ STORE_CALLS = (
     *("hold_liveness", "rescue_dead_workers", "unrunnable_jobs"),
     *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
     *("workflow_of", "add_steps"),
+    *("queue_depths",),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -44,6 +44,7 @@ from ..memory._outage import failing_in_outages
 from ._added_steps import MemoryAddedSteps
 from ._completions import MemoryCompletions
 from ._controls import MemoryControls
+from ._depths import MemoryDepths
 from ._registry import MemoryRegistry
 from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
@@ -82,6 +83,7 @@ class MemoryStore(
     MemoryCompletions,
     MemoryWorkflows,
     MemoryAddedSteps,
+    MemoryDepths,
 ):
     """The `Store` protocol on a dict; see the module's docstring."""
 

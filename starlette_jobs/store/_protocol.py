@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._metric_records import QueueDepth
 from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
@@ -327,6 +328,11 @@ class Store(Protocol):
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker, by id."""
+        ...
+
+    async def queue_depths(self) -> list[QueueDepth]:
+        """The pending and running jobs of every queue that has any, by queue name, read
+        without reading the finished jobs (the queues' gauges, docs/metrics.md)."""
         ...
 
     async def unrunnable_jobs(

@@ -49,6 +49,7 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
     except (UnknownJobError, JobArgumentsError) as error:
         # Retrying cannot help: the job's code or its stored arguments are wrong.
         text = _bounded(f"{type(error).__name__}: {error}")  # a message per invalid item
+        control.error_type = type(error).__qualname__
         logger.error("job %s (%s) cannot run: %s", claim.id, claim.name, text)
         return _failed(claim, JobStatus.FAILED, None, text)
 
@@ -71,10 +72,10 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
             if control.cancel_requested:
                 return _cancelled(claim, error)
             if deadline is None or not deadline.expired():
-                return _attempt_failed(claim, job, error, scope)  # the job's own TimeoutError
+                return _attempt_failed(control, job, error, scope)  # the job's own TimeoutError
             control.timed_out = True  # a sync job's thread runs on: it sees the flag
             timed_out = TimeoutError(f"job timed out after {job.timeout:g} s")
-            return _attempt_failed(claim, job, timed_out, scope)
+            return _attempt_failed(control, job, timed_out, scope)
         except asyncio.CancelledError as error:
             if control.stopped_by_worker:
                 raise
@@ -84,12 +85,12 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
             _uncancel()
             if control.cancel_requested:
                 return _cancelled(claim, None if _is_request(error) else error)
-            return _attempt_failed(claim, job, asyncio.CancelledError("job cancelled"), scope)
+            return _attempt_failed(control, job, asyncio.CancelledError("job cancelled"), scope)
         except BaseException as error:  # a job must never take the worker down
             if control.cancel_requested and not control.stopped_by_worker:
                 _uncancel()
                 return _cancelled(claim, error)
-            return _attempt_failed(claim, job, error, scope)
+            return _attempt_failed(control, job, error, scope)
         if result is not None and not control.cancel_requested:
             try:
                 text = storable_json(result, MAX_RESULT_BYTES).decode()
@@ -133,9 +134,12 @@ def _cancelled(claim: Claim, error: BaseException | None) -> Outcome:
 
 
 def _attempt_failed(
-    claim: Claim, job: Job[..., object], error: BaseException, scope: ProcessScope
+    control: AttemptControl, job: Job[..., object], error: BaseException, scope: ProcessScope
 ) -> Outcome:
     scope.failed(error)
+    control.error_type = type(error).__qualname__
+    claim = control.claim
+    assert claim is not None  # set before the job runs
     text = _error_text(error)
     delay = delay_after_failure(
         job.retry, claim.attempts, claim.max_attempts, error, job.non_retryable
@@ -240,7 +244,7 @@ async def _unstorable(
         return _cancelled(claim, None)
     if step:
         failure = UnstorableResultError(f"the step's result cannot be stored: {error}")
-        return _attempt_failed(claim, job, failure, scope)
+        return _attempt_failed(control, job, failure, scope)
     logger.warning("job %s (%s): result not stored: %s", claim.id, claim.name, error)
     return _outcome(claim, JobStatus.SUCCEEDED, None, None)
 

@@ -44,6 +44,7 @@ class AttemptControl:
         "claim",
         "complete",
         "completed",
+        "error_type",
         "loop_time",
         "progress",
         "report",
@@ -67,6 +68,8 @@ class AttemptControl:
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
+        self.error_type: str | None = None
+        """The class of the exception that failed the attempt, for its metrics."""
         self.report = report
         self.claim = claim
         """The job this attempt runs (`run_attempt` sets it): what `current_job()` describes."""

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from .._errors import DatabaseUnavailableError
+from .._metrics import Metrics
 from .._records import FINISHED
 from ..store._protocol import Listener, Store
 from ._leases import Held
@@ -59,8 +60,10 @@ class Liveness:
         wake: Callable[[str], None],
         regained: Callable[[], Awaitable[None]],
         resumed: Callable[[], None],
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._worker_id = worker_id
         self._interval = interval
         self._check_timeout = check_timeout
@@ -165,6 +168,8 @@ class Liveness:
             logger.warning(
                 "job %s on queue %r: its worker died, now %s", job_id, queue, status.value
             )
+            if self._metrics is not None and self._metrics.recording():
+                self._metrics.rescued(queue, status.value, "worker_dead")
             self._wake(queue)
         if any(status in FINISHED for _, _, status in rescued):
             # A workflow's step among them (failed, or cancelled) tells the steps waiting for

@@ -16,9 +16,11 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from uuid import UUID
 
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
+from .._metrics import Metrics
 from .._records import Outcome
 from .._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
 from ..store._connectivity import Backoff
@@ -28,8 +30,9 @@ logger = logging.getLogger("starlette_jobs.worker")
 
 
 class OutcomeWriter:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, metrics: Metrics | None = None) -> None:
         self._store = store
+        self._metrics = metrics
         self._buffer: list[Outcome] = []
         self._in_flight: list[Outcome] = []
         # What to do once an outcome is written (by its attempt's lease token): few have any.
@@ -115,7 +118,7 @@ class OutcomeWriter:
                 count = min(count, self._most)
             statement = self._in_flight[:count]
             try:
-                written = await self._store.record_outcomes(statement)
+                written = await self._settle(statement)
             except DatabaseTooSlowError:
                 # Ran out of time. Each outcome rewrites its job's row, `errors` included (up
                 # to 100 long texts), so many jobs with a long history can make a statement
@@ -137,6 +140,20 @@ class OutcomeWriter:
                     self._done([outcome], await self._write_one(outcome, stripped=alone))
                 continue
             self._done(statement, written)
+
+    async def _settle(self, statement: list[Outcome]) -> set[int]:
+        """`record_outcomes`, timed as a settle operation when an SDK records metrics."""
+        metrics = self._metrics
+        if metrics is None or not metrics.recording():
+            return await self._store.record_outcomes(statement)
+        started = perf_counter()
+        try:
+            written = await self._store.record_outcomes(statement)
+        except Exception as error:
+            metrics.settled(len(statement), perf_counter() - started, error)
+            raise
+        metrics.settled(len(statement), perf_counter() - started, None)
+        return written
 
     def _done(self, outcomes: list[Outcome], written: set[int]) -> None:
         """`outcomes`, the first of `_in_flight`, were sent: `written` are the ids written."""

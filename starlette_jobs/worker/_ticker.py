@@ -25,6 +25,7 @@ from typing import Any
 
 from .._cron import plan_ticks
 from .._errors import DatabaseUnavailableError
+from .._metrics import Metrics
 from .._schedule_records import DeclaredSchedule, StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
@@ -62,10 +63,12 @@ class Ticker:
         clock: Callable[[], datetime] = utc_now,
         *,
         declared: Callable[[], Sequence[Schedule]] = registered_schedules,
+        metrics: Metrics | None = None,
     ) -> None:
         """`schedules`: those to tick from the start; `declared`: the process's declarations,
         whose later additions (and redeclarations) are ticked too."""
         self._store = store
+        self._metrics = metrics
         self._schedules = list(schedules)
         self._hashes = {s.name: s.declared().definition_hash for s in self._schedules}
         # A handful of schedules, compared one by one by identity (`Schedule` has no `__eq__`
@@ -209,6 +212,10 @@ class Ticker:
             recorded = await self._store.record_tick(new)
             if recorded is not None:
                 waits = waits or recorded.status is TickStatus.WAITING
+                if self._metrics is not None and self._metrics.recording():
+                    # Missed: due while no worker ran (caught up, or skipped for it).
+                    missed = tick.skipped is not None or tick.note is not None
+                    self._metrics.tick(schedule.name, recorded.status.value, missed)
                 logger.info(
                     "schedule %r: tick %s %s%s", schedule.name, tick.at.isoformat(),
                     recorded.status.value,

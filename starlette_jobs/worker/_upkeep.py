@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
+from .._metrics import Metrics
 from ..store._protocol import Listener, Store
 from ._registry import MISSED_HEARTBEATS
 from ._retention import Retention
@@ -35,8 +36,10 @@ class Upkeep:
         interval: float,
         retention: float | None,
         wake: Callable[[str], None],
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._interval = interval
         self.retention = Retention(store, interval, retention)
         self._wake = wake
@@ -81,6 +84,8 @@ class Upkeep:
             self._rescue_limit = _RESCUE_LIMIT  # none left over: the next ones are new
         for job_id, queue, status in rescued:
             logger.warning("job %s on queue %r: lease expired, now %s", job_id, queue, status.value)
+            if self._metrics is not None and self._metrics.recording():
+                self._metrics.rescued(queue, status.value, "lease_expired")
             self._wake(queue)
 
     async def settle_steps(self) -> None:

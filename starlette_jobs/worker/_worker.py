@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from time import perf_counter
 
 from .._errors import DatabaseUnavailableError
 from .._job import registered_names
+from .._metrics import Metrics
 from .._records import Claim, Unfinished
 from .._schedules import registered_schedules
 from .._tracing import Tracing
@@ -22,6 +24,7 @@ from ._attempt import run_attempt
 from ._cancels import AttemptStops, is_async_job
 from ._context import AttemptControl
 from ._controls import QueueControlsCopy
+from ._depths import DepthReporter, record_attempt
 from ._drain import Draining, drain
 from ._leases import Held, LeaseKeeper
 from ._liveness import Liveness, liveness_interval
@@ -47,11 +50,18 @@ logger = logging.getLogger("starlette_jobs.worker")
 class Worker:
     """Claims and runs jobs of the configured queues until `stop` is called."""
 
-    def __init__(self, store: Store, settings: WorkerSettings, tracing: Tracing) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: WorkerSettings,
+        tracing: Tracing,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.worker_id = new_worker_id()
         self._store = store
         self._settings = settings
         self._tracing = tracing
+        self._metrics = Metrics() if metrics is None else metrics
         self._queues = {name: QueueState(name) for name in settings.queues}
         self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
         # How long the jobs hold the loop, counted only for the guard that needs it.
@@ -60,7 +70,7 @@ class Worker:
             settings.queues, settings.loop_lag_target, self._running.count, self._may_claim,
             held_by_jobs=None if self._loop_time is None else self._loop_time.take,
         )  # fmt: skip
-        self._outcomes = OutcomeWriter(store)
+        self._outcomes = OutcomeWriter(store, self._metrics)
         self._progress = ProgressWriter(store)
         self._report_progress = self._progress.report  # one bound method for every attempt
         self._upstream_results = store.upstream_results  # a workflow's step reads them
@@ -83,6 +93,7 @@ class Worker:
             self.wake,
             lambda: self._registration.register_again(),  # made just below
             self._wake_every_queue,
+            self._metrics,
         )
         # The worker's row in the registry, refreshed as often as the leases, while it holds
         # its liveness lock.
@@ -92,8 +103,14 @@ class Worker:
             self._statement_timeout,
             lambda: self._liveness.held,
         )
-        self._upkeep = Upkeep(store, settings.lease_duration / 3, settings.retention, self.wake)
-        self._ticker = Ticker(store, registered_schedules(), self.worker_id)
+        self._upkeep = Upkeep(
+            store, settings.lease_duration / 3, settings.retention, self.wake, self._metrics
+        )
+        self._ticker = Ticker(store, registered_schedules(), self.worker_id, metrics=self._metrics)
+        # The queues' gauges, read by one worker of those sharing the database.
+        self.depths = DepthReporter(
+            store, self.worker_id, self._metrics, settings.lease_duration / 3
+        )
         self._controls = QueueControlsCopy(
             store, list(self._queues), settings.limits, settings.poll_interval, self.wake
         )
@@ -139,6 +156,7 @@ class Worker:
             self._upkeep.start()
             self._strays.start()
             self._ticker.start()
+            self.depths.start()
             self._guard.start()
         except BaseException:
             # Nothing may outlive a start that failed: the pool is closed next.
@@ -150,6 +168,7 @@ class Worker:
             await self._upkeep.stop()
             await self._strays.stop()
             await self._ticker.stop()
+            await self.depths.stop()
             await self._controls.stop()
             await self._outcomes.stop(timeout=0)
             await self._progress.stop()
@@ -178,6 +197,7 @@ class Worker:
             # Paused, or without its liveness lock: polls until resumed, or woken once held.
             if free > 0 and not self._controls.paused(state.name) and self._liveness.held:
                 wanted = min(free, settings.batch_size)
+                started = perf_counter() if self._metrics.recording() else None
                 try:
                     if state.reconcile_until is not None:
                         await self._release_lost_claims(state)
@@ -193,6 +213,8 @@ class Worker:
                     state.reconcile_until = loop.time() + self._statement_timeout
                     if not isinstance(error, Exception):
                         raise  # cancelled: shutdown gave up on this claim
+                    if started is not None:
+                        self._metrics.claimed(state.name, 0, perf_counter() - started, error)
                     if isinstance(error, DatabaseUnavailableError):
                         logger.warning(
                             "claiming from queue %r failed, retrying: %s", state.name, error
@@ -205,6 +227,8 @@ class Worker:
                     await backoff.wait(self._stopped)
                     continue
                 backoff.reset()
+                if started is not None:
+                    self._metrics.claimed(state.name, len(claims), perf_counter() - started, None)
                 if claims and logger.isEnabledFor(logging.DEBUG):  # nothing to format otherwise
                     ids = [claim.id for claim in claims]
                     logger.debug("queue %r: claimed %d job(s): %s", state.name, len(ids), ids)
@@ -270,6 +294,7 @@ class Worker:
 
     async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
         token = claim.lease_token
+        started = perf_counter() if self._metrics.recording() else None
         try:
             outcome = await run_attempt(claim, self._tracing, control)
         finally:
@@ -291,6 +316,8 @@ class Worker:
             return
         if progress is not None:
             outcome.progress = progress
+        if started is not None:
+            record_attempt(self._metrics, claim, outcome, perf_counter() - started, control)
         delay = outcome.retry_delay
         if delay is None:
             self._outcomes.add(outcome, after(state.name, None))
@@ -402,6 +429,7 @@ class Worker:
         await self._upkeep.stop()
         await self._strays.stop()
         await self._ticker.stop()
+        await self.depths.stop()
         await self._controls.stop()
         await self._progress.stop()
         self._wakeups.terminate()  # if closing it ran out of time

@@ -50,6 +50,7 @@ EXPECTED: dict[str, list[str]] = {
     "get_job": ["int8"],
     "list_jobs": ["text", "text", "int8", "text", "int8"],
     "count_by_status": ["text"],
+    "queue_depths": [],
     "count_unfinished": ["text[]", "float8", "float8", "text[]"],
     "cancel_job": ["int8", "bool"],
     "retry_job": ["int8", "bool"],

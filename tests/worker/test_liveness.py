@@ -8,13 +8,17 @@ from __future__ import annotations
 import logging
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._metrics import Metrics
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held
 from starlette_jobs.worker._liveness import Liveness, liveness_interval
 from tests.records import new_jobs
+from tests.test_metrics import points
 
 
 class Cut:
@@ -161,3 +165,21 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
     assert await store.job_status(enqueued.steps["first"]) is JobStatus.FAILED
     # Told now, not at the next upkeep round.
     assert await store.job_status(enqueued.steps["second"]) is JobStatus.CANCELLED
+
+
+async def test_the_jobs_a_rescue_gives_back_are_counted() -> None:
+    class DeadPeer(MemoryStore):
+        async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+            return [(1, "mail", JobStatus.PENDING), (2, "mail", JobStatus.FAILED)]
+
+    reader = InMemoryMetricReader()
+    metrics = Metrics(MeterProvider(metric_readers=[reader]))
+    liveness = Liveness(
+        DeadPeer(), "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still, metrics
+    )
+    await liveness.rescue()
+    counted = {
+        (a["starlette_jobs.job.status"], a["starlette_jobs.reason"]): p.value
+        for a, p in points(reader)["starlette_jobs.jobs.rescued"]
+    }
+    assert counted == {("pending", "worker_dead"): 1, ("failed", "worker_dead"): 1}

@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus, TickStatus, job, periodic
 from starlette_jobs._cron import Cron
+from starlette_jobs._metrics import Metrics
 from starlette_jobs._schedule_records import StoredSchedule
 from starlette_jobs._schedules import CatchUp, Overlap, Schedule
 from starlette_jobs.memory import _schedules as memory_schedules
@@ -21,6 +24,7 @@ from starlette_jobs.worker import _ticker
 from starlette_jobs.worker._ticker import MAX_SLEEP, ON_TIME_SLACK, Ticker
 from tests.conftest import eventually
 from tests.records import outcome
+from tests.test_metrics import points
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, 500000, tzinfo=UTC)
 
@@ -416,3 +420,23 @@ async def test_ticks_missed_while_the_database_was_unreachable_follow_the_catch_
     await worker.round()
     assert len(await enqueued(store)) <= 1
     assert ("12:09:00", TickStatus.SKIPPED) in await ticks(store)
+
+
+async def test_ticks_are_counted_on_time_and_missed(clock: Clock) -> None:
+    reader = InMemoryMetricReader()
+    metrics = Metrics(MeterProvider(metric_readers=[reader]))
+    store = MemoryStore()
+    clock.now = T0 - timedelta(minutes=1)
+    first = Ticker(store, [schedule(catch_up="none")], "w1", clock, metrics=metrics)
+    for _ in range(4):
+        await first.round()
+        clock.advance(60)
+    clock.now = T0 + timedelta(minutes=10, seconds=30)  # after 12:03 to 12:10 went unticked
+    second = Ticker(store, [schedule(catch_up="none")], "w2", clock, metrics=metrics)
+    await second.round()
+    counted = {
+        (a["starlette_jobs.tick.status"], a["starlette_jobs.tick.missed"]): p.value
+        for a, p in points(reader)["starlette_jobs.schedule.ticks"]
+        if a["starlette_jobs.schedule.name"] == "beat"
+    }
+    assert counted == {("enqueued", False): 3, ("skipped", True): 1}

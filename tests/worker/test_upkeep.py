@@ -12,14 +12,18 @@ from collections.abc import Callable, Sequence
 from uuid import UUID
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs._errors import DatabaseTooSlowError
+from starlette_jobs._metrics import Metrics
 from starlette_jobs.memory._rows import QueueListener
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._upkeep import Upkeep, Wakeups
 from tests.conftest import eventually
 from tests.records import new_jobs, outcome
+from tests.test_metrics import points
 
 
 async def test_jobs_whose_lease_expired_are_rescued_and_their_queue_woken(
@@ -218,3 +222,21 @@ async def test_a_silent_listener_is_replaced_and_every_queue_woken_for_what_it_m
     assert store.expired == 1
     assert "the LISTEN connection stopped answering" in caplog.text
     assert store._listeners == set()  # the new one closed at stop, the silent one terminated
+
+
+async def test_rescued_jobs_are_counted_by_queue_and_what_became_of_them() -> None:
+    reader = InMemoryMetricReader()
+    metrics = Metrics(MeterProvider(metric_readers=[reader]))
+    store = MemoryStore()
+    await store.insert_jobs(new_jobs(2, queue="mail", max_attempts=2))
+    await store.insert_jobs(new_jobs(1, queue="sms", max_attempts=1))
+    await store.claim_batch("mail", 2, "w", 0.01)
+    await store.claim_batch("sms", 1, "w", 0.01)
+    await asyncio.sleep(0.03)  # the store's clock: the leases run out
+    await Upkeep(store, 1, None, lambda queue: None, metrics).rescue_expired()
+    counted = {
+        (a["messaging.destination.name"], a["starlette_jobs.job.status"]): p.value
+        for a, p in points(reader)["starlette_jobs.jobs.rescued"]
+        if a["starlette_jobs.reason"] == "lease_expired"
+    }
+    assert counted == {("mail", "pending"): 2, ("sms", "failed"): 1}

@@ -746,6 +746,28 @@ SELECT status, count(*) AS jobs FROM starlette_jobs
  WHERE $1::text IS NULL OR queue = $1
  GROUP BY status;
 
+-- name: queue_depths
+-- The unfinished jobs of every queue, for the gauges (docs/metrics.md): pending ones (those due
+-- now among them, and how many seconds the oldest due one has waited) and running ones. Each
+-- half reads the partial index of its status, never the finished jobs. No parameter.
+SELECT queue,
+       sum(pending)::bigint AS pending,
+       sum(due)::bigint AS due,
+       sum(running)::bigint AS running,
+       coalesce(extract(epoch FROM now() - min(oldest_due)), 0)::float8 AS oldest_due_age
+  FROM (SELECT queue, count(*) AS pending, count(*) FILTER (WHERE run_at <= now()) AS due,
+               0 AS running, min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due
+          FROM starlette_jobs
+         WHERE status = 'pending'
+         GROUP BY queue
+        UNION ALL
+        SELECT queue, 0, 0, count(*), NULL
+          FROM starlette_jobs
+         WHERE status = 'running'
+         GROUP BY queue) AS counted
+ GROUP BY queue
+ ORDER BY queue;
+
 -- name: count_unfinished
 -- Jobs of these queues that are running, or pending and due within $2 seconds (a retry, a
 -- pending job with an attempt behind it: within $3 seconds): what `drain` waits for; and the
