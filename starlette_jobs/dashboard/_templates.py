@@ -56,10 +56,16 @@ def age(moment: datetime | None, now: datetime | None = None) -> str:
     return f"in {text}" if ahead else text
 
 
-def when(moment: datetime | None) -> str:
-    """A timestamp in UTC, to the second: what the operator compares with logs."""
+def when(moment: datetime | str | None) -> str:
+    """A timestamp in UTC, to the second: what the operator compares with logs. Text is an
+    ISO 8601 timestamp (a job's `errors` hold them so), shown as it is if it is not one."""
     if moment is None:
         return ""
+    if isinstance(moment, str):
+        try:
+            moment = datetime.fromisoformat(moment)
+        except ValueError:
+            return moment
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

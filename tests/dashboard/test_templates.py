@@ -36,6 +36,11 @@ def test_a_timestamp_is_shown_in_utc_to_the_second() -> None:
     assert when(datetime(2026, 11, 26, 4, 0, 1, 999_000, tzinfo=paris)) == "2026-11-26 03:00:01 UTC"
 
 
+def test_a_timestamp_in_text_is_read_and_other_text_is_kept() -> None:
+    assert when("2026-11-26T03:00:57.284264+00:00") == "2026-11-26 03:00:57 UTC"
+    assert when("yesterday") == "yesterday"
+
+
 def test_json_is_indented_sorted_and_keeps_what_json_cannot_hold() -> None:
     assert pretty({"b": [1], "a": "é"}) == '{\n  "a": "é",\n  "b": [\n    1\n  ]\n}'
     assert pretty({"at": NOW}) == '{\n  "at": "2026-11-26 03:00:00+00:00"\n}'
