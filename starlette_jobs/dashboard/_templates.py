@@ -12,9 +12,7 @@ try:
     import jinja2
     from starlette.templating import Jinja2Templates
 except ImportError as error:  # pragma: no cover - the extra is part of the dev install
-    raise ImportError(
-        "the dashboard needs jinja2: install `starlette-jobs[dashboard]`"
-    ) from error
+    raise ImportError("the dashboard needs jinja2: install `starlette-jobs[dashboard]`") from error
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"

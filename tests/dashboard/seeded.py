@@ -4,9 +4,11 @@ app, as a user mounts it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.routing import Mount
 
 from starlette_jobs import Jobs, Retry, job, periodic
@@ -63,3 +65,16 @@ async def seed(jobs: Jobs) -> Seeded:
 def app_of(dashboard: Dashboard) -> Starlette:
     """A user's app with the dashboard mounted (its `Jobs` is started by the test)."""
     return Starlette(routes=[Mount(MOUNT, app=dashboard)])
+
+
+Calls = list[tuple[str, str]]
+
+
+def allow_but_cancel(calls: Calls) -> Callable[[Request, str, str], bool | str]:
+    """An `authorize` hook: Ada may do anything but cancel; each call is recorded."""
+
+    def authorize(request: Request, action: str, queue: str) -> bool | str:
+        calls.append((action, queue))
+        return False if action == "cancel" else "ada@example.com"
+
+    return authorize

@@ -21,7 +21,7 @@ from playwright.async_api import Page, async_playwright, expect
 
 from starlette_jobs.dashboard import Dashboard
 from tests.conftest import eventually
-from tests.dashboard.seeded import MOUNT, Seeded, app_of
+from tests.dashboard.seeded import MOUNT, Seeded, allow_but_cancel, app_of
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 CHROMIUM = "/usr/bin/chromium"
@@ -56,7 +56,8 @@ async def served(seeded: Seeded) -> AsyncIterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = app_of(Dashboard(seeded.jobs, refresh=None))  # no reload while a test reads a page
+    # No reload while a test reads a page; every action allowed but cancel.
+    app = app_of(Dashboard(seeded.jobs, refresh=None, authorize=allow_but_cancel([])))
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", ws="none"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
 
@@ -154,3 +155,28 @@ async def test_the_workers_and_the_schedules(served: str, page: Page, seeded: Se
     await page.click('nav a:text-is("Schedules")')
     await expect(page.locator("tr.schedule td").first).to_have_text("tests.dashboard.new_year")
     await screenshot(page, "schedules")
+
+
+async def test_retrying_a_failed_job_after_pausing_its_queue(
+    served: str, page: Page, seeded: Seeded
+) -> None:
+    # Paused, so that the retried job stays pending while the test looks at it.
+    await page.goto(f"{served}/")
+    mail = page.locator('tr.queue[data-queue="dash-mail"]')
+    await mail.locator('button:text-is("pause")').click()
+    await expect(mail.locator("span.badge")).to_have_text("paused")
+
+    await page.goto(f"{served}/jobs/{seeded.failed}")
+    await page.click('button:text-is("retry")')
+    await expect(page.locator("#done")).to_have_text("retry: done")
+    await expect(page.locator("#status")).to_have_text("pending")
+    await expect(page.locator("tr.event td:nth-child(2)").last).to_have_text("retried")
+    await screenshot(page, "retried")
+
+
+async def test_an_action_the_hook_refuses(served: str, page: Page, seeded: Seeded) -> None:
+    await page.goto(f"{served}/jobs/{seeded.delayed}")
+    await page.click('button:text-is("cancel")')
+    await expect(page.locator("p.error")).to_have_text("you may not cancel on queue 'dash-mail'")
+    await page.goto(f"{served}/jobs/{seeded.delayed}")
+    await expect(page.locator("#status")).to_have_text("pending")

@@ -13,7 +13,9 @@ from starlette_jobs.dashboard._listing import FilterError, JobFilter
 
 
 def test_empty_fields_filter_nothing() -> None:
-    assert JobFilter.from_query({"status": "", "queue": "", "name": "", "before": ""}) == JobFilter()
+    assert (
+        JobFilter.from_query({"status": "", "queue": "", "name": "", "before": ""}) == JobFilter()
+    )
 
 
 def test_each_field_is_read() -> None:
