@@ -17,6 +17,7 @@ from .._errors import JobNotFoundError, UniqueKeyTakenError
 from .._jobs import Jobs
 from .._records import JobRecord, JobStatus
 from ._csrf import FIELD, CsrfTokens
+from ._listing import FilterError, job_id
 
 logger = logging.getLogger("starlette_jobs.dashboard")
 
@@ -90,7 +91,11 @@ class Actions:
         raise Refused(403, f"you may not {action} on queue {queue!r}")
 
     async def on_job(self, request: Request, base: str, action: str, text: str) -> Done:
-        record = await self._jobs.get(text)
+        try:
+            row_id = job_id(text, "the job id")
+        except FilterError:
+            row_id = None
+        record = None if row_id is None else await self._jobs.get(row_id)
         if record is None:
             raise Refused(404, f"no job {text}")
         who = await self._who(request, action, record.queue)

@@ -61,7 +61,7 @@ def when(moment: datetime | str | None) -> str:
         return ""
     if isinstance(moment, str):
         try:
-            moment = datetime.fromisoformat(moment)
+            return when(datetime.fromisoformat(moment))
         except ValueError:
             return moment
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -38,7 +38,7 @@ async def acting(seeded: Seeded, calls: Calls) -> AsyncIterator[httpx2.AsyncClie
 
 
 def token_of(html: str) -> str:
-    tokens = set(re.findall(r'name="csrf_token" value="([^"]+)"', html))
+    tokens: set[str] = set(re.findall(r'name="csrf_token" value="([^"]+)"', html))
     assert len(tokens) == 1, tokens
     return tokens.pop()
 
@@ -121,7 +121,10 @@ async def test_an_async_hook_is_awaited(seeded: Seeded) -> None:
 
 @pytest.mark.parametrize("answer", [None, "", 1])
 async def test_a_hook_that_does_not_allow_plainly_refuses(seeded: Seeded, answer: object) -> None:
-    async with client_of(Dashboard(seeded.jobs, authorize=lambda *_: answer)) as client:
+    def authorize(*_: object) -> Any:
+        return answer
+
+    async with client_of(Dashboard(seeded.jobs, authorize=authorize)) as client:
         response = await post(client, f"/ops/jobs/{seeded.failed}", f"/jobs/{seeded.failed}/retry")
     assert response.status_code == 403
     assert await status_of(seeded, seeded.failed) == JobStatus.FAILED
@@ -131,7 +134,8 @@ async def test_without_a_hook_the_dashboard_is_read_only(
     seeded: Seeded, client: httpx2.AsyncClient
 ) -> None:
     html = (await client.get(f"/ops/jobs/{seeded.failed}")).text
-    assert '<form method="post"' not in html and "csrf" not in html
+    assert '<form method="post"' not in html
+    assert "csrf" not in html
     assert "starlette_jobs_csrf" not in (await client.get("/ops/")).headers.get("set-cookie", "")
     response = await client.post(f"/ops/jobs/{seeded.failed}/retry", data={"csrf_token": "x"})
     assert response.status_code == 403
@@ -177,6 +181,7 @@ async def test_a_cookie_signed_by_another_dashboard_is_refused(seeded: Seeded) -
     ("action", "status", "message"),
     [
         ("/jobs/99999999/retry", 404, "no job 99999999"),
+        ("/jobs/abc/release", 404, "no job abc"),
         ("/jobs/1/delete", 404, "no action is called &#39;delete&#39;"),
         ("/queues/dash-mail/drop", 404, "no action is called &#39;drop&#39;"),
     ],

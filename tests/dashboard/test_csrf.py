@@ -12,8 +12,16 @@ def request_with(
     cookie: str | None = None, *, root_path: str = "/ops", scheme: str = "http"
 ) -> Request:
     headers = [] if cookie is None else [(b"cookie", f"{COOKIE}={cookie}".encode())]
-    scope = {"type": "http", "method": "GET", "path": "/ops/", "root_path": root_path,
-             "scheme": scheme, "server": ("test", 80), "headers": headers, "query_string": b""}  # fmt: skip
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/ops/",
+        "root_path": root_path,
+        "scheme": scheme,
+        "server": ("test", 80),
+        "headers": headers,
+        "query_string": b"",
+    }
     return Request(scope)
 
 
@@ -28,7 +36,9 @@ def issued_cookie(tokens: CsrfTokens, request: Request) -> tuple[str, str]:
 def test_a_new_visitor_gets_a_signed_cookie_on_the_mount_only() -> None:
     token, header = issued_cookie(CsrfTokens("secret"), request_with())
     assert header.startswith(f"{COOKIE}={token}.")
-    assert "Path=/ops" in header and "HttpOnly" in header and "SameSite=strict" in header
+    assert "Path=/ops" in header
+    assert "HttpOnly" in header
+    assert "SameSite=strict" in header
     assert "Secure" not in header
 
 

@@ -29,7 +29,7 @@ def test_each_field_is_read() -> None:
         ({"status": "FAILED"}, "no status is called 'FAILED'"),
         ({"before": "0"}, "before must be a job id"),
         ({"before": "9223372036854775808"}, "before must be a job id"),
-        ({"before": "１２"}, "before must be a job id"),  # full-width digits are no id
+        ({"before": "\uff11\uff12"}, "before must be a job id"),  # full-width digits: no id
     ],
 )
 def test_what_no_job_can_have_is_refused(query: dict[str, str], message: str) -> None:

@@ -29,7 +29,8 @@ async def test_a_queue_row_counts_and_dates_its_due_job() -> None:
         (row,) = await overview(jobs, ["overview-a"], now)
     assert row.counts[JobStatus.PENDING] == 2
     assert (row.paused, row.running, row.global_limit) == (True, 0, None)
-    assert row.next_due_at is not None and now - row.next_due_at < timedelta(seconds=30)
+    assert row.next_due_at is not None
+    assert now - row.next_due_at < timedelta(seconds=30)
 
 
 async def test_nothing_due_leaves_the_age_empty_and_the_limit_is_the_workers() -> None:
