@@ -67,7 +67,9 @@ class Dashboard:
     ) -> None:
         if type(page_size) is not int or not 1 <= page_size <= _MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be an integer from 1 to 1000, got {page_size!r}")
-        if refresh is not None and not (math.isfinite(refresh) and refresh >= 1):
+        if refresh is not None and (
+            isinstance(refresh, bool) or not (math.isfinite(refresh) and refresh >= 1)
+        ):
             raise ValueError(f"refresh must be at least 1 second, or None, got {refresh!r}")
         self.jobs = jobs
         self._queues = None if queues is None else list(queues)

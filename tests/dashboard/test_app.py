@@ -229,6 +229,7 @@ async def test_a_database_that_does_not_answer_is_a_503_page(database_dsn: str) 
         ({"page_size": 1001}, "page_size must be an integer from 1 to 1000"),
         ({"refresh": 0.5}, "refresh must be at least 1 second"),
         ({"refresh": float("nan")}, "refresh must be at least 1 second"),
+        ({"refresh": True}, "refresh must be at least 1 second"),
     ],
 )
 def test_settings_out_of_range_are_refused(options: dict[str, float], message: str) -> None:
