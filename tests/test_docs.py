@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import starlette_jobs
+import starlette_jobs.dashboard
 import starlette_jobs.testing
 import starlette_jobs.web
 from starlette_jobs import CorrelationIdMiddleware, Jobs, OnSuccessMiddleware, Retry
@@ -34,6 +35,7 @@ DOCS = ROOT / "docs"
 PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 EXPECTED_DOCS = {
     "cancelling.md",
+    "dashboard.md",
     "events.md",
     "fastapi.md",
     "getting-started.md",
@@ -262,7 +264,7 @@ class DocsText:
 
 
 def public_modules() -> list[types.ModuleType]:
-    return [starlette_jobs, starlette_jobs.web, starlette_jobs.testing]
+    return [starlette_jobs, starlette_jobs.web, starlette_jobs.testing, starlette_jobs.dashboard]
 
 
 def public_names() -> list[tuple[str, object]]:

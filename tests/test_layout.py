@@ -62,6 +62,7 @@ CROSS_CUTTING = {
     "test_faultproxy.py": "tests/faultproxy.py, the network faults the tests inject",
     "test_layout.py": "this mirror",
     "test_public_api.py": "starlette_jobs/__init__.py: the exported names",
+    "dashboard/test_browser.py": "the dashboard's pages in headless Chromium (Playwright)",
 }
 
 

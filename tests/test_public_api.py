@@ -84,6 +84,15 @@ def test_every_public_name_of_the_package_is_exported() -> None:
     assert public | {"__version__"} == set(starlette_jobs.__all__)
 
 
+def test_the_dashboard_exports_its_app_and_the_package_does_not_import_it() -> None:
+    """`starlette_jobs.dashboard` needs jinja2 (an extra): `import starlette_jobs` must not."""
+    import starlette_jobs.dashboard
+
+    assert starlette_jobs.dashboard.__all__ == ["Dashboard"]
+    source = (Path(starlette_jobs.__file__).parent / "__init__.py").read_text("utf-8")
+    assert "dashboard" not in source
+
+
 def test_statuses_are_the_documented_strings() -> None:
     assert [s.value for s in starlette_jobs.JobStatus] == [
         "pending",

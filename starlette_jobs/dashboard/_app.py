@@ -1,0 +1,239 @@
+"""`Dashboard`: the ASGI app an operator's pages are served by, one route per page; each page
+reads what it shows through `Jobs` and renders one template."""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Awaitable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
+
+from .._errors import DatabaseUnavailableError
+from .._jobs import Jobs
+from .._records import JobStatus
+from ._actions import JOB_ACTIONS, QUEUE_ACTIONS, Actions, Authorize, Done, Refused, job_actions
+from ._csrf import FIELD, CsrfTokens
+from ._listing import FilterError, JobFilter, job_id
+from ._overview import overview, queue_names
+from ._templates import STATIC, templates
+
+_MAX_PAGE_SIZE = 1_000
+
+
+class Dashboard:
+    """The operator's pages over a `Jobs`, as an ASGI app to mount: an overview of the queues,
+    the job list with its filters, each job with its history, the workers and the schedules;
+    and, when `authorize` is given, the actions: retry, cancel and release a job, pause and
+    resume a queue. Server-rendered, readable without JavaScript.
+
+    Mount it in the app whose lifespan starts `jobs`, behind whatever guards the app's other
+    admin pages: the pages show every job's arguments and results.
+
+    Args:
+        jobs: the `Jobs` to show (started by the app's lifespan).
+        queues: the queues the overview shows. Default: those `jobs` declares, those the live
+            workers work, and those holding jobs no live worker can run.
+        page_size: jobs per page of the list (1 to 1,000).
+        refresh: seconds between reloads of the pages that change as jobs run (a `<meta>`
+            refresh: no script); None: no reload.
+        authorize: `authorize(request, action, queue)`, sync or async, called for each action
+            ("retry", "cancel", "release", "pause", "resume") on a job of `queue` or on `queue`:
+            a name (who asks, written in the log line of the action) or True allows it;
+            False refuses it (403, nothing changed). None (default): read-only.
+        secret: the key that signs the CSRF cookie of the actions' forms. Default: a random
+            one per process; give the same one to every process that serves the dashboard.
+
+    Example:
+        >>> app = Starlette(routes=[Mount("/jobs", Dashboard(jobs))], lifespan=jobs.lifespan)
+    """
+
+    def __init__(
+        self,
+        jobs: Jobs,
+        *,
+        queues: Iterable[str] | None = None,
+        page_size: int = 50,
+        refresh: float | None = 5.0,
+        authorize: Authorize | None = None,
+        secret: str | bytes | None = None,
+    ) -> None:
+        if type(page_size) is not int or not 1 <= page_size <= _MAX_PAGE_SIZE:
+            raise ValueError(f"page_size must be an integer from 1 to 1000, got {page_size!r}")
+        if refresh is not None and (
+            isinstance(refresh, bool) or not (math.isfinite(refresh) and refresh >= 1)
+        ):
+            raise ValueError(f"refresh must be at least 1 second, or None, got {refresh!r}")
+        self.jobs = jobs
+        self._queues = None if queues is None else list(queues)
+        self._page_size = page_size
+        self._refresh = None if refresh is None else math.ceil(refresh)
+        self._templates = templates()
+        self._tokens = CsrfTokens(secrets.token_bytes(32) if secret is None else secret)
+        self._actions = Actions(jobs, authorize, self._tokens)
+        self._app = Starlette(
+            routes=[
+                Route("/", self._overview, name="overview"),
+                Route("/jobs", self._job_list, name="jobs"),
+                Route("/jobs/{job_id}", self._job_page, name="job"),
+                Route("/workers", self._workers, name="workers"),
+                Route("/schedules", self._schedules, name="schedules"),
+                Route("/jobs/{job_id}/{action}", self._job_action, methods=["POST"]),
+                Route("/queues/{queue:path}/{action}", self._queue_action, methods=["POST"]),
+                Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+            ],
+            exception_handlers={DatabaseUnavailableError: self._unavailable},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+    def _render(
+        self,
+        request: Request,
+        template: str,
+        context: dict[str, Any],
+        *,
+        refresh: bool = True,
+        status_code: int = 200,
+    ) -> Response:
+        token = self._tokens.issue(request) if self._actions.enabled else None
+        page = {
+            # Links are built on the mount's path, wherever the app mounts the dashboard.
+            "base": _base(request),
+            "now": datetime.now(UTC),
+            "refresh": self._refresh if refresh else None,
+            "statuses": list(JobStatus),
+            "csrf": None if token is None else {"field": FIELD, "token": token},
+            **context,
+        }
+        response = self._templates.TemplateResponse(
+            request, template, page, status_code=status_code
+        )
+        if token is not None:
+            self._tokens.keep(request, response, token)
+        return response
+
+    async def _overview(self, request: Request) -> Response:
+        now = datetime.now(UTC)
+        queues = await overview(self.jobs, await queue_names(self.jobs, self._queues), now)
+        return self._render(request, "overview.html", {"queues": queues, "title": "Queues"})
+
+    async def _job_list(self, request: Request) -> Response:
+        try:
+            wanted = job_id(request.query_params.get("id") or None, "id")
+            filters = JobFilter.from_query(request.query_params)
+        except FilterError as error:
+            return self._render(
+                request, "error.html", {"title": "Bad filter", "message": str(error)},
+                refresh=False, status_code=400,
+            )  # fmt: skip
+        if wanted is not None:
+            if await self.jobs.get(wanted) is not None:
+                return RedirectResponse(f"{_base(request)}/jobs/{wanted}", status_code=303)
+            return self._render(
+                request, "error.html", {"title": "No such job", "message": f"no job {wanted}"},
+                refresh=False, status_code=404,
+            )  # fmt: skip
+        records = await self.jobs.list(
+            status=filters.status,
+            queue=filters.queue,
+            name=filters.name,
+            limit=self._page_size,
+            before=filters.before,
+        )
+        older = filters.older(records[-1].id) if len(records) == self._page_size else None
+        context = {"title": "Jobs", "records": records, "filters": filters, "older": older}
+        # No reload: it would empty the filters being typed into the form.
+        return self._render(request, "jobs.html", context, refresh=False)
+
+    async def _job_page(self, request: Request) -> Response:
+        text = request.path_params["job_id"]
+        record = await self.jobs.get(text)
+        if record is None:
+            return self._render(
+                request, "error.html", {"title": "No such job", "message": f"no job {text}"},
+                refresh=False, status_code=404,
+            )  # fmt: skip
+        events = await self.jobs.events(record.id)
+        workflow = None
+        if record.workflow_id is not None:
+            workflow = await self.jobs.workflow(record.workflow_id)
+        context = {
+            "title": f"Job {record.id}",
+            "record": record,
+            "events": events,
+            "workflow": workflow,
+            "actions": job_actions(record) if self._actions.enabled else [],
+            "done": _done(request.query_params.get("action"), request.query_params.get("outcome")),
+        }
+        return self._render(request, "job.html", context, refresh=not record.finished)
+
+    async def _workers(self, request: Request) -> Response:
+        context = {
+            "title": "Workers",
+            "workers": await self.jobs.workers(),
+            "unrunnable": await self.jobs.unrunnable_jobs(),
+        }
+        return self._render(request, "workers.html", context)
+
+    async def _schedules(self, request: Request) -> Response:
+        context = {"title": "Schedules", "schedules": await self.jobs.schedules()}
+        return self._render(request, "schedules.html", context)
+
+    async def _job_action(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        if action not in JOB_ACTIONS:
+            return self._refused(request, Refused(404, f"no action is called {action!r}"))
+        text = request.path_params["job_id"]
+        return await self._act(request, self._actions.on_job(request, _base(request), action, text))
+
+    async def _queue_action(self, request: Request) -> Response:
+        action, queue = request.path_params["action"], request.path_params["queue"]
+        if action not in QUEUE_ACTIONS:
+            return self._refused(request, Refused(404, f"no action is called {action!r}"))
+        return await self._act(
+            request, self._actions.on_queue(request, _base(request), action, queue)
+        )
+
+    async def _act(self, request: Request, action: Awaitable[Done]) -> Response:
+        try:
+            done = await action
+        except Refused as refused:
+            return self._refused(request, refused)
+        # 303: the browser GETs the page, and a reload does not post the form again.
+        return RedirectResponse(done.location, status_code=303)
+
+    def _refused(self, request: Request, refused: Refused) -> Response:
+        context = {"title": "Not done", "message": refused.message}
+        return self._render(
+            request, "error.html", context, refresh=False, status_code=refused.status
+        )
+
+    async def _unavailable(self, request: Request, error: Exception) -> Response:
+        return self._render(
+            request, "error.html", {"title": "Database unavailable", "message": str(error)},
+            status_code=503,
+        )  # fmt: skip
+
+
+def _base(request: Request) -> str:
+    """The path the dashboard is mounted at ("" at the root)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+_SAID = {"changed": "done", "unchanged": "not done: the job's status does not allow it"}
+
+
+def _done(action: str | None, outcome: str | None) -> str | None:
+    """What the job page says of the action just done (read from its redirect's query)."""
+    if action not in JOB_ACTIONS or outcome not in _SAID:
+        return None
+    return f"{action}: {_SAID[outcome]}"

@@ -1,0 +1,57 @@
+"""CSRF protection of the dashboard's forms: a random token in a cookie signed with the
+dashboard's secret, and the same token in each form's hidden field; a POST is accepted only
+when both are there, the cookie's signature holds, and they are equal (compared in constant
+time). Another site can make a browser send the cookie, but cannot read it to fill the field."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+COOKIE = "starlette_jobs_csrf"
+FIELD = "csrf_token"
+
+
+class CsrfTokens:
+    """Issues and checks the tokens, signed with `secret`."""
+
+    def __init__(self, secret: str | bytes) -> None:
+        self._key = secret.encode() if isinstance(secret, str) else secret
+
+    def _signature(self, token: str) -> str:
+        return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
+
+    def from_cookie(self, request: Request) -> str | None:
+        """The token of the request's cookie, if its signature holds."""
+        token, _, signature = request.cookies.get(COOKIE, "").partition(".")
+        if token and hmac.compare_digest(signature, self._signature(token)):
+            return token
+        return None
+
+    def issue(self, request: Request) -> str:
+        """The request's token, or a new one (set in the response's cookie by `keep`)."""
+        return self.from_cookie(request) or secrets.token_urlsafe(32)
+
+    def keep(self, request: Request, response: Response, token: str) -> None:
+        """Sets the cookie of `token` on `response`, unless the request sent it already."""
+        if self.from_cookie(request) == token:
+            return
+        response.set_cookie(
+            COOKIE,
+            f"{token}.{self._signature(token)}",
+            path=request.scope.get("root_path", "") or "/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+
+    def accepts(self, request: Request, field: str | None) -> bool:
+        """Whether a form's field matches the request's signed cookie."""
+        token = self.from_cookie(request)
+        if token is None or not field:
+            return False
+        return hmac.compare_digest(token.encode(), field.encode())

@@ -1,0 +1,74 @@
+"""The job list's filters, read from the page's query string and written back into its links
+(the "older" page keeps them, with `before=` the last id shown)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from urllib.parse import urlencode
+
+from .._records import JobStatus
+
+_MAX_ROW_ID = 2**63 - 1
+
+
+class FilterError(ValueError):
+    """A filter of the list that names nothing a job can have: the page says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """The list's filters; None: not filtered on it."""
+
+    status: JobStatus | None = None
+    queue: str | None = None
+    name: str | None = None
+    before: int | None = None
+    """Jobs older than this id: the next page."""
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, str]) -> JobFilter:
+        """The filters of a query string; an empty field is no filter (a form sends them all).
+
+        Raises:
+            FilterError: an unknown status, or a `before` that is no job id.
+        """
+        status = params.get("status") or None
+        if status is not None and status not in JobStatus.__members__.values():
+            raise FilterError(f"no status is called {status!r}")
+        return cls(
+            status=None if status is None else JobStatus(status),
+            queue=params.get("queue") or None,
+            name=params.get("name") or None,
+            before=job_id(params.get("before") or None, "before"),
+        )
+
+    def older(self, last_id: int) -> JobFilter:
+        return replace(self, before=last_id)
+
+    def first_page(self) -> JobFilter:
+        return replace(self, before=None)
+
+    def query(self) -> str:
+        """The query string of these filters (the ones set), for a link."""
+        fields = {
+            "status": None if self.status is None else self.status.value,
+            "queue": self.queue,
+            "name": self.name,
+            "before": None if self.before is None else str(self.before),
+        }
+        return urlencode({key: value for key, value in fields.items() if value is not None})
+
+
+def job_id(text: str | None, field: str) -> int | None:
+    """The job id in `text` (digits only), or None for no text.
+
+    Raises:
+        FilterError: text that no job id can be.
+    """
+    if text is None:
+        return None
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_ROW_ID):
+        raise FilterError(f"{field} must be a job id (a positive integer), got {text!r}")
+    return int(text)

@@ -1,0 +1,182 @@
+"""The dashboard in a real browser: Debian's headless Chromium, driven by Playwright, against the
+app served by uvicorn on 127.0.0.1. Each test saves a screenshot of the page it reads to
+docs/images/, which docs/dashboard.md shows.
+
+Chromium comes from Debian's packages (Playwright's own browser downloads do not work here):
+when it is missing, the fixture installs it as root, and fails, never skips, otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.async_api import Page, async_playwright, expect
+
+from starlette_jobs.dashboard import Dashboard
+from tests.conftest import eventually
+from tests.dashboard.seeded import MOUNT, Seeded, allow_but_cancel, app_of
+
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+CHROMIUM = "/usr/bin/chromium"
+# Those that work on a machine with no network beyond loopback: without the background
+# networking ones, Chromium keeps trying to reach Google's hosts.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's chromium, installed if it is missing and we may (as root)."""
+    if shutil.which(CHROMIUM) is None:
+        if os.geteuid() != 0:
+            pytest.fail(f"the browser tests need {CHROMIUM}: `apt-get install chromium` as root")
+        environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=environment)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=environment)
+    return CHROMIUM
+
+
+@pytest.fixture
+async def served(seeded: Seeded) -> AsyncIterator[str]:
+    """The dashboard under /ops of an app served by uvicorn on a free port; its address."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    # No reload while a test reads a page; every action allowed but cancel.
+    app = app_of(Dashboard(seeded.jobs, refresh=None, authorize=allow_but_cancel([])))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", ws="none"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+
+    async def up() -> bool:
+        if task.done():
+            raise AssertionError(f"uvicorn stopped while starting: {task.exception()!r}")
+        return server.started
+
+    try:
+        await eventually(up, "uvicorn to start", timeout=30)
+        yield f"http://127.0.0.1:{port}{MOUNT}"
+    finally:
+        server.should_exit = True
+        async with asyncio.timeout(30):
+            await task
+        sock.close()
+
+
+@pytest.fixture
+async def page(chromium: str) -> AsyncIterator[Page]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=chromium, headless=True, args=FLAGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 720})
+            page.set_default_timeout(10_000)
+            yield page
+        finally:
+            await browser.close()
+
+
+async def screenshot(page: Page, name: str) -> None:
+    IMAGES.mkdir(exist_ok=True)
+    await page.screenshot(path=IMAGES / f"dashboard-{name}.png", full_page=True)
+
+
+async def test_the_overview_leads_to_the_failed_jobs_of_a_queue(
+    served: str, page: Page, seeded: Seeded
+) -> None:
+    await page.goto(f"{served}/")
+    mail = page.locator('tr.queue[data-queue="dash-mail"]')
+    await expect(mail.locator("a.count.succeeded")).to_have_text("3")
+    await expect(page.locator('tr.queue[data-queue="dash-reports"] td').nth(1)).to_have_text(
+        "active"
+    )
+    await screenshot(page, "overview")
+
+    await mail.locator("a.count.failed").click()
+    await expect(page.locator("tr.job")).to_have_count(1)
+    await expect(page.locator("tr.job td").first).to_have_text(str(seeded.failed))
+
+
+async def test_the_list_filtered_by_its_form(served: str, page: Page, seeded: Seeded) -> None:
+    await page.goto(f"{served}/jobs")
+    await expect(page.locator("tr.job")).to_have_count(6)
+    await page.select_option('select[name="status"]', "pending")
+    await page.fill('input[name="queue"]', "dash-mail")
+    await page.click('button:has-text("Filter")')
+    await expect(page).to_have_url(f"{served}/jobs?status=pending&queue=dash-mail&name=")
+    await expect(page.locator("tr.job")).to_have_count(1)
+    await expect(page.locator("tr.job td").first).to_have_text(str(seeded.delayed))
+    # The page shows the filters it applied.
+    await expect(page.locator('select[name="status"]')).to_have_value("pending")
+    await page.select_option('select[name="status"]', "")
+    await page.click('button:has-text("Filter")')
+    await expect(page.locator("tr.job")).to_have_count(5)  # dash-mail's, of every status
+    await screenshot(page, "jobs")
+
+
+async def test_a_failed_jobs_page_with_its_events(served: str, page: Page, seeded: Seeded) -> None:
+    await page.goto(f"{served}/jobs?status=failed")
+    await page.click(f'tr.job a:text-is("{seeded.failed}")')
+    await expect(page.locator("h1")).to_have_text(f"Job {seeded.failed}")
+    await expect(page.locator("#status")).to_have_text("failed")
+    await expect(page.locator("tr.event td:nth-child(2)")).to_have_text(
+        ["enqueued", "claimed", "failed"]
+    )
+    await expect(page.locator("tr.error-attempt")).to_contain_text("no sales figures for 2026-10")
+    await screenshot(page, "job")
+
+    # The same page through the header's id field.
+    await page.goto(f"{served}/workers")
+    await page.fill('input[name="id"]', str(seeded.sent[0]))
+    await page.click('button:has-text("Open")')
+    await expect(page).to_have_url(f"{served}/jobs/{seeded.sent[0]}")
+    await expect(page.locator("#result")).to_contain_text("user0@example.com")
+
+
+async def test_the_workers_and_the_schedules(served: str, page: Page, seeded: Seeded) -> None:
+    await page.goto(f"{served}/workers")
+    await expect(page.locator("tr.worker td").first).to_have_text(str(seeded.jobs.worker_id))
+    await expect(page.locator("tr.stuck td").nth(2)).to_have_text("1")
+    await screenshot(page, "workers")
+    await page.click('nav a:text-is("Schedules")')
+    await expect(page.locator("tr.schedule td").first).to_have_text("tests.dashboard.new_year")
+    await screenshot(page, "schedules")
+
+
+async def test_retrying_a_failed_job_after_pausing_its_queue(
+    served: str, page: Page, seeded: Seeded
+) -> None:
+    # Paused, so that the retried job stays pending while the test looks at it.
+    await page.goto(f"{served}/")
+    mail = page.locator('tr.queue[data-queue="dash-mail"]')
+    await mail.locator('button:text-is("pause")').click()
+    await expect(mail.locator("span.badge")).to_have_text("paused")
+
+    await page.goto(f"{served}/jobs/{seeded.failed}")
+    await page.click('button:text-is("retry")')
+    await expect(page.locator("#done")).to_have_text("retry: done")
+    await expect(page.locator("#status")).to_have_text("pending")
+    await expect(page.locator("tr.event td:nth-child(2)").last).to_have_text("retried")
+    await screenshot(page, "retried")
+
+
+async def test_an_action_the_hook_refuses(served: str, page: Page, seeded: Seeded) -> None:
+    await page.goto(f"{served}/jobs/{seeded.delayed}")
+    await page.click('button:text-is("cancel")')
+    await expect(page.locator("p.error")).to_have_text("you may not cancel on queue 'dash-mail'")
+    await page.goto(f"{served}/jobs/{seeded.delayed}")
+    await expect(page.locator("#status")).to_have_text("pending")

@@ -1,0 +1,57 @@
+"""The job list's filters: read from a query string, written back into the list's links."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from starlette_jobs import JobStatus
+from starlette_jobs.dashboard._listing import FilterError, JobFilter
+
+
+def test_empty_fields_filter_nothing() -> None:
+    assert (
+        JobFilter.from_query({"status": "", "queue": "", "name": "", "before": ""}) == JobFilter()
+    )
+
+
+def test_each_field_is_read() -> None:
+    query = {"status": "failed", "queue": "emails", "name": "app.send", "before": " 42 "}
+    assert JobFilter.from_query(query) == JobFilter(JobStatus.FAILED, "emails", "app.send", 42)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"status": "FAILED"}, "no status is called 'FAILED'"),
+        ({"before": "0"}, "before must be a job id"),
+        ({"before": "9223372036854775808"}, "before must be a job id"),
+        ({"before": "\uff11\uff12"}, "before must be a job id"),  # full-width digits: no id
+    ],
+)
+def test_what_no_job_can_have_is_refused(query: dict[str, str], message: str) -> None:
+    with pytest.raises(FilterError, match=message):
+        JobFilter.from_query(query)
+
+
+def test_the_older_page_keeps_the_filters_and_the_first_page_drops_before() -> None:
+    filters = JobFilter(status=JobStatus.PENDING, name="a b&c")
+    older = filters.older(17)
+    assert older.query() == "status=pending&name=a+b%26c&before=17"
+    assert older.first_page() == filters
+
+
+@given(
+    status=st.none() | st.sampled_from(list(JobStatus)),
+    queue=st.none() | st.text(min_size=1),
+    name=st.none() | st.text(min_size=1),
+    before=st.none() | st.integers(1, 2**63 - 1),
+)
+def test_a_filter_read_back_from_its_link_is_itself(
+    status: JobStatus | None, queue: str | None, name: str | None, before: int | None
+) -> None:
+    filters = JobFilter(status, queue, name, before)
+    assert JobFilter.from_query(dict(parse_qsl(filters.query()))) == filters
