@@ -1,6 +1,8 @@
 """The dashboard in a real browser: Debian's headless Chromium, driven by Playwright, against the
-app served by uvicorn on 127.0.0.1. Each test saves a screenshot of the page it reads to
-docs/images/, which docs/dashboard.md shows.
+app served by uvicorn on 127.0.0.1. Each test takes a screenshot of the page it reads: into
+docs/images/, which docs/dashboard.md shows, when STARLETTE_JOBS_SCREENSHOTS=docs is set (to
+refresh them after a change of the pages), else into a temporary folder, so that a test run
+leaves the checkout as it was.
 
 Chromium comes from Debian's packages (Playwright's own browser downloads do not work here):
 when it is missing, the fixture installs it as root, and fails, never skips, otherwise."""
@@ -12,7 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -90,13 +92,29 @@ async def page(chromium: str) -> AsyncIterator[Page]:
             await browser.close()
 
 
-async def screenshot(page: Page, name: str) -> None:
-    IMAGES.mkdir(exist_ok=True)
-    await page.screenshot(path=IMAGES / f"dashboard-{name}.png", full_page=True)
+@pytest.fixture(scope="session")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.environ.get("STARLETTE_JOBS_SCREENSHOTS") == "docs":
+        IMAGES.mkdir(exist_ok=True)
+        return IMAGES
+    return tmp_path_factory.mktemp("screenshots")
+
+
+Shoot = Callable[[Page, str], Awaitable[None]]
+
+
+@pytest.fixture
+def screenshot(images: Path) -> Shoot:
+    """`await screenshot(page, name)`: the page, whole, as dashboard-<name>.png."""
+
+    async def shoot(page: Page, name: str) -> None:
+        await page.screenshot(path=images / f"dashboard-{name}.png", full_page=True)
+
+    return shoot
 
 
 async def test_the_overview_leads_to_the_failed_jobs_of_a_queue(
-    served: str, page: Page, seeded: Seeded
+    served: str, page: Page, seeded: Seeded, screenshot: Shoot
 ) -> None:
     await page.goto(f"{served}/")
     mail = page.locator('tr.queue[data-queue="dash-mail"]')
@@ -111,7 +129,9 @@ async def test_the_overview_leads_to_the_failed_jobs_of_a_queue(
     await expect(page.locator("tr.job td").first).to_have_text(str(seeded.failed))
 
 
-async def test_the_list_filtered_by_its_form(served: str, page: Page, seeded: Seeded) -> None:
+async def test_the_list_filtered_by_its_form(
+    served: str, page: Page, seeded: Seeded, screenshot: Shoot
+) -> None:
     await page.goto(f"{served}/jobs")
     await expect(page.locator("tr.job")).to_have_count(6)
     await page.select_option('select[name="status"]', "pending")
@@ -128,7 +148,9 @@ async def test_the_list_filtered_by_its_form(served: str, page: Page, seeded: Se
     await screenshot(page, "jobs")
 
 
-async def test_a_failed_jobs_page_with_its_events(served: str, page: Page, seeded: Seeded) -> None:
+async def test_a_failed_jobs_page_with_its_events(
+    served: str, page: Page, seeded: Seeded, screenshot: Shoot
+) -> None:
     await page.goto(f"{served}/jobs?status=failed")
     await page.click(f'tr.job a:text-is("{seeded.failed}")')
     await expect(page.locator("h1")).to_have_text(f"Job {seeded.failed}")
@@ -147,7 +169,9 @@ async def test_a_failed_jobs_page_with_its_events(served: str, page: Page, seede
     await expect(page.locator("#result")).to_contain_text("user0@example.com")
 
 
-async def test_the_workers_and_the_schedules(served: str, page: Page, seeded: Seeded) -> None:
+async def test_the_workers_and_the_schedules(
+    served: str, page: Page, seeded: Seeded, screenshot: Shoot
+) -> None:
     await page.goto(f"{served}/workers")
     await expect(page.locator("tr.worker td").first).to_have_text(str(seeded.jobs.worker_id))
     await expect(page.locator("tr.stuck td").nth(2)).to_have_text("1")
@@ -158,7 +182,7 @@ async def test_the_workers_and_the_schedules(served: str, page: Page, seeded: Se
 
 
 async def test_retrying_a_failed_job_after_pausing_its_queue(
-    served: str, page: Page, seeded: Seeded
+    served: str, page: Page, seeded: Seeded, screenshot: Shoot
 ) -> None:
     # Paused, so that the retried job stays pending while the test looks at it.
     await page.goto(f"{served}/")
