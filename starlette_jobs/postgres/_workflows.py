@@ -5,6 +5,7 @@ outcome is part of `record_outcomes` (sql/queries.sql). `_store.PostgresStore` i
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from .._records import JobRecord, JobStatus
@@ -35,23 +36,8 @@ class WorkflowStatements(ConnectedStore):
             executor = JoinedTransaction(connection)
             if self.schema is not None:
                 await self._check_caller_schema(executor)
-        steps = new.steps
-        edges = [(up + 1, down + 1) for down, s in enumerate(steps) for up in s.upstream]
-        (row,) = await executor.fetch(
-            self._q["insert_workflow"],
-            new.name,
-            new.trace_context,
-            [s.step for s in steps],
-            [s.name for s in steps],
-            [s.queue for s in steps],
-            f"[{','.join(s.payload for s in steps)}]",
-            [s.priority for s in steps],
-            [s.max_attempts for s in steps],
-            [s.allowed_failures for s in steps],
-            [up for up, _ in edges],
-            [down for _, down in edges],
-        )
-        ids = dict(zip((s.step for s in steps), row["ids"], strict=True))
+        (row,) = await executor.fetch(self._q["insert_workflow"], *_workflow_arguments(new))
+        ids = dict(zip(new.steps, row["ids"], strict=True))
         return EnqueuedWorkflow(row["workflow_id"], ids)
 
     async def _check_caller_schema(self, caller: JoinedTransaction) -> None:
@@ -119,3 +105,52 @@ class WorkflowStatements(ConnectedStore):
         return workflow_record(
             found["id"], found["name"], found["created_at"], jobs, lambda job: upstream[job.id]
         )
+
+
+def _workflow_arguments(new: NewWorkflow) -> tuple[Any, ...]:
+    """The parameters of `insert_workflow`: a few arrays of the steps' size, none of objects."""
+    waiting = sorted(new.upstream)
+    waited: list[int] = []
+    first, last = [], []
+    dependents: dict[int, list[int]] = {}
+    for step in waiting:
+        upstream = new.upstream[step]
+        first.append(len(waited) + 1)
+        waited += upstream
+        last.append(len(waited))
+        for up in upstream:
+            dependents.setdefault(up, []).append(step)
+    # Each step's group of dependents, in step order: $16's bounds, $15 the groups end to end.
+    flat: list[int] = []
+    bounds = [0]
+    if dependents:
+        for step in range(len(new.steps)):
+            group = dependents.get(step)
+            if group is not None:
+                flat += group
+            bounds.append(len(flat))
+    else:
+        bounds *= len(new.steps) + 1
+    # A queue is woken when a step of it is pending: one that waits for none.
+    pending = Counter(new.job_of)
+    pending.subtract(new.job_of[step] for step in waiting)
+    woken = sorted({new.jobs[job].queue for job, count in pending.items() if count > 0})
+    return (
+        new.name,
+        new.trace_context,
+        ",".join(new.steps),
+        f"[{','.join(new.payloads)}]",
+        [job.name for job in new.jobs],
+        [job.queue for job in new.jobs],
+        [job.priority for job in new.jobs],
+        [job.max_attempts for job in new.jobs],
+        new.job_of,
+        [step + 1 for step in waiting],
+        [new.allowed_failures[step] for step in waiting],
+        first,
+        last,
+        waited,
+        flat,
+        bounds,
+        woken,
+    )
