@@ -159,15 +159,14 @@ class Workflow:
         _check_step_name(f"{prefix}[{max(len(items) - 1, 0)}]")
         start = len(self._names)
         names = [f"{prefix}[{index}]" for index in range(len(items))]
-        taken = self._position.keys() & names if self._position else ()
-        if taken or len(set(names)) < len(names):
-            name = min(taken) if taken else names[0]
-            raise WorkflowDefinitionError(f"workflow {self.name!r}: two steps named {name!r}")
+        taken = self._position.keys() & names if self._position else ()  # distinct among them
+        if taken:
+            raise WorkflowDefinitionError(f"workflow {self.name!r}: two steps named {min(taken)!r}")
         self._position.update(zip(names, range(start, start + len(names)), strict=True))
         self._names += names
         self._payloads += payloads
         self._job_of += [self._job_index(job)] * len(names)
-        return [Step(name, job) for name in names]
+        return _steps(names, job)
 
     def chain(self, *steps: Step[Any] | str) -> None:
         """Makes each of `steps` wait for the one before it (as well as for what it already
@@ -344,6 +343,23 @@ class After:
         return self._workflow._add(
             step, job, args, kwargs, self._waits_for, self._at_least, always=self._always
         )
+
+
+_new_step = object.__new__
+# The slots' own setters, which a frozen dataclass's __init__ reaches the slow way round.
+_set_name = Step.__dict__["name"].__set__
+_set_job = Step.__dict__["job"].__set__
+
+
+def _steps(names: list[str], job: Job[..., Any]) -> list[Step[Any]]:
+    """`[Step(name, job) for name in names]` in half the time (a fan-out of thousands)."""
+    steps = []
+    for name in names:
+        step = _new_step(Step)
+        _set_name(step, name)
+        _set_job(step, job)
+        steps.append(step)
+    return steps
 
 
 def _check_step_name(name: str) -> str:

@@ -6,6 +6,7 @@ outcome is part of `record_outcomes` (sql/queries.sql). `_store.PostgresStore` i
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from .._records import JobRecord, JobStatus
@@ -144,13 +145,19 @@ def _workflow_arguments(new: NewWorkflow) -> tuple[Any, ...]:
         [job.queue for job in new.jobs],
         [job.priority for job in new.jobs],
         [job.max_attempts for job in new.jobs],
-        new.job_of,
+        _numbers(new.job_of),
         [step + 1 for step in waiting],
         [new.allowed_failures[step] for step in waiting],
         first,
         last,
-        waited,
-        flat,
-        bounds,
+        _numbers(waited),
+        _numbers(flat),
+        _numbers(bounds),
         woken,
+        len(new.steps),
     )
+
+
+def _numbers(numbers: list[int] | Sequence[int]) -> str:
+    """A list of numbers as `insert_workflow` takes the long ones: text, parsed in one call."""
+    return ",".join(map(str, numbers))

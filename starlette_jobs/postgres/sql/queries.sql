@@ -1198,17 +1198,19 @@ SELECT queue, name, count(*) AS pending, min(run_at) AS oldest_run_at
 -- in the order given (each step after those it waits for). A step that waits for none is
 -- pending, the others waiting, each with the count of steps it waits for; each holds the ids
 -- of the steps it waits for (upstream) and of those waiting for it (dependents). Few
--- parameters per step, none of them an object (docs/performance.md, "With workflows"): the ids
--- are drawn in one array, and each step's upstream and dependents are slices of one array
--- each, mapped from positions to ids once.
+-- parameters per step, none of them an object, lists of numbers as text joined by ',' (parsed
+-- in one call instead of one per element; docs/performance.md, "With workflows"): the ids are
+-- drawn in one array, and each step's upstream and dependents are slices of one array each,
+-- mapped from positions to ids once.
 -- $1 workflow name, $2 trace context (JSON text) or NULL, $3 step names joined by ','
 -- (a step name has no comma), $4 payloads (one JSON array, an element per step),
 -- $5 $6 $7 $8 the jobs of the steps: names, queues, priorities, max_attempts; $9 each step's
--- job (a position in those, from 0); the steps that wait: $10 their positions (from 1),
+-- job (a position in those, from 0; text); the steps that wait: $10 their positions (from 1),
 -- $11 their allowed failures, $12 and $13 the first and last position in $14 of the steps
--- each waits for; $14 positions (from 0) of steps waited for; $15 positions (from 0) of
--- dependents, grouped by the step they wait for in step order, a step's group being $15's
--- elements $16[position] + 1 to $16[position + 1]; $17 the queues to wake
+-- each waits for; $14 positions (from 0) of steps waited for (text); $15 positions (from 0)
+-- of dependents, grouped by the step they wait for in step order (text), a step's group
+-- being $15's elements bounds[position] + 1 to bounds[position + 1], the bounds being $16
+-- (text); $17 the queues to wake; $18 how many steps
 WITH workflow AS (
     INSERT INTO starlette_jobs_workflows (name, trace_context, created_at)
     VALUES ($1, $2::jsonb, statement_timestamp())
@@ -1217,13 +1219,15 @@ WITH workflow AS (
     -- As an identity column draws them, the sequence looked up once (not once per row).
     SELECT ARRAY(SELECT nextval((SELECT pg_get_serial_sequence('starlette_jobs', 'id')
                                               ::regclass))
-                   FROM generate_series(1, cardinality($9::int4[]))) AS ids
+                   FROM generate_series(1, $18::int4)) AS ids
 ), edge AS MATERIALIZED (
-    SELECT ARRAY(SELECT drawn.ids[up + 1] FROM unnest($14::int4[]) WITH ORDINALITY AS e(up, o)
+    SELECT ARRAY(SELECT drawn.ids[up + 1]
+                   FROM unnest(string_to_array($14, ',')::int4[]) WITH ORDINALITY AS e(up, o)
                   ORDER BY o) AS upstream,
            ARRAY(SELECT drawn.ids[down + 1]
-                   FROM unnest($15::int4[]) WITH ORDINALITY AS e(down, o)
-                  ORDER BY o) AS dependents
+                   FROM unnest(string_to_array($15, ',')::int4[]) WITH ORDINALITY AS e(down, o)
+                  ORDER BY o) AS dependents,
+           string_to_array($16, ',')::int4[] AS bounds
       FROM drawn
 ), inserted AS (
     INSERT INTO starlette_jobs
@@ -1231,19 +1235,20 @@ WITH workflow AS (
          status, workflow_id, step, upstream, dependents, upstream_left, upstream_failed,
          allowed_failures)
     OVERRIDING SYSTEM VALUE
-    SELECT drawn.ids[given.position], ($5::text[])[given.job + 1], ($6::text[])[given.job + 1],
-           given.payload, ($7::int4[])[given.job + 1], ($8::int4[])[given.job + 1], $2::jsonb,
+    SELECT drawn.ids[given.position], ($5::text[])[given.job::int4 + 1],
+           ($6::text[])[given.job::int4 + 1], given.payload, ($7::int4[])[given.job::int4 + 1],
+           ($8::int4[])[given.job::int4 + 1], $2::jsonb,
            statement_timestamp(), statement_timestamp(),
            CASE WHEN waits.position IS NULL THEN 'pending' ELSE 'waiting' END,
            (SELECT id FROM workflow), given.step, edge.upstream[waits.first:waits.last],
-           CASE WHEN ($16::int4[])[given.position + 1] > ($16::int4[])[given.position]
-                THEN edge.dependents[($16::int4[])[given.position] + 1
-                                     :($16::int4[])[given.position + 1]] END,
+           CASE WHEN edge.bounds[given.position + 1] > edge.bounds[given.position]
+                THEN edge.dependents[edge.bounds[given.position] + 1
+                                     :edge.bounds[given.position + 1]] END,
            waits.last - waits.first + 1, CASE WHEN waits.position IS NOT NULL THEN 0 END,
            waits.allowed_failures
       FROM drawn, edge,
            ROWS FROM (string_to_table($3, ','), jsonb_array_elements($4::jsonb),
-                      unnest($9::int4[]))
+                      string_to_table($9, ','))
            WITH ORDINALITY AS given(step, payload, job, position)
       LEFT JOIN unnest($10::int4[], $11::int4[], $12::int4[], $13::int4[])
                 AS waits(position, allowed_failures, first, last)
