@@ -38,8 +38,8 @@ class MemoryWorkflows(MemoryTables):
         self.data.workflows[workflow_id] = (new.name, now)
         ids = [next(self._ids) for _ in new.steps]
         dependents: dict[int, list[int]] = {}
-        for position, upstream in new.upstream.items():
-            for up in upstream:
+        for position, waited in new.upstream.items():
+            for up in waited:
                 dependents.setdefault(ids[up], []).append(ids[position])
         woken = set()
         for position, (job_id, step, payload) in enumerate(

@@ -83,8 +83,8 @@ EXPECTED: dict[str, list[str]] = {
     "hold_liveness": ["text"],
     "rescue_dead_workers": ["int8", "bool"],
     "insert_workflow": [
-        *["text", "jsonb", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],
-        *["int4[]", "int4[]"],
+        *["text", "jsonb", "text", "jsonb", "text[]", "text[]", "int4[]", "int4[]", "text"],
+        *["int4[]", "int4[]", "int4[]", "int4[]", "text", "text", "text", "text[]", "int4"],
     ],
     "settle_steps": ["int8", "bool"],
     "upstream_results": ["int8"],
