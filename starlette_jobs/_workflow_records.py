@@ -50,7 +50,8 @@ class NewWorkflow:
     name: str
     trace_context: str | None
     steps: Sequence[str]
-    """The step names, in order; the other per-step fields are by position in it."""
+    """The step names (as `Workflow` allows them: no comma, which the PostgreSQL store joins
+    them with), in order; the other per-step fields are by position in it."""
     payloads: Sequence[str]
     """Each step's validated arguments, as JSON text."""
     jobs: Sequence[StepJob]
