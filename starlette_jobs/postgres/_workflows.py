@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 from .._records import JobRecord, JobStatus
@@ -111,31 +112,27 @@ class WorkflowStatements(ConnectedStore):
 def _workflow_arguments(new: NewWorkflow) -> tuple[Any, ...]:
     """The parameters of `insert_workflow`: a few arrays of the steps' size, none of objects."""
     waiting = sorted(new.upstream)
-    waited: list[int] = []
+    waited: list[int] = []  # what each step that waits waits for, end to end
+    owners: list[int] = []  # which step waits, for each of those
     first, last = [], []
-    dependents: dict[int, list[int]] = {}
     for step in waiting:
         upstream = new.upstream[step]
         first.append(len(waited) + 1)
         waited += upstream
+        owners += [step] * len(upstream)
         last.append(len(waited))
-        for up in upstream:
-            dependents.setdefault(up, []).append(step)
-    # Each step's group of dependents, in step order: $16's bounds, $15 the groups end to end.
-    flat: list[int] = []
-    bounds = [0]
-    if dependents:
-        for step in range(len(new.steps)):
-            group = dependents.get(step)
-            if group is not None:
-                flat += group
-            bounds.append(len(flat))
-    else:
-        bounds *= len(new.steps) + 1
+    # Each step's dependents, grouped by the step they wait for in step order (a stable sort
+    # of the owners by what they wait for), and the bounds of each step's group.
+    counts = [0] * (len(new.steps) + 1)
+    for up in waited:
+        counts[up + 1] += 1
+    bounds = list(accumulate(counts))
+    flat = [owners[i] for i in sorted(range(len(waited)), key=waited.__getitem__)]
     # A queue is woken when a step of it is pending: one that waits for none.
     pending = Counter(new.job_of)
     pending.subtract(new.job_of[step] for step in waiting)
     woken = sorted({new.jobs[job].queue for job, count in pending.items() if count > 0})
+    digits = list(map(str, range(max(len(waited), len(new.steps)) + 1)))  # every number below
     return (
         new.name,
         new.trace_context,
@@ -145,19 +142,20 @@ def _workflow_arguments(new: NewWorkflow) -> tuple[Any, ...]:
         [job.queue for job in new.jobs],
         [job.priority for job in new.jobs],
         [job.max_attempts for job in new.jobs],
-        _numbers(new.job_of),
+        _numbers(new.job_of, digits),
         [step + 1 for step in waiting],
         [new.allowed_failures[step] for step in waiting],
         first,
         last,
-        _numbers(waited),
-        _numbers(flat),
-        _numbers(bounds),
+        _numbers(waited, digits),
+        _numbers(flat, digits),
+        _numbers(bounds, digits),
         woken,
         len(new.steps),
     )
 
 
-def _numbers(numbers: list[int] | Sequence[int]) -> str:
-    """A list of numbers as `insert_workflow` takes the long ones: text, parsed in one call."""
-    return ",".join(map(str, numbers))
+def _numbers(numbers: Sequence[int], digits: list[str]) -> str:
+    """A list of numbers as `insert_workflow` takes the long ones: text, parsed in one call.
+    `digits[n]` is `str(n)`, made once for the four lists."""
+    return ",".join(map(digits.__getitem__, numbers))
