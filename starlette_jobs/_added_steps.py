@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ._errors import WorkflowDefinitionError
@@ -79,8 +79,8 @@ class AddedSteps(Workflow):
 
 
 def split_added(
-    new: NewWorkflow, workflow_id: int, existing: Mapping[str, tuple[int, str, str]]
-) -> tuple[NewWorkflow, dict[str, int]]:
+    given: Sequence[NewStep], workflow_id: int, existing: Mapping[str, tuple[int, str, str]]
+) -> tuple[list[NewStep], dict[str, int]]:
     """What the stores do with steps to add, given `existing`: the workflow's steps already
     named as some of those given, as step name -> (job id, job name, payload as JSON text).
     Returns the steps to insert (those of a new name, each waiting for positions among them)
@@ -91,7 +91,7 @@ def split_added(
             to insert waits for one kept (it would count a step that may have finished).
     """
     kept: dict[str, int] = {}
-    for step in new.steps:
+    for step in given:
         found = existing.get(step.step)
         if found is None:
             continue
@@ -103,13 +103,13 @@ def split_added(
             )
         kept[step.step] = job_id
     if not kept:
-        return new, kept
+        return list(given), kept
     position: dict[int, int] = {}
     inserted: list[NewStep] = []
-    for at, step in enumerate(new.steps):
+    for at, step in enumerate(given):
         if step.step in kept:
             continue
-        waits_for_kept = [new.steps[up].step for up in step.upstream if up not in position]
+        waits_for_kept = [given[up].step for up in step.upstream if up not in position]
         if waits_for_kept:
             raise WorkflowDefinitionError(
                 f"step {step.step!r} waits for {waits_for_kept[0]!r}, which was added before "
@@ -119,4 +119,4 @@ def split_added(
         position[at] = len(inserted)
         upstream = tuple(position[up] for up in step.upstream)
         inserted.append(dataclasses.replace(step, upstream=upstream))
-    return dataclasses.replace(new, steps=tuple(inserted)), kept
+    return inserted, kept

@@ -124,18 +124,24 @@ class Enqueuer:
         `_workflows.Workflow.enqueue`."""
         store = self._store()
         caller = None if connection is None else await driver_connection(connection)
-        with self._tracing.send(new.steps[0].queue, f"workflow:{new.name}") as scope:
+        with self._tracing.send(new.queue_of(0), f"workflow:{new.name}") as scope:
             new = replace(new, trace_context=scope.stored_context)
-            for step in new.steps:
-                if len(step.payload) > self._longest_safe_payload:
-                    self._check_payload_sizes(registered_job(step.name), [step.payload])
+            longest_safe = self._longest_safe_payload
+            for position, payload in enumerate(new.payloads):
+                if len(payload) > longest_safe:
+                    name = new.jobs[new.job_of[position]].name
+                    self._check_payload_sizes(registered_job(name), [payload])
             try:
                 enqueued = await store.insert_workflow(new, caller)
             except DatabaseUnavailableError as error:
                 raise while_doing("enqueue a workflow", error) from error
             scope.set_job_ids(list(enqueued.steps.values()))
         if self.after_enqueue is not None:
-            first = [enqueued.steps[step.step] for step in new.steps if not step.upstream]
+            first = [
+                enqueued.steps[step]
+                for position, step in enumerate(new.steps)
+                if position not in new.upstream
+            ]
             await self.after_enqueue(first)
         return enqueued
 

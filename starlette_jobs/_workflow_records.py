@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,10 +12,20 @@ from typing import Any
 from ._records import FINISHED, JobRecord, JobStatus
 
 
+@dataclass(frozen=True, slots=True)
+class StepJob:
+    """What the steps of one job share: its registered name, queue, priority and attempts."""
+
+    name: str
+    queue: str
+    priority: int
+    max_attempts: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewStep:
-    """One step to insert: a job, and the positions (in `NewWorkflow.steps`) of those it waits
-    for."""
+    """One step to insert: a job, and the positions (in the workflow's steps) of those it waits
+    for; `NewWorkflow.of` makes a workflow of them."""
 
     step: str
     name: str
@@ -33,11 +43,64 @@ class NewStep:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewWorkflow:
     """A workflow to insert in one go; see `Store.insert_workflow`. The steps are in an order
-    where each comes after those it waits for."""
+    where each comes after those it waits for, a column per field rather than an object per
+    step: a workflow of 10,000 steps is built and written without 10,000 of anything but its
+    names and payloads (docs/performance.md, "With workflows")."""
 
     name: str
-    steps: tuple[NewStep, ...]
     trace_context: str | None
+    steps: Sequence[str]
+    """The step names (as `Workflow` allows them: no comma, which the PostgreSQL store joins
+    them with), in order; the other per-step fields are by position in it."""
+    payloads: Sequence[str]
+    """Each step's validated arguments, as JSON text."""
+    jobs: Sequence[StepJob]
+    job_of: Sequence[int]
+    """Each step's job, as a position in `jobs`."""
+    upstream: Mapping[int, Sequence[int]]
+    """For each step that waits (only those), the positions of the steps it waits for, in
+    increasing order (each before its own)."""
+    allowed_failures: Mapping[int, int]
+    """For each step that waits, how many of those it waits for may end otherwise than
+    succeeded (0: none may)."""
+
+    @classmethod
+    def of(cls, name: str, steps: Sequence[NewStep], trace_context: str | None) -> NewWorkflow:
+        """The workflow of these steps (each after those it waits for)."""
+        jobs: dict[StepJob, int] = {}
+        job_of = [
+            jobs.setdefault(StepJob(s.name, s.queue, s.priority, s.max_attempts), len(jobs))
+            for s in steps
+        ]
+        waiting = [(position, s) for position, s in enumerate(steps) if s.upstream]
+        return cls(
+            name=name,
+            trace_context=trace_context,
+            steps=[s.step for s in steps],
+            payloads=[s.payload for s in steps],
+            jobs=list(jobs),
+            job_of=job_of,
+            upstream={position: sorted(s.upstream) for position, s in waiting},
+            allowed_failures={position: s.allowed_failures for position, s in waiting},
+        )
+
+    def queue_of(self, position: int) -> str:
+        return self.jobs[self.job_of[position]].queue
+
+    def step_records(self) -> list[NewStep]:
+        """A `NewStep` per step, as `of` takes them: for the few steps a running step adds
+        (`_added_steps.split_added`), not for the big workflows this shape is for."""
+        return [
+            NewStep(
+                step=step, name=job.name, queue=job.queue, payload=payload,
+                priority=job.priority, max_attempts=job.max_attempts,
+                upstream=tuple(self.upstream.get(position, ())),
+                allowed_failures=self.allowed_failures.get(position, 0),
+            )
+            for position, (step, payload, job) in enumerate(
+                zip(self.steps, self.payloads, (self.jobs[j] for j in self.job_of), strict=True)
+            )
+        ]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ async def double(n: int) -> int:
     return 2 * n
 
 
-def new(*steps: NewStep) -> NewWorkflow:
-    return NewWorkflow(name="more", steps=steps, trace_context=None)
+def new(*steps: NewStep) -> list[NewStep]:
+    return list(steps)
 
 
 def step(name: str, *upstream: int, payload: str = '{"n": 1}') -> NewStep:
@@ -31,13 +31,13 @@ async def test_the_steps_are_written_through_the_adder_once_checked() -> None:
 
     async def add(steps: NewWorkflow) -> EnqueuedWorkflow:
         written.append(steps)
-        return EnqueuedWorkflow(1, {s.step: i for i, s in enumerate(steps.steps)})
+        return EnqueuedWorkflow(1, {name: i for i, name in enumerate(steps.steps)})
 
     more = AddedSteps(7, add)
     first = more.add("a", double, n=1)
     more.after(first).add("b", double, n=2)
     assert await more.enqueue() == EnqueuedWorkflow(1, {"a": 0, "b": 1})
-    assert [(s.step, s.upstream, s.payload) for s in written[0].steps] == [
+    assert [(s.step, s.upstream, s.payload) for s in written[0].step_records()] == [
         ("a", (), '{"n":1}'),
         ("b", (0,), '{"n":2}'),
     ]
@@ -73,7 +73,7 @@ def test_a_step_added_again_with_the_same_job_and_arguments_is_kept() -> None:
     }
     inserted, kept = split_added(steps, 3, existing)
     assert kept == {"a": 40, "b": 41}
-    assert [(s.step, s.upstream) for s in inserted.steps] == [("c", ())]
+    assert [(s.step, s.upstream) for s in inserted] == [("c", ())]
 
 
 def test_a_name_taken_by_other_arguments_or_job_is_refused() -> None:

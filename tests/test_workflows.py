@@ -23,6 +23,11 @@ async def step_job(n: int) -> int:
     return n
 
 
+@job(name="unit.other", queue="others")
+async def other_job() -> None:
+    return None
+
+
 @pytest.fixture
 async def jobs() -> AsyncIterator[Jobs]:
     async with Jobs("memory://", queues={}) as started:
@@ -30,7 +35,11 @@ async def jobs() -> AsyncIterator[Jobs]:
 
 
 def order(flow: Workflow) -> list[tuple[str, tuple[int, ...], int]]:
-    return [(s.step, s.upstream, s.allowed_failures) for s in flow._new_workflow(None).steps]
+    new = flow._new_workflow(None)
+    return [
+        (step, tuple(new.upstream.get(i, ())), new.allowed_failures.get(i, 0))
+        for i, step in enumerate(new.steps)
+    ]
 
 
 def test_steps_come_after_those_they_wait_for_with_their_policies() -> None:
@@ -44,8 +53,8 @@ def test_steps_come_after_those_they_wait_for_with_their_policies() -> None:
         ("b", (), 0),
         ("c", (0,), 0),
         ("a", (0, 1), 0),
-        ("d", (2, 0, 1), 3),  # runs whatever their outcome
-        ("e", (2, 0, 1), 2),  # 1 of 3 must succeed: 2 may fail
+        ("d", (0, 1, 2), 3),  # runs whatever their outcome
+        ("e", (0, 1, 2), 2),  # 1 of 3 must succeed: 2 may fail
     ]
 
 
@@ -99,6 +108,12 @@ def test_bad_arguments_are_refused_when_the_step_is_added_naming_it() -> None:
         (lambda f: f.add("x y", step_job, n=1), "invalid step name 'x y'"),
         (lambda f: f.add("a", print, n=1), "is not a @job function"),
         (lambda f: (f.add("a", step_job, n=1), f.add("a", step_job, n=2)), "two steps named"),
+        (
+            lambda f: (f.add("p[1]", step_job, n=1), f.add_many("p", step_job, [{"n": 2}] * 3)),
+            "two steps named 'p\\[1\\]'",
+        ),
+        (lambda f: f.add_many("p p", step_job, [{"n": 1}]), "invalid step name 'p p\\[0\\]'"),
+        (lambda f: f.add_many("p" * 197, step_job, [{"n": 1}] * 11), "invalid step name"),
         (lambda f: f.after(), "needs at least one step"),
         (lambda f: f.after("a", "a"), "names a step twice"),
         (lambda f: f.after("a", always=True, at_least=1), "not both"),
@@ -110,6 +125,20 @@ def test_bad_arguments_are_refused_when_the_step_is_added_naming_it() -> None:
 def test_what_cannot_be_declared_is_refused_at_once(declare: object, message: str) -> None:
     with pytest.raises(WorkflowDefinitionError, match=message):
         declare(Workflow("w"))  # type: ignore[operator]
+
+
+def test_a_fan_in_reaches_the_store_as_columns_each_job_once() -> None:
+    flow = Workflow("w")
+    parts = flow.add_many("p", step_job, [{"n": n} for n in range(3)])
+    flow.after(*parts, at_least=2).add("sum", other_job)
+    new = flow._new_workflow(None)
+    assert list(new.steps) == ["p[0]", "p[1]", "p[2]", "sum"]
+    assert list(new.payloads) == ['{"n":0}', '{"n":1}', '{"n":2}', "{}"]
+    assert [job.name for job in new.jobs] == ["unit.step", "unit.other"]
+    assert list(new.job_of) == [0, 0, 0, 1]
+    assert new.upstream == {3: [0, 1, 2]}
+    assert new.allowed_failures == {3: 1}
+    assert new.queue_of(3) == other_job.queue
 
 
 def test_a_workflow_needs_a_name_and_a_step() -> None:

@@ -35,15 +35,14 @@ class MemoryAddedSteps(MemoryTables):
             raise WorkflowDefinitionError(
                 f"job {job_id} is not a workflow's step: only a step can add steps to its workflow"
             )
-        names = {step.step for step in new.steps}
+        names = set(new.steps)
         existing = {
             row.step: (row.id, row.name, row.payload)
             for row in self._rows.values()
             if row.workflow_id == workflow_id and row.step in names
         }
-        inserted, kept = split_added(new, workflow_id, existing)
+        steps, kept = split_added(new.step_records(), workflow_id, existing)
         now = utc_now()
-        steps = inserted.steps if len(kept) < len(new.steps) else ()
         ids = [next(self._ids) for _ in steps]
         after = running.dependents or []
         within: dict[int, list[int]] = {}

@@ -38,31 +38,33 @@ class MemoryWorkflows(MemoryTables):
         self.data.workflows[workflow_id] = (new.name, now)
         ids = [next(self._ids) for _ in new.steps]
         dependents: dict[int, list[int]] = {}
-        for position, step in enumerate(new.steps):
-            for up in step.upstream:
+        for position, waited in new.upstream.items():
+            for up in waited:
                 dependents.setdefault(ids[up], []).append(ids[position])
         woken = set()
-        for job_id, step in zip(ids, new.steps, strict=True):
+        for position, (job_id, step, payload) in enumerate(
+            zip(ids, new.steps, new.payloads, strict=True)
+        ):
+            job = new.jobs[new.job_of[position]]
             one = NewJobs(
-                name=step.name, queue=step.queue, payloads=[step.payload], priority=step.priority,
-                delay=None, run_at=now, max_attempts=step.max_attempts,
+                name=job.name, queue=job.queue, payloads=[payload], priority=job.priority,
+                delay=None, run_at=now, max_attempts=job.max_attempts,
                 trace_context=new.trace_context, unique_key=None, notify=False,
             )  # fmt: skip
-            row = self._rows[job_id] = Row.new(one, job_id, step.payload, now)
-            row.workflow_id, row.step = workflow_id, step.step
+            row = self._rows[job_id] = Row.new(one, job_id, payload, now)
+            row.workflow_id, row.step = workflow_id, step
             row.dependents = sorted(dependents[job_id]) if job_id in dependents else None
-            if step.upstream:
+            upstream = new.upstream.get(position)
+            if upstream:
                 row.status = JobStatus.WAITING
-                row.upstream = sorted(ids[up] for up in step.upstream)
-                row.upstream_left, row.upstream_failed = len(step.upstream), 0
-                row.allowed_failures = step.allowed_failures
+                row.upstream = sorted(ids[up] for up in upstream)
+                row.upstream_left, row.upstream_failed = len(upstream), 0
+                row.allowed_failures = new.allowed_failures[position]
             else:
-                woken.add(step.queue)
+                woken.add(job.queue)
         for queue in woken:
             self._notify(queue)
-        return EnqueuedWorkflow(
-            workflow_id, {s.step: i for s, i in zip(new.steps, ids, strict=True)}
-        )
+        return EnqueuedWorkflow(workflow_id, dict(zip(new.steps, ids, strict=True)))
 
     def _tell_dependents(self, finished: Row, now: datetime) -> None:
         """The steps waiting for `finished` count its outcome: released once the last of those

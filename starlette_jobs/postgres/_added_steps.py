@@ -37,14 +37,11 @@ class AddedStepStatements(ConnectedStore):
                         f"job {job_id} is not a workflow's step: only a step can add steps to "
                         "its workflow"
                     )
-                rows = await connection.fetch(
-                    self._q["steps_named"], workflow_id, [s.step for s in new.steps]
-                )
+                rows = await connection.fetch(self._q["steps_named"], workflow_id, list(new.steps))
                 existing = {row["step"]: (row["id"], row["name"], row["payload"]) for row in rows}
-                inserted, kept = split_added(new, workflow_id, existing)
-                if not inserted.steps or len(kept) == len(new.steps):
+                steps, kept = split_added(new.step_records(), workflow_id, existing)
+                if not steps:
                     return EnqueuedWorkflow(workflow_id, kept)
-                steps = inserted.steps
                 edges = [(up + 1, down + 1) for down, s in enumerate(steps) for up in s.upstream]
                 row = await connection.fetchrow(
                     self._q["add_steps"],

@@ -5,6 +5,9 @@ outcome is part of `record_outcomes` (sql/queries.sql). `_store.PostgresStore` i
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 from .._records import JobRecord, JobStatus
@@ -35,23 +38,8 @@ class WorkflowStatements(ConnectedStore):
             executor = JoinedTransaction(connection)
             if self.schema is not None:
                 await self._check_caller_schema(executor)
-        steps = new.steps
-        edges = [(up + 1, down + 1) for down, s in enumerate(steps) for up in s.upstream]
-        (row,) = await executor.fetch(
-            self._q["insert_workflow"],
-            new.name,
-            new.trace_context,
-            [s.step for s in steps],
-            [s.name for s in steps],
-            [s.queue for s in steps],
-            f"[{','.join(s.payload for s in steps)}]",
-            [s.priority for s in steps],
-            [s.max_attempts for s in steps],
-            [s.allowed_failures for s in steps],
-            [up for up, _ in edges],
-            [down for _, down in edges],
-        )
-        ids = dict(zip((s.step for s in steps), row["ids"], strict=True))
+        (row,) = await executor.fetch(self._q["insert_workflow"], *_workflow_arguments(new))
+        ids = dict(zip(new.steps, row["ids"], strict=True))
         return EnqueuedWorkflow(row["workflow_id"], ids)
 
     async def _check_caller_schema(self, caller: JoinedTransaction) -> None:
@@ -130,3 +118,55 @@ class WorkflowStatements(ConnectedStore):
     async def workflow_of(self, job_id: int) -> int | None:
         workflow_id: int | None = await self._read("fetchval", self._q["workflow_of"], job_id)
         return workflow_id
+
+
+def _workflow_arguments(new: NewWorkflow) -> tuple[Any, ...]:
+    """The parameters of `insert_workflow`: a few arrays of the steps' size, none of objects."""
+    waiting = sorted(new.upstream)
+    waited: list[int] = []  # what each step that waits waits for, end to end
+    owners: list[int] = []  # which step waits, for each of those
+    first, last = [], []
+    for step in waiting:
+        upstream = new.upstream[step]
+        first.append(len(waited) + 1)
+        waited += upstream
+        owners += [step] * len(upstream)
+        last.append(len(waited))
+    # Each step's dependents, grouped by the step they wait for in step order (a stable sort
+    # of the owners by what they wait for), and the bounds of each step's group.
+    counts = [0] * (len(new.steps) + 1)
+    for up in waited:
+        counts[up + 1] += 1
+    bounds = list(accumulate(counts))
+    flat = [owners[i] for i in sorted(range(len(waited)), key=waited.__getitem__)]
+    # A queue is woken when a step of it is pending: one that waits for none.
+    pending = Counter(new.job_of)
+    pending.subtract(new.job_of[step] for step in waiting)
+    woken = sorted({new.jobs[job].queue for job, count in pending.items() if count > 0})
+    digits = list(map(str, range(max(len(waited), len(new.steps)) + 1)))  # every number below
+    return (
+        new.name,
+        new.trace_context,
+        ",".join(new.steps),
+        f"[{','.join(new.payloads)}]",
+        [job.name for job in new.jobs],
+        [job.queue for job in new.jobs],
+        [job.priority for job in new.jobs],
+        [job.max_attempts for job in new.jobs],
+        _numbers(new.job_of, digits),
+        [step + 1 for step in waiting],
+        [new.allowed_failures[step] for step in waiting],
+        first,
+        last,
+        _numbers(waited, digits),
+        _numbers(flat, digits),
+        _numbers(bounds, digits),
+        woken,
+        len(new.steps),
+    )
+
+
+def _numbers(numbers: Sequence[int], digits: list[str]) -> str:
+    """A list of numbers as `insert_workflow` takes the long ones: text, parsed in one call.
+    `digits[n]` is `str(n)`, made once for the four lists."""
+    return ",".join(map(digits.__getitem__, numbers))

@@ -121,7 +121,7 @@ async def test_the_dependents_are_not_released_before_the_added_steps(idle: Jobs
     enqueued = await flow.enqueue(jobs=idle)
     store = idle._ready_store
     (claim,) = await store.claim_batch("default", 10, "w", 30)
-    new = NewWorkflow(name="more", steps=(step("page[0]"), step("page[1]")), trace_context=None)
+    new = NewWorkflow.of("more", (step("page[0]"), step("page[1]")), None)
     added = await store.add_steps(claim.id, claim.lease_token, new)
     assert added.id == enqueued.id
     await succeed(idle, claim.id, claim.lease_token, "2")
@@ -245,7 +245,7 @@ async def test_an_attempt_that_lost_its_lease_or_was_asked_to_stop_adds_nothing(
     store = idle._ready_store
     (claim,) = await store.claim_batch("default", 10, "w", 30)
     assert await store.release_jobs([(claim.id, claim.lease_token)]) == {claim.id}
-    new = NewWorkflow(name="more", steps=(step("page[0]"),), trace_context=None)
+    new = NewWorkflow.of("more", (step("page[0]"),), None)
     with pytest.raises(StepNotRunningError, match=f"job {claim.id}: this attempt no longer"):
         await store.add_steps(claim.id, claim.lease_token, new)
     (claim,) = await store.claim_batch("default", 10, "w", 30)

@@ -86,8 +86,8 @@ EXPECTED: dict[str, list[str]] = {
     "end_stale_liveness": ["text", "int4"],
     "rescue_dead_workers": ["int8", "bool"],
     "insert_workflow": [
-        *["text", "jsonb", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],
-        *["int4[]", "int4[]"],
+        *["text", "jsonb", "text", "jsonb", "text[]", "text[]", "int4[]", "int4[]", "text"],
+        *["int4[]", "int4[]", "int4[]", "int4[]", "text", "text", "text", "text[]", "int4"],
     ],
     "settle_steps": ["int8", "bool"],
     "upstream_results": ["int8"],

@@ -22,7 +22,7 @@ def two_steps(max_attempts: int = 1) -> NewWorkflow:
         step="second", name="tests.b", queue="q", payload="{}", priority=0, max_attempts=1,
         upstream=(0,), allowed_failures=0,
     )  # fmt: skip
-    return NewWorkflow(name="w", steps=(first, second), trace_context=None)
+    return NewWorkflow.of("w", [first, second], trace_context=None)
 
 
 async def test_a_callers_transaction_is_refused() -> None:

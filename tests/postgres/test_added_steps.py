@@ -36,7 +36,7 @@ def graph(width: int) -> NewWorkflow:
     """`width` steps in queue "first", then "last", which waits for them all."""
     firsts = [step(f"first[{n}]", "first") for n in range(width)]
     last = step("last", "last", *range(width))
-    return NewWorkflow(name="w", steps=(*firsts, last), trace_context=None)
+    return NewWorkflow.of("w", (*firsts, last), None)
 
 
 async def test_an_addition_racing_the_other_outcomes_never_releases_early(
@@ -47,9 +47,7 @@ async def test_an_addition_racing_the_other_outcomes_never_releases_early(
         for _ in range(20):
             enqueued = await store.insert_workflow(graph(4))
             adder, *others = await store.claim_batch("first", 10, "w", 30)
-            more = NewWorkflow(
-                name="more", steps=(step("a", "added"), step("b", "added")), trace_context=None
-            )
+            more = NewWorkflow.of("more", (step("a", "added"), step("b", "added")), None)
 
             async def finish(writer: PostgresStore, claim: Claim) -> None:
                 assert await writer.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
@@ -82,10 +80,8 @@ async def test_two_steps_adding_one_name_at_once_take_turns(
         for _ in range(10):
             enqueued = await store.insert_workflow(graph(2))
             one, two = await store.claim_batch("first", 10, "w", 30)
-            same = NewWorkflow(name="m", steps=(step("x", "added"),), trace_context=None)
-            differs = NewWorkflow(
-                name="m", steps=(step("x", "added", payload='{"n": 1}'),), trace_context=None
-            )
+            same = NewWorkflow.of("m", (step("x", "added"),), None)
+            differs = NewWorkflow.of("m", (step("x", "added", payload='{"n": 1}'),), None)
             results = await asyncio.gather(
                 store.add_steps(one.id, one.lease_token, same),
                 other.add_steps(two.id, two.lease_token, differs),
@@ -110,7 +106,7 @@ async def test_a_workflow_cancelled_while_a_step_adds_cancels_the_steps_added(
         for _ in range(20):
             enqueued = await store.insert_workflow(graph(1))
             (adder,) = await store.claim_batch("first", 10, "w", 30)
-            more = NewWorkflow(name="m", steps=(step("x", "added"),), trace_context=None)
+            more = NewWorkflow.of("m", (step("x", "added"),), None)
             added, _ = await asyncio.gather(
                 store.add_steps(adder.id, adder.lease_token, more),
                 other.cancel_workflow(enqueued.id),

@@ -13,13 +13,14 @@ from starlette_jobs import Jobs, SchemaVersionError
 from starlette_jobs.postgres._migrations import apply_migrations, migrations, queries
 from starlette_jobs.postgres._store import PostgresStore
 
-# What defines the schema, read from the catalog: columns, constraints, indexes, and storage
-# parameters (autovacuum settings).
+# What defines the schema, read from the catalog: columns (with how each is stored),
+# constraints, indexes, and storage parameters (autovacuum settings).
 CATALOG = """
 SELECT 'column', c.relname || '.' || a.attname,
        format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
        || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
        || CASE WHEN a.attidentity <> '' THEN ' identity ' || a.attidentity::text ELSE '' END
+       || ' storage ' || a.attstorage::text
   FROM pg_attribute a
   JOIN pg_class c ON c.oid = a.attrelid
   JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -45,7 +45,7 @@ def fan_in(width: int, *, max_attempts: int = 3, allowed_failures: int = 0) -> N
         step="collect", name="tests.collect", queue="collect", payload="{}", priority=0,
         max_attempts=3, upstream=tuple(range(width)), allowed_failures=allowed_failures,
     )  # fmt: skip
-    return NewWorkflow(name="fan-in", steps=(*parts, collect), trace_context=None)
+    return NewWorkflow.of("fan-in", [*parts, collect], trace_context=None)
 
 
 async def test_steps_finishing_at_once_on_many_connections_release_once(

@@ -156,9 +156,7 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
         step="second", name="tests.b", queue="q", payload="{}", priority=0, max_attempts=1,
         upstream=(0,), allowed_failures=0,
     )  # fmt: skip
-    enqueued = await store.insert_workflow(
-        NewWorkflow(name="w", steps=(first, second), trace_context=None)
-    )
+    enqueued = await store.insert_workflow(NewWorkflow.of("w", (first, second), None))
     await store.claim_batch("q", 10, "dead", 0.0)  # its lease runs out at once
     liveness = Liveness(store, "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still)
     await liveness.rescue()

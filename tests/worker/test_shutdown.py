@@ -117,7 +117,7 @@ def two_steps() -> NewWorkflow:
         step="second", name="tests.b", queue="q", payload="{}", priority=0, max_attempts=1,
         upstream=(0,), allowed_failures=0,
     )  # fmt: skip
-    return NewWorkflow(name="w", steps=(first, second), trace_context=None)
+    return NewWorkflow.of("w", (first, second), None)
 
 
 async def test_a_step_released_cancelled_at_shutdown_tells_its_dependents_at_once() -> None:

@@ -34,7 +34,7 @@ class Steps:
 
     async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:
         self.added.append((job_id, lease_token, new))
-        return EnqueuedWorkflow(9, {s.step: 100 + i for i, s in enumerate(new.steps)})
+        return EnqueuedWorkflow(9, {name: 100 + i for i, name in enumerate(new.steps)})
 
 
 async def test_a_job_of_a_workflow_is_a_step() -> None:
@@ -67,7 +67,7 @@ async def test_steps_are_added_under_the_attempts_lease_token() -> None:
     assert await more.enqueue() == EnqueuedWorkflow(9, {"a": 100, "b": 101})
     ((job_id, token, new),) = steps.added
     assert (job_id, token) == (5, claimed.lease_token)
-    assert [(s.step, s.upstream) for s in new.steps] == [("a", ()), ("b", (0,))]
+    assert [(s.step, s.upstream) for s in new.step_records()] == [("a", ()), ("b", (0,))]
 
 
 async def test_the_steps_are_checked_before_the_store_is_asked() -> None:

@@ -1280,59 +1280,67 @@ SELECT queue, name, count(*) AS pending, min(run_at) AS oldest_run_at
 -- name: insert_workflow
 -- A workflow and all its steps in one statement; returns the workflow's id and the steps' ids,
 -- in the order given (each step after those it waits for). A step that waits for none is
--- pending (its queue woken), the others waiting, each with the count of steps it waits for;
--- each holds the ids of the steps it waits for (upstream) and of those waiting for it
--- (dependents).
--- $1 workflow name, $2 trace context (JSON text) or NULL, $3 step names, $4 job names,
--- $5 queues, $6 payloads (one JSON array, an element per step), $7 priorities,
--- $8 max_attempts, $9 allowed failures, $10 and $11 the edges: the position (from 1) of a
--- step waited for, and of the step that waits for it
+-- pending, the others waiting, each with the count of steps it waits for; each holds the ids
+-- of the steps it waits for (upstream) and of those waiting for it (dependents). Few
+-- parameters per step, none of them an object, lists of numbers as text joined by ',' (parsed
+-- in one call instead of one per element; docs/performance.md, "With workflows"): the ids are
+-- drawn in one array, and each step's upstream and dependents are slices of one array each,
+-- mapped from positions to ids once.
+-- $1 workflow name, $2 trace context (JSON text) or NULL, $3 step names joined by ','
+-- (a step name has no comma), $4 payloads (one JSON array, an element per step),
+-- $5 $6 $7 $8 the jobs of the steps: names, queues, priorities, max_attempts; $9 each step's
+-- job (a position in those, from 0; text); the steps that wait: $10 their positions (from 1),
+-- $11 their allowed failures, $12 and $13 the first and last position in $14 of the steps
+-- each waits for; $14 positions (from 0) of steps waited for (text); $15 positions (from 0)
+-- of dependents, grouped by the step they wait for in step order (text), a step's group
+-- being $15's elements bounds[position] + 1 to bounds[position + 1], the bounds being $16
+-- (text); $17 the queues to wake; $18 how many steps
 WITH workflow AS (
     INSERT INTO starlette_jobs_workflows (name, trace_context, created_at)
     VALUES ($1, $2::jsonb, statement_timestamp())
     RETURNING id
-), step AS (
-    SELECT given.position, nextval(pg_get_serial_sequence('starlette_jobs', 'id')) AS id,
-           given.step, given.name, given.queue, given.priority, given.max_attempts,
-           given.allowed_failures
-      FROM unnest($3::text[], $4::text[], $5::text[], $7::int4[], $8::int4[], $9::int4[])
-           WITH ORDINALITY AS given(step, name, queue, priority, max_attempts,
-                                    allowed_failures, position)
-     ORDER BY given.position
-), ids AS (
-    SELECT array_agg(id ORDER BY position) AS ids FROM step
-), edge AS (
-    -- By subscript: a join of the edges with the steps on their positions would be planned
-    -- as a nested loop (a CTE has no statistics), quadratic in the number of steps.
-    SELECT ids.ids[edge.up] AS upstream_id, ids.ids[edge.down] AS job_id
-      FROM unnest($10::int4[], $11::int4[]) AS edge(up, down), ids
-), waits AS (
-    SELECT job_id AS id, array_agg(upstream_id ORDER BY upstream_id) AS upstream
-      FROM edge GROUP BY job_id
-), waited AS (
-    SELECT upstream_id AS id, array_agg(job_id ORDER BY job_id) AS dependents
-      FROM edge GROUP BY upstream_id
+), drawn AS MATERIALIZED (
+    -- As an identity column draws them, the sequence looked up once (not once per row).
+    SELECT ARRAY(SELECT nextval((SELECT pg_get_serial_sequence('starlette_jobs', 'id')
+                                              ::regclass))
+                   FROM generate_series(1, $18::int4)) AS ids
+), edge AS MATERIALIZED (
+    SELECT ARRAY(SELECT drawn.ids[up + 1]
+                   FROM unnest(string_to_array($14, ',')::int4[]) WITH ORDINALITY AS e(up, o)
+                  ORDER BY o) AS upstream,
+           ARRAY(SELECT drawn.ids[down + 1]
+                   FROM unnest(string_to_array($15, ',')::int4[]) WITH ORDINALITY AS e(down, o)
+                  ORDER BY o) AS dependents,
+           string_to_array($16, ',')::int4[] AS bounds
+      FROM drawn
 ), inserted AS (
     INSERT INTO starlette_jobs
         (id, name, queue, payload, priority, max_attempts, trace_context, created_at, run_at,
          status, workflow_id, step, upstream, dependents, upstream_left, upstream_failed,
          allowed_failures)
     OVERRIDING SYSTEM VALUE
-    SELECT step.id, step.name, step.queue, $6::jsonb -> (step.position - 1)::int,
-           step.priority, step.max_attempts, $2::jsonb, statement_timestamp(),
-           statement_timestamp(),
-           CASE WHEN waits.upstream IS NULL THEN 'pending' ELSE 'waiting' END,
-           (SELECT id FROM workflow), step.step, waits.upstream, waited.dependents,
-           cardinality(waits.upstream), CASE WHEN waits.upstream IS NOT NULL THEN 0 END,
-           step.allowed_failures
-      FROM step LEFT JOIN waits USING (id) LEFT JOIN waited USING (id)
-     ORDER BY step.position
-    RETURNING queue, status
+    SELECT drawn.ids[given.position], ($5::text[])[given.job::int4 + 1],
+           ($6::text[])[given.job::int4 + 1], given.payload, ($7::int4[])[given.job::int4 + 1],
+           ($8::int4[])[given.job::int4 + 1], $2::jsonb,
+           statement_timestamp(), statement_timestamp(),
+           CASE WHEN waits.position IS NULL THEN 'pending' ELSE 'waiting' END,
+           (SELECT id FROM workflow), given.step, edge.upstream[waits.first:waits.last],
+           CASE WHEN edge.bounds[given.position + 1] > edge.bounds[given.position]
+                THEN edge.dependents[edge.bounds[given.position] + 1
+                                     :edge.bounds[given.position + 1]] END,
+           waits.last - waits.first + 1, CASE WHEN waits.position IS NOT NULL THEN 0 END,
+           waits.allowed_failures
+      FROM drawn, edge,
+           ROWS FROM (string_to_table($3, ','), jsonb_array_elements($4::jsonb),
+                      string_to_table($9, ','))
+           WITH ORDINALITY AS given(step, payload, job, position)
+      LEFT JOIN unnest($10::int4[], $11::int4[], $12::int4[], $13::int4[])
+                AS waits(position, allowed_failures, first, last)
+             ON waits.position = given.position
 ), woken AS (
-    SELECT pg_notify('starlette_jobs:' || queue, '')
-      FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'pending') AS q
+    SELECT pg_notify('starlette_jobs:' || queue, '') FROM unnest($17::text[]) AS queue
 )
-SELECT (SELECT id FROM workflow) AS workflow_id, (SELECT ids FROM ids) AS ids,
+SELECT (SELECT id FROM workflow) AS workflow_id, (SELECT ids FROM drawn) AS ids,
        (SELECT count(*) FROM woken) AS sent;
 
 -- name: settle_steps

@@ -61,6 +61,12 @@ CREATE TABLE starlette_jobs (
     autovacuum_analyze_scale_factor = 0.01
 );
 
+-- Out of line when large, but not compressed: compressing a fan-in's 10,000 ids cost more
+-- than it saved (migrations/0010_workflow_arrays_uncompressed.sql).
+ALTER TABLE starlette_jobs
+    ALTER COLUMN upstream SET STORAGE EXTERNAL,
+    ALTER COLUMN dependents SET STORAGE EXTERNAL;
+
 CREATE INDEX starlette_jobs_claim_idx
     ON starlette_jobs (queue, priority DESC, run_at, id)
     WHERE status = 'pending';
