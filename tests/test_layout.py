@@ -23,6 +23,8 @@ TESTED_ELSEWHERE = {
     "worker._drain": "worker/test_worker.py",
     "worker._cancels": "worker/test_worker.py",
     "worker._queues": "worker/test_worker.py",
+    # The memory store's answers to operators and users, held by the contract suite.
+    "memory._queries": "contract/test_store_contract.py",
     # The memory store's tables, tested through the store built on them (and the contract suite).
     "memory._tables": "memory/test_store.py",
     # Periodic jobs: the records and the stores' parts, held by the contract suite; the
@@ -39,6 +41,9 @@ TESTED_ELSEWHERE = {
     "_worker_records": "contract/test_workers_contract.py",
     "memory._registry": "contract/test_workers_contract.py",
     "_worker_queries": "processes/test_registry.py",
+    # The Store protocol's parts: protocols, held by the contract suite that runs both stores.
+    "store._listener": "contract/test_store_contract.py",
+    "store._parts": "contract/test_store_contract.py",
     # `jobs.drain`, through `Jobs` running jobs end to end.
     "_draining": "integration/test_enqueue_and_run.py",
     # Workflows: `jobs.workflow`, through `Jobs` on both stores.

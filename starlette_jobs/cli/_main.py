@@ -19,6 +19,7 @@ from .._errors import DatabaseUnavailableError, StarletteJobsError
 from .._jobs import Jobs
 from ..worker._settings import DEFAULT_RETRY_WAIT
 from ._act import act_on_jobs, pause_or_resume
+from ._dashboard import serve_dashboard
 from ._inspect import events, list_jobs, peek, show, status
 from ._output import Exit
 from ._parser import build_parser
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 _COMMANDS: dict[str, Callable[[Jobs, argparse.Namespace], Coroutine[Any, Any, Exit]]] = {
     "status": status, "list": list_jobs, "show": show, "events": events, "peek": peek,
     "retry": act_on_jobs, "cancel": act_on_jobs, "release": act_on_jobs,
-    "pause": pause_or_resume, "resume": pause_or_resume,
+    "pause": pause_or_resume, "resume": pause_or_resume, "dashboard": serve_dashboard,
 }  # fmt: skip
 
 

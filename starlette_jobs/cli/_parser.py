@@ -133,6 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
         control = commands.add_parser(name, help=text)
         control.add_argument("queue", metavar="QUEUE", help="the queue's name")
         _add_target(control, required=False)
+    dashboard = commands.add_parser("dashboard", help="serve the operator's dashboard")
+    _add_target(dashboard, required=False)
+    dashboard.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    dashboard.add_argument(
+        "--port", type=_bounded(1, 65535), default=8001, help="the port (default: 8001)"
+    )
+    dashboard.add_argument(
+        "--authorize", metavar="MODULE:FUNCTION",
+        help="the hook that allows each action, authorize(request, action, queue) "
+        "(docs/dashboard.md; default: none, the dashboard is read-only)",
+    )  # fmt: skip
     for name, text in (
         ("retry", "run failed or cancelled jobs again, from their first attempt"),
         ("cancel", "cancel pending jobs; ask running ones to stop"),

@@ -26,9 +26,9 @@ def test_every_call_of_the_store_protocol_that_reaches_the_database_fails_in_an_
     through an outage that PostgreSQL's would not."""
     protocol = {
         name
-        for name, member in vars(Store).items()
-        if inspect.iscoroutinefunction(member) and not name.startswith("_")
-    }
+        for name, member in inspect.getmembers(Store, inspect.iscoroutinefunction)
+        if not name.startswith("_")
+    }  # its parts' too (store/_parts.py)
     assert set(STORE_CALLS) == protocol - WITHOUT_THE_DATABASE
 
 

@@ -27,9 +27,12 @@ def as_listeners(postgres: PostgresListener, memory: QueueListener) -> list[List
 
 
 def members(protocol: type[Any]) -> dict[str, Any]:
+    """Its methods and properties, its parts' included (`store/_parts.py`)."""
     return {
         name: value
-        for name, value in vars(protocol).items()
+        for part in reversed(protocol.__mro__)
+        if part.__module__.startswith("starlette_jobs.")
+        for name, value in vars(part).items()
         if not name.startswith("_") and (callable(value) or isinstance(value, property))
     }
 
