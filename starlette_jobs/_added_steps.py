@@ -13,14 +13,12 @@ retried), is the one already there, and is not added twice.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ._errors import WorkflowDefinitionError
 from ._job import HasEnqueuer
-from ._workflow_records import EnqueuedWorkflow, NewStep, NewWorkflow
+from ._workflow_records import EnqueuedWorkflow, NewWorkflow
 from ._workflows import Workflow
 
 if TYPE_CHECKING:
@@ -76,47 +74,3 @@ class AddedSteps(Workflow):
                 f"job {self.job_id} runs outside a worker: it has no workflow to add steps to"
             )
         return await self._add_steps(new)
-
-
-def split_added(
-    given: Sequence[NewStep], workflow_id: int, existing: Mapping[str, tuple[int, str, str]]
-) -> tuple[list[NewStep], dict[str, int]]:
-    """What the stores do with steps to add, given `existing`: the workflow's steps already
-    named as some of those given, as step name -> (job id, job name, payload as JSON text).
-    Returns the steps to insert (those of a new name, each waiting for positions among them)
-    and the job id of each step kept (added before, with the same job and arguments).
-
-    Raises:
-        WorkflowDefinitionError: a name is taken by another job or other arguments, or a step
-            to insert waits for one kept (it would count a step that may have finished).
-    """
-    kept: dict[str, int] = {}
-    for step in given:
-        found = existing.get(step.step)
-        if found is None:
-            continue
-        job_id, name, payload = found
-        if name != step.name or json.loads(payload) != json.loads(step.payload):
-            raise WorkflowDefinitionError(
-                f"workflow {workflow_id} has a step {step.step!r} already (job {job_id}, "
-                f"{name} with other arguments): give each step it adds a name of its own"
-            )
-        kept[step.step] = job_id
-    if not kept:
-        return list(given), kept
-    position: dict[int, int] = {}
-    inserted: list[NewStep] = []
-    for at, step in enumerate(given):
-        if step.step in kept:
-            continue
-        waits_for_kept = [given[up].step for up in step.upstream if up not in position]
-        if waits_for_kept:
-            raise WorkflowDefinitionError(
-                f"step {step.step!r} waits for {waits_for_kept[0]!r}, which was added before "
-                f"(job {kept[waits_for_kept[0]]}): a step added again is kept as it was, and "
-                "only steps added together may wait for each other"
-            )
-        position[at] = len(inserted)
-        upstream = tuple(position[up] for up in step.upstream)
-        inserted.append(dataclasses.replace(step, upstream=upstream))
-    return inserted, kept

@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ._errors import WorkflowDefinitionError
 from ._records import FINISHED, JobRecord, JobStatus
 
 
@@ -183,3 +186,47 @@ def workflow_record(
         for job in jobs
     )
     return WorkflowRecord(id=workflow_id, name=name, created_at=created_at, steps=steps)
+
+
+def split_added(
+    given: Sequence[NewStep], workflow_id: int, existing: Mapping[str, tuple[int, str, str]]
+) -> tuple[list[NewStep], dict[str, int]]:
+    """What the stores do with steps to add, given `existing`: the workflow's steps already
+    named as some of those given, as step name -> (job id, job name, payload as JSON text).
+    Returns the steps to insert (those of a new name, each waiting for positions among them)
+    and the job id of each step kept (added before, with the same job and arguments).
+
+    Raises:
+        WorkflowDefinitionError: a name is taken by another job or other arguments, or a step
+            to insert waits for one kept (it would count a step that may have finished).
+    """
+    kept: dict[str, int] = {}
+    for step in given:
+        found = existing.get(step.step)
+        if found is None:
+            continue
+        job_id, name, payload = found
+        if name != step.name or json.loads(payload) != json.loads(step.payload):
+            raise WorkflowDefinitionError(
+                f"workflow {workflow_id} has a step {step.step!r} already (job {job_id}, "
+                f"{name} with other arguments): give each step it adds a name of its own"
+            )
+        kept[step.step] = job_id
+    if not kept:
+        return list(given), kept
+    position: dict[int, int] = {}
+    inserted: list[NewStep] = []
+    for at, step in enumerate(given):
+        if step.step in kept:
+            continue
+        waits_for_kept = [given[up].step for up in step.upstream if up not in position]
+        if waits_for_kept:
+            raise WorkflowDefinitionError(
+                f"step {step.step!r} waits for {waits_for_kept[0]!r}, which was added before "
+                f"(job {kept[waits_for_kept[0]]}): a step added again is kept as it was, and "
+                "only steps added together may wait for each other"
+            )
+        position[at] = len(inserted)
+        upstream = tuple(position[up] for up in step.upstream)
+        inserted.append(dataclasses.replace(step, upstream=upstream))
+    return inserted, kept

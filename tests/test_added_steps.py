@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from starlette_jobs import AddedSteps, JobArgumentsError, WorkflowDefinitionError, job
-from starlette_jobs._added_steps import split_added
-from starlette_jobs._workflow_records import EnqueuedWorkflow, NewStep, NewWorkflow
+from starlette_jobs._workflow_records import EnqueuedWorkflow, NewStep, NewWorkflow, split_added
 
 
 @job(name="tests.added.double")

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from .._added_steps import split_added
 from .._errors import StepNotRunningError, WorkflowDefinitionError
 from .._records import JobStatus, NewJobs
-from .._workflow_records import EnqueuedWorkflow, NewWorkflow
+from .._workflow_records import EnqueuedWorkflow, NewWorkflow, split_added
 from ._rows import Row
 from ._tables import MemoryTables, utc_now
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from .._added_steps import split_added
 from .._errors import StepNotRunningError, WorkflowDefinitionError
-from .._workflow_records import EnqueuedWorkflow, NewWorkflow
+from .._workflow_records import EnqueuedWorkflow, NewWorkflow, split_added
 from ._connected import ConnectedStore
 from ._driver_errors import raise_as_store_error
 
