@@ -214,7 +214,7 @@ async def taking(name: str) -> None:
 async def test_a_name_taken_in_the_workflow_is_refused_with_nothing_written(jobs: Jobs) -> None:
     flow = Workflow("taken")
     flow.add("adder", taking, name="summary")
-    flow.add("summary", summarize)
+    flow.add("summary", statuses)  # a step that succeeds alone: no retries to wait through
     enqueued = await flow.enqueue()
     await jobs.drain()
     record = await jobs.workflow(enqueued.id)
