@@ -1,8 +1,9 @@
 """`python -m example_app`: serve the example on http://127.0.0.1:8000.
 
 With OTEL_TRACES_EXPORTER=console, spans are printed: the request, `send ...` and `process ...`
-share one trace id. With OTEL_METRICS_EXPORTER=console, the metrics (docs/metrics.md) are printed
-every ten seconds.
+share one trace id. The metrics (docs/metrics.md): with OTEL_METRICS_EXPORTER=prometheus, served
+for Prometheus to scrape at http://127.0.0.1:8000/metrics; with OTEL_METRICS_EXPORTER=console,
+printed every ten seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from typing import IO, Any
 
 import uvicorn
+from starlette.routing import Mount
 
 from .app import app
 
@@ -32,19 +34,34 @@ def configure_tracing() -> None:
 
 
 def configure_metrics(out: IO[str] | None = None) -> Any:
-    """Sets the global meter provider, which `Jobs()` uses, with a reader that prints the
-    metrics to `out` (stdout) every ten seconds; returns it (None: not asked for)."""
-    if os.environ.get("OTEL_METRICS_EXPORTER") != "console":
+    """Sets the global meter provider, which `Jobs()` uses, with the reader OTEL_METRICS_EXPORTER
+    names: "prometheus" serves the metrics at /metrics, "console" prints them to `out`
+    (stdout) every ten seconds. Returns the provider (None: not asked for)."""
+    exporter_name = os.environ.get("OTEL_METRICS_EXPORTER")
+    if exporter_name not in ("console", "prometheus"):
         return None
     from opentelemetry import metrics
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import (
-        ConsoleMetricExporter,
-        PeriodicExportingMetricReader,
-    )
+    from opentelemetry.sdk.metrics.export import MetricReader
 
-    exporter = ConsoleMetricExporter(out=out or sys.stdout)
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=10_000)
+    reader: MetricReader
+    if exporter_name == "prometheus":
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, make_asgi_app
+
+        # A registry of the app's own, not prometheus_client's process-wide one: a second
+        # provider (a test's) registers again without clashing.
+        registry = CollectorRegistry()
+        reader = PrometheusMetricReader(registry=registry)
+        app.router.routes.append(Mount("/metrics", app=make_asgi_app(registry)))
+    else:
+        from opentelemetry.sdk.metrics.export import (
+            ConsoleMetricExporter,
+            PeriodicExportingMetricReader,
+        )
+
+        exporter = ConsoleMetricExporter(out=out or sys.stdout)
+        reader = PeriodicExportingMetricReader(exporter, export_interval_millis=10_000)
     provider = MeterProvider(metric_readers=[reader])
     metrics.set_meter_provider(provider)
     return provider

@@ -75,3 +75,32 @@ def test_with_the_console_exporter_the_jobs_metrics_are_printed(
     printed = out.getvalue()
     for name in ("messaging.client.sent.messages", "messaging.process.duration"):
         assert f'"name": "{name}"' in printed
+
+
+def test_with_the_prometheus_exporter_the_jobs_metrics_are_served_for_scraping(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+    monkeypatch.setattr(metrics_api, "_METER_PROVIDER", None)
+    monkeypatch.setattr(
+        metrics, "set_meter_provider", lambda p: setattr(metrics_api, "_METER_PROVIDER", p)
+    )
+    # The route it adds is taken off again: the other tests' app has no /metrics.
+    monkeypatch.setattr(app.router, "routes", list(app.router.routes))
+    provider = configure_metrics()
+    try:
+        with client:
+            client.post("/signup", json={"email": "ada@example.com", "name": "Ada"})
+            client.portal.call(jobs.drain, 20)  # type: ignore[union-attr]
+            scraped = client.get("/metrics/")
+    finally:
+        provider.shutdown()
+    assert scraped.status_code == 200
+    sent = [
+        line
+        for line in scraped.text.splitlines()
+        if line.startswith("messaging_client_sent_messages_total{")
+        and 'messaging_destination_name="emails"' in line
+    ]
+    assert [line.rsplit(" ", 1)[1] for line in sent] == ["1.0"], scraped.text
+    assert "messaging_process_duration_seconds_count{" in scraped.text
