@@ -37,6 +37,8 @@ class OutcomeWriter:
         self._in_flight: list[Outcome] = []
         # What to do once an outcome is written (by its attempt's lease token): few have any.
         self._after: dict[UUID, Callable[[], None]] = {}
+        self._completed: set[UUID] = set()
+        """Lease tokens of attempts that wrote their success themselves (`complete_in`)."""
         self._pending = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -50,14 +52,23 @@ class OutcomeWriter:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="starlette_jobs outcome writer")
 
-    def add(self, outcome: Outcome, then: Callable[[], None] | None = None) -> None:
+    def add(
+        self, outcome: Outcome, then: Callable[[], None] | None = None, *, completed: bool = False
+    ) -> None:
         """Queues `outcome` for the next write; `then` is called once it is written (not if
-        the fence refused it)."""
+        the fence refused it). `completed`: the attempt wrote its success itself
+        (`complete_in`), so a refusal means that success committed, not a lost lease."""
         self._buffer.append(outcome)
         if then is not None:
             self._after[outcome.lease_token] = then
+        if completed:
+            self._completed.add(outcome.lease_token)
         self._idle.clear()
         self._pending.set()
+
+    def completed(self, token: UUID) -> bool:
+        """The attempt of `token` wrote its success itself and its outcome waits here."""
+        return token in self._completed
 
     def held(self) -> list[tuple[int, UUID]]:
         """Leases of jobs that have ended but whose outcome is not written yet: they must be
@@ -160,7 +171,11 @@ class OutcomeWriter:
         del self._in_flight[: len(outcomes)]
         for outcome in outcomes:
             then = self._after.pop(outcome.lease_token, None)
-            if outcome.id in written:
+            completed = False
+            if self._completed:  # rare: an empty set costs a busy worker nothing
+                completed = outcome.lease_token in self._completed
+                self._completed.discard(outcome.lease_token)
+            if outcome.id in written or completed:
                 if then is not None:
                     then()
             else:

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 from time import perf_counter
+from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
 from .._job import registered_names
@@ -80,7 +81,7 @@ class Worker:
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
         self._stops = AttemptStops(self._running, self._statement_timeout)
         self._leases = LeaseKeeper(
-            store, settings.lease_duration, self._held, self._stops.lost, self._stops.requested
+            store, settings.lease_duration, self._held, self._lost, self._stops.requested
         )
         # The lock whose release tells the other workers this one died, taken before it
         # registers, let go once its row is deleted.
@@ -306,26 +307,23 @@ class Worker:
                 state.wake.set()
         # A limited queue's workers are told of the room the job leaves, once it is written.
         after = self._controls.after_outcome
-        if control.completed and outcome.error is None:
-            # The job wrote its success in its own transaction (`complete_in`) and returned:
-            # the row is finished (or, if that transaction rolled back, its lease expires and
-            # it runs again). A write of ours would only be refused by the fence.
-            written = after(state.name, None)
-            if written is not None:
-                written()
-            return
         if progress is not None:
             outcome.progress = progress
         if started is not None:
             record_attempt(self._metrics, claim, outcome, perf_counter() - started, control)
         delay = outcome.retry_delay
+        # An attempt that wrote its success in its own transaction (`complete_in`) is written
+        # like any other: if that transaction committed, the fence refuses this write, as it
+        # should; if it rolled back and the job returned anyway, this is its outcome (not a
+        # job left running until its lease ran out).
+        completed = control.completed
         if delay is None:
-            self._outcomes.add(outcome, after(state.name, None))
+            self._outcomes.add(outcome, after(state.name, None), completed=completed)
         else:
             # Wake when the retry comes due instead of at the next poll. A hint only: any worker
             # may claim it, and the poll still covers a retry whose wake-up is lost.
             wake = functools.partial(self._wake_after, delay, state.name)
-            self._outcomes.add(outcome, after(state.name, wake))
+            self._outcomes.add(outcome, after(state.name, wake), completed=completed)
 
     def _wake_after(self, delay: float, queue: str) -> None:
         """Called once a retry's outcome is written. The store counts the delay from that write
@@ -343,6 +341,12 @@ class Worker:
         """Leases to keep: running attempts', and those of attempts that ended but whose outcome
         is not written yet (a long outage must not hand finished jobs to another worker)."""
         return self._running.held() + self._outcomes.held()
+
+    def _lost(self, job_id: int, token: UUID) -> None:
+        """The heartbeat found the lease gone: stop that attempt, unless the lease ended with a
+        success the job wrote itself (`complete_in`), whose outcome only waits to be refused."""
+        if not self._outcomes.completed(token):
+            self._stops.lost(job_id, token)
 
     def _wake_every_queue(self) -> None:
         """The liveness lock is held again, and the jobs of the attempts stopped meanwhile are

@@ -80,6 +80,21 @@ async def twice(order_id: int) -> int:
     return 0
 
 
+@job(name="owntx.pg.forgiving", retry=Retry.none())
+async def charge_or_give_up(order_id: int) -> str:
+    """Catches the error that rolled its transaction back, completion and all, and returns."""
+    connection = await asyncpg.connect(database["dsn"])
+    try:
+        async with connection.transaction():
+            await connection.execute("INSERT INTO charges (order_id) VALUES ($1)", order_id)
+            await me().complete_in(connection, charge_or_give_up, "charged")
+            raise RuntimeError("the card was declined after all")
+    except RuntimeError:
+        return "gave up"
+    finally:
+        await connection.close()
+
+
 @job(name="owntx.pg.session")
 async def charge_in_session(order_id: int) -> str:
     async with AsyncSession(engines[0]) as session, session.begin():
@@ -107,6 +122,25 @@ async def test_a_job_that_raises_before_its_transaction_commits_fails_that_attem
     assert kinds.count(EventKind.ATTEMPT_FAILED) == 1
     assert kinds.count(EventKind.SUCCEEDED) == 1
     assert await charges(connection) == [4]  # the first attempt's row rolled back
+
+
+async def test_a_job_that_returns_after_its_completion_rolled_back_ends_with_what_it_returned(
+    database_dsn: str, connection: asyncpg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The commit did not happen, so the attempt counts as any other: it returned, it succeeded,
+    # at once; not left running until its lease (60 s) ran out and run again.
+    async with Jobs(database_dsn, poll_interval=0.05, lease_duration=60) as jobs:
+        job_id = await charge_or_give_up.enqueue(order_id=5)
+        settled = await charge.enqueue(order_id=6)  # a completion that commits, beside it
+        await jobs.drain(timeout=10)
+        record = await jobs.get(job_id)
+        other = await jobs.get(settled)
+    assert record is not None
+    assert (record.status, record.attempts, record.result) == (JobStatus.SUCCEEDED, 1, "gave up")
+    assert other is not None
+    assert (other.status, other.result) == (JobStatus.SUCCEEDED, 600)  # what committed
+    assert await charges(connection) == [6]
+    assert "not recorded" not in caplog.text  # the fence refusing the second write is expected
 
 
 async def test_completing_twice_in_one_transaction_fails_it_whole(
