@@ -55,5 +55,8 @@ async def pause_or_resume(jobs: Jobs, args: argparse.Namespace) -> Exit:
     pause = args.command == "pause"
     async with jobs:
         await (jobs.pause(args.queue) if pause else jobs.resume(args.queue))
-    print(f"queue {args.queue!r} {'paused' if pause else 'resumed'}")
+    if args.json:
+        print(json.dumps({"queue": args.queue, "action": args.command, "paused": pause}))
+    else:
+        print(f"queue {args.queue!r} {'paused' if pause else 'resumed'}")
     return Exit.OK

@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         control = commands.add_parser(name, help=text)
         control.add_argument("queue", metavar="QUEUE", help="the queue's name")
         _add_target(control, required=False)
+        _add_json(control, "print one JSON object: the queue and whether it is paused now")
     dashboard = commands.add_parser("dashboard", help="serve the operator's dashboard")
     _add_target(dashboard, required=False)
     dashboard.add_argument(

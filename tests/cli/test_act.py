@@ -52,8 +52,14 @@ async def test_retry_cancel_and_release_say_what_they_did_and_exit_by_the_worst(
     assert "not released (now cancelled): only a running job is released" in (
         capsys.readouterr().out
     )
-    assert await run("retry", str(broken), *dsn) == 0
-    capsys.readouterr()
+    assert await run("release", "999999", "--json", *dsn) == 3
+    assert json.loads(capsys.readouterr().out) == {
+        "id": "999999",
+        "action": "release",
+        "outcome": "not found",
+    }
+    assert await run("retry", str(broken), "--json", *dsn) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "changed"
     async with Jobs(database_dsn, queues={}) as jobs:
         record = await jobs.get(broken)
     assert record is not None

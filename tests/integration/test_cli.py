@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -311,6 +312,16 @@ def test_pause_and_resume_a_queue_from_the_command_line(
     assert asyncio.run(paused())
     assert main(["resume", "emails", "tests.integration.cli_app:jobs", "--dsn", database_dsn]) == 0
     assert capsys.readouterr().out.strip() == "queue 'emails' resumed"
+    assert not asyncio.run(paused())
+    assert main(["pause", "emails", "--json", "--dsn", database_dsn]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "queue": "emails",
+        "action": "pause",
+        "paused": True,
+    }
+    assert asyncio.run(paused())
+    assert main(["resume", "emails", "--json", "--dsn", database_dsn]) == 0
+    assert json.loads(capsys.readouterr().out)["paused"] is False
     assert not asyncio.run(paused())
     assert main(["pause", "no such queue", "--dsn", database_dsn]) == 2
     assert "invalid queue name 'no such queue'" in capsys.readouterr().err
