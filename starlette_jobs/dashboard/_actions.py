@@ -1,7 +1,9 @@
 """The dashboard's actions: retry, cancel and release a job, pause and resume a queue. Each is a
 POST form, checked against CSRF (`_csrf.py`), then allowed or refused by the user's
 `authorize(request, action, queue)` hook; without a hook the dashboard is read-only. What is
-done is logged, with who did it (what the hook returned, when it is a name)."""
+done is logged, with who did it (what the hook returned, when it is a name); a job's change is
+also written, with that name, in the job's events (`JobEvent.by`), its audit trail. A queue has
+no events: its pause and resume are in the log only."""
 
 from __future__ import annotations
 
@@ -103,7 +105,7 @@ class Actions:
             action, self._jobs.release
         )
         try:
-            changed = await change(record.id)
+            changed = await change(record.id, by=who)
         except JobNotFoundError:
             raise Refused(404, f"no job {record.id}") from None
         except UniqueKeyTakenError as error:

@@ -5,11 +5,12 @@ integration/test_cli.py."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 
 import pytest
 
-from starlette_jobs import Jobs, JobStatus, Retry, job
+from starlette_jobs import EventKind, Jobs, JobStatus, Retry, job
 from starlette_jobs.cli._main import main
 
 
@@ -52,9 +53,11 @@ async def test_retry_cancel_and_release_say_what_they_did_and_exit_by_the_worst(
     assert "not released (now cancelled): only a running job is released" in (
         capsys.readouterr().out
     )
-    assert await run("retry", str(broken), *dsn) == 0
+    assert await run("retry", str(broken), "--by", "ops-bot", *dsn) == 0
     capsys.readouterr()
     async with Jobs(database_dsn, queues={}) as jobs:
         record = await jobs.get(broken)
+        events = await jobs.events(broken)
     assert record is not None
     assert record.status is JobStatus.PENDING
+    assert [e.by for e in events if e.kind is EventKind.RETRIED] == [getpass.getuser(), "ops-bot"]

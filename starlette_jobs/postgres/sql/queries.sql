@@ -523,7 +523,7 @@ SELECT id FROM released, (SELECT count(*) FROM announced) AS sent ORDER BY id;
 -- holds it (a job asked to stop ends cancelled). That worker's lease is gone: its outcome will
 -- be refused, and its next heartbeat cancels its copy. Returns the queue, or nothing if the job
 -- was not running.
--- $1 job id, $2 whether to record events
+-- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH released AS (
     UPDATE starlette_jobs
        SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
@@ -533,9 +533,9 @@ WITH released AS (
      WHERE id = $1 AND status = 'running'
     RETURNING *
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at, actor)
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
-           worker_id, CASE WHEN status = 'pending' THEN run_at END
+           worker_id, CASE WHEN status = 'pending' THEN run_at END, $3::text
       FROM released WHERE $2::boolean
 )
 SELECT queue,
@@ -794,7 +794,7 @@ SELECT count(*) FILTER (WHERE waited AND known) AS waited,
 -- after: 'cancelled', or 'running' (asked to stop), and `owed`: a cancelled step has steps
 -- waiting for it, to tell (`settle_steps`); nothing if it was neither pending, waiting nor
 -- running, or was asked already.
--- $1 job id, $2 whether to record events
+-- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH changed AS (
     UPDATE starlette_jobs
        SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
@@ -806,9 +806,9 @@ WITH changed AS (
             OR (status = 'running' AND cancel_requested_at IS NULL))
     RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted, dependents
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, actor)
     SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
-           status, attempts, worker_id
+           status, attempts, worker_id, $3::text
       FROM changed WHERE $2::boolean
 )
 SELECT status,
@@ -819,7 +819,7 @@ SELECT status,
 
 -- name: retry_job
 -- A failed or cancelled job runs again from its first attempt, now; its error history stays.
--- $1 job id, $2 whether to record events
+-- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH retried AS (
     UPDATE starlette_jobs
        SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
@@ -829,8 +829,8 @@ WITH retried AS (
      WHERE id = $1 AND status IN ('failed', 'cancelled')
     RETURNING id, queue, status, attempts, run_at, dependents
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
-    SELECT id, 'retried', status, attempts, run_at FROM retried WHERE $2::boolean
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
+    SELECT id, 'retried', status, attempts, run_at, $3::text FROM retried WHERE $2::boolean
 )
 SELECT queue, pg_notify('starlette_jobs:' || queue, ''), dependents FROM retried;
 
@@ -866,11 +866,11 @@ WITH job AS (
 SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
        CASE WHEN upstream IS NULL THEN 'pending' ELSE 'waiting' END AS status, 0 AS attempt,
        NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq,
-       workflow_id
+       workflow_id, NULL AS actor
   FROM job
 UNION ALL
 SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id,
-       (SELECT workflow_id FROM job)
+       (SELECT workflow_id FROM job), actor
   FROM starlette_jobs_events WHERE job_id = $1
  ORDER BY seq;
 

@@ -108,6 +108,8 @@ CREATE TABLE starlette_jobs_events (
     worker_id text,
     error     text,
     run_at    timestamptz,
+    -- Who asked for an operator's change (`by=`; migrations/0011_event_actor.sql), else NULL.
+    actor     text,
     PRIMARY KEY (job_id, id)
 ) WITH (
     autovacuum_vacuum_scale_factor = 0.01,
