@@ -18,6 +18,7 @@ from ._outage import SimulatedOutage
 from ._rows import OutcomeListener, QueueListener, Row
 
 if TYPE_CHECKING:
+    from .._bulk_records import BulkRecord
     from .._schedule_records import TickRecord
     from .._worker_records import WorkerRecord
     from ._rows import ScheduleRow
@@ -51,6 +52,8 @@ class MemoryData:
         # Workflows by id (`memory._workflows`): name and when it was enqueued.
         self.workflows: dict[int, tuple[str, datetime]] = {}
         self.workflow_ids = itertools.count(1)
+        # Bulk actions by id (`memory._bulk`).
+        self.bulks: dict[int, BulkRecord] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

@@ -14,6 +14,7 @@ from uuid import UUID
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from ._added_steps import AddedStepStatements
+from ._bulk import BulkStatements
 from ._completions import CompletionStatements
 from ._controls import ControlledStore
 from ._depths import DepthStatements
@@ -28,6 +29,7 @@ _UNIQUE_KEY_TRIES = 5
 
 
 class PostgresStore(
+    BulkStatements,
     WorkerRegistry,
     ScheduleStatements,
     ControlledStore,

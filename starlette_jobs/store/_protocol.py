@@ -21,11 +21,12 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from ._bulk import BulkStore
 from ._listener import Listener as Listener  # where the rest of the library finds it
 from ._parts import ControlStore, RegistryStore, ScheduleStore, WorkflowStore
 
 
-class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, Protocol):
+class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore, Protocol):
     """Where jobs are kept; see the module's docstring. The parts beyond jobs (periodic jobs,
     queue controls, the worker registry, workflows) are declared in `_parts.py`."""
 
