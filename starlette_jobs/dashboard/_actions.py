@@ -92,6 +92,14 @@ class Actions:
         # False, and anything else (None, an empty name): refusing is the safe reading.
         raise Refused(403, f"you may not {action} on queue {queue!r}")
 
+    async def allowed(self, request: Request, action: str, queue: str) -> str:
+        """Who may do `action` on `queue` (the bulk actions' check, `_bulk.py`).
+
+        Raises:
+            Refused: as `_who`.
+        """
+        return await self._who(request, action, queue)
+
     async def on_job(self, request: Request, base: str, action: str, text: str) -> Done:
         try:
             row_id = job_id(text, "the job id")
