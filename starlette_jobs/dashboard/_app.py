@@ -46,9 +46,11 @@ class Dashboard:
         refresh: seconds between reloads of the pages that change as jobs run (a `<meta>`
             refresh: no script); None: no reload.
         authorize: `authorize(request, action, queue)`, sync or async, called for each action
-            ("retry", "cancel", "release", "pause", "resume") on a job of `queue` or on `queue`:
-            a name (who asks, written in the log line of the action) or True allows it;
-            False refuses it (403, nothing changed). None (default): read-only.
+            ("retry", "cancel", "release", "pause", "resume") on a job of `queue` or on `queue`,
+            and once for each bulk action ("bulk_retry", "bulk_cancel") over jobs of `queue`:
+            a name (who asks, written in the log line of the action, in each job's event and
+            in the bulk action's record) or True allows it; False refuses it (403, nothing
+            changed). None (default): read-only.
         secret: the key that signs the CSRF cookie of the actions' forms. Default: a random
             one per process; give the same one to every process that serves the dashboard.
 
