@@ -61,3 +61,7 @@ async def test_retry_cancel_and_release_say_what_they_did_and_exit_by_the_worst(
     assert record is not None
     assert record.status is JobStatus.PENDING
     assert [e.by for e in events if e.kind is EventKind.RETRIED] == [getpass.getuser(), "ops-bot"]
+    # And in the table of `events`: who asked, in its BY column.
+    assert await run("events", str(broken), *dsn) == 0
+    retried = [line.split() for line in capsys.readouterr().out.splitlines() if " retried " in line]
+    assert [row[-2] for row in retried] == [getpass.getuser(), "ops-bot"]  # then ERROR
