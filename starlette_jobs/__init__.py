@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._added_steps import AddedSteps as AddedSteps
+from ._bulk_records import BulkRecord as BulkRecord
 from ._config import JobsConfig as JobsConfig
 from ._correlation import correlation_id as correlation_id
 from ._errors import ConfigurationError as ConfigurationError
@@ -61,6 +62,7 @@ from .worker._context import current_job as current_job
 
 __all__ = [
     "AddedSteps",
+    "BulkRecord",
     "ConfigurationError",
     "ConfiguredJob",
     "CorrelationIdMiddleware",

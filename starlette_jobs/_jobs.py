@@ -17,6 +17,7 @@ from typing import Any
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
+from ._bulk_actions import BulkActing
 from ._config import DAY, JobsConfig
 from ._draining import JobDraining
 from ._dsn import masked_dsn
@@ -59,6 +60,7 @@ class Jobs(
     QueueControlling,
     WorkerListing,
     WorkflowQueries,
+    BulkActing,
 ):
     """Where jobs are stored, and which of them this process works on.
 

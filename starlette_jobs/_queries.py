@@ -52,20 +52,26 @@ class JobQueries:
         with unavailable_as_error("count jobs"):
             return await self._ready_store.count_by_status(queue)
 
-    async def cancel(self, job_id: JobId) -> bool:
+    async def cancel(self, job_id: JobId, *, by: str | None = None) -> bool:
         """Cancels a job. A pending one is cancelled at once. A running one is asked to stop:
         the worker holding it, wherever it runs, cancels the attempt at once, and the job ends
         `cancelled`, not retried; what the job returns when it catches the cancellation is
         kept as its result (see docs/cancelling.md). Returns False if the job has finished, or
         was asked to stop already.
 
+        Args:
+            job_id: the job.
+            by: who asks (a user's name, an email): written in the job's event
+                (`JobEvent.by`), the audit trail of who changed what. None: no one named.
+
         Raises:
             JobNotFoundError: no job has this id.
         """
-        return await self._change(job_id, "cancel", self._cancel_row)
 
-    async def _cancel_row(self, row_id: int) -> bool:
-        return await self._ready_store.cancel_job(row_id) is not None
+        async def cancel_row(row_id: int) -> bool:
+            return await self._ready_store.cancel_job(row_id, by) is not None
+
+        return await self._change(job_id, "cancel", cancel_row)
 
     async def events(self, job_id: JobId) -> builtins.list[JobEvent]:
         """The job's history, oldest first: enqueued, claimed, attempt failed, succeeded, ...
@@ -90,28 +96,34 @@ class JobQueries:
         with unavailable_as_error(f"peek at queue {queue!r}"):
             return await self._ready_store.peek_jobs(queue, limit, left_out)
 
-    async def retry(self, job_id: JobId) -> bool:
+    async def retry(self, job_id: JobId, *, by: str | None = None) -> bool:
         """Runs a failed or cancelled job again, from its first attempt. Returns False if the
-        job is in another status.
+        job is in another status. `by`: who asks, written in the job's `retried` event
+        (`JobEvent.by`), as for `cancel`.
 
         Raises:
             JobNotFoundError: no job has this id.
             UniqueKeyTakenError: another live job holds this job's unique key.
         """
-        return await self._change(job_id, "retry", self._ready_store.retry_job)
+        return await self._change(
+            job_id, "retry", lambda row_id: self._ready_store.retry_job(row_id, by)
+        )
 
-    async def release(self, job_id: JobId) -> bool:
+    async def release(self, job_id: JobId, *, by: str | None = None) -> bool:
         """Hands a running job back to pending at once, its attempt given back, without waiting
         for its lease to expire: for a job stuck on a worker you know is gone. Returns False if
         the job is not running.
 
         If its worker is in fact alive, that worker's result is refused (the job may then run
-        twice), and it cancels its copy at its next lease renewal.
+        twice), and it cancels its copy at its next lease renewal. `by`: who asks, written in
+        the job's event (`JobEvent.by`), as for `cancel`.
 
         Raises:
             JobNotFoundError: no job has this id.
         """
-        return await self._change(job_id, "release", self._ready_store.release_job)
+        return await self._change(
+            job_id, "release", lambda row_id: self._ready_store.release_job(row_id, by)
+        )
 
     async def release_worker_jobs(self, worker_id: str) -> builtins.list[JobId]:
         """`release` for every job a worker is running (see `JobRecord.worker_id`, and a worker's

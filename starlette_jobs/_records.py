@@ -80,6 +80,9 @@ class JobEvent:
     """When the job is due next (a retry, a release), if it is pending."""
     workflow_id: int | None = None
     """The workflow the job is a step of (docs/workflows.md); None for other jobs."""
+    by: str | None = None
+    """Who asked for the change: the `by` of `jobs.retry`, `cancel` or `release` (the
+    dashboard's user, the CLI's `--by`); None for the changes the library makes itself."""
 
     @classmethod
     def _from_row(cls, row: Mapping[str, Any]) -> JobEvent:
@@ -93,6 +96,7 @@ class JobEvent:
             error=row["error"],
             run_at=row["run_at"],
             workflow_id=row.get("workflow_id"),
+            by=row.get("actor"),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -44,6 +44,10 @@ TESTED_ELSEWHERE = {
     # The Store protocol's parts: protocols, held by the contract suite that runs both stores.
     "store._listener": "contract/test_store_contract.py",
     "store._parts": "contract/test_store_contract.py",
+    # Bulk actions: the stores' parts and the protocol, held by the contract suite.
+    "store._bulk": "contract/test_bulk_contract.py",
+    "memory._bulk": "contract/test_bulk_contract.py",
+    "postgres._bulk": "contract/test_bulk_contract.py",
     # `jobs.drain`, through `Jobs` running jobs end to end.
     "_draining": "integration/test_enqueue_and_run.py",
     # Workflows: `jobs.workflow`, through `Jobs` on both stores.

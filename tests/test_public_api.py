@@ -11,6 +11,7 @@ import starlette_jobs
 def test_exported_names_are_pinned() -> None:
     assert starlette_jobs.__all__ == [
         "AddedSteps",
+        "BulkRecord",
         "ConfigurationError",
         "ConfiguredJob",
         "CorrelationIdMiddleware",

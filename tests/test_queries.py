@@ -145,7 +145,7 @@ class Unreachable(MemoryStore):
     async def get_job(self, job_id: int) -> None:
         raise DatabaseUnavailableError("PostgreSQL is unreachable (connection refused)")
 
-    async def cancel_job(self, job_id: int) -> JobStatus | None:
+    async def cancel_job(self, job_id: int, by: str | None = None) -> JobStatus | None:
         raise DatabaseUnavailableError("PostgreSQL stopped answering (TimeoutError)")
 
 

@@ -5,6 +5,7 @@ worst of them (docs/cli.md): a job the action did not apply to, then a job that 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from collections.abc import Awaitable, Callable
 
@@ -27,11 +28,12 @@ _ACTIONS: dict[str, tuple[str, str, str]] = {
 async def act_on_jobs(jobs: Jobs, args: argparse.Namespace) -> Exit:
     done, not_done, why_not = _ACTIONS[args.command]
     worst = Exit.OK
+    by = args.by or _os_user()
     async with jobs:
-        action: Callable[[str], Awaitable[bool]] = getattr(jobs, args.command)
+        action: Callable[..., Awaitable[bool]] = getattr(jobs, args.command)
         for job_id in args.job_ids:
             try:
-                changed = await action(job_id)
+                changed = await action(job_id, by=by)
             except JobNotFoundError:
                 outcome, code = "not found", Exit.NOT_FOUND
             else:
@@ -49,6 +51,15 @@ async def act_on_jobs(jobs: Jobs, args: argparse.Namespace) -> Exit:
             else:
                 print(f"job {job_id}: no such job")
     return worst
+
+
+def _os_user() -> str | None:
+    """Who runs the command, for the audit trail; None where the OS cannot tell (a container
+    running as a uid with no name)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return None
 
 
 async def pause_or_resume(jobs: Jobs, args: argparse.Namespace) -> Exit:

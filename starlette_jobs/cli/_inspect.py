@@ -11,7 +11,7 @@ from .._records import JobEvent, JobRecord
 from ._output import Exit, one_line, print_json_lines, print_table, when
 
 _JOB_COLUMNS = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPTS", "RUN AT", "LAST ERROR")
-_EVENT_COLUMNS = ("AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "ERROR")
+_EVENT_COLUMNS = ("AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "BY", "ERROR")
 
 
 async def status(jobs: Jobs, args: argparse.Namespace) -> Exit:
@@ -113,5 +113,5 @@ def _job_row(job: JobRecord) -> tuple[str, ...]:
 def _event_row(event: JobEvent) -> tuple[str, ...]:
     return (
         when(event.at), event.kind.value, event.status.value, str(event.attempt),
-        event.worker_id or "-", one_line(event.error),
+        event.worker_id or "-", event.by or "-", one_line(event.error),
     )  # fmt: skip

@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         action = commands.add_parser(name, help=text)
         action.add_argument("job_ids", nargs="+", metavar="JOB_ID", help="a job's id")
+        action.add_argument(
+            "--by", metavar="NAME",
+            help="who asks, written in each job's event (default: the OS user running this)",
+        )  # fmt: skip
         _add_target(action, required=False)
         _add_json(action, "print one JSON object per job: its id, the action and its outcome")
     return parser

@@ -1,7 +1,9 @@
 """The dashboard's actions: retry, cancel and release a job, pause and resume a queue. Each is a
 POST form, checked against CSRF (`_csrf.py`), then allowed or refused by the user's
 `authorize(request, action, queue)` hook; without a hook the dashboard is read-only. What is
-done is logged, with who did it (what the hook returned, when it is a name)."""
+done is logged, with who did it (what the hook returned, when it is a name); a job's change is
+also written, with that name, in the job's events (`JobEvent.by`), its audit trail. A queue has
+no events: its pause and resume are in the log only."""
 
 from __future__ import annotations
 
@@ -90,6 +92,14 @@ class Actions:
         # False, and anything else (None, an empty name): refusing is the safe reading.
         raise Refused(403, f"you may not {action} on queue {queue!r}")
 
+    async def allowed(self, request: Request, action: str, queue: str) -> str:
+        """Who may do `action` on `queue` (the bulk actions' check, `_bulk.py`).
+
+        Raises:
+            Refused: as `_who`.
+        """
+        return await self._who(request, action, queue)
+
     async def on_job(self, request: Request, base: str, action: str, text: str) -> Done:
         try:
             row_id = job_id(text, "the job id")
@@ -103,7 +113,7 @@ class Actions:
             action, self._jobs.release
         )
         try:
-            changed = await change(record.id)
+            changed = await change(record.id, by=who)
         except JobNotFoundError:
             raise Refused(404, f"no job {record.id}") from None
         except UniqueKeyTakenError as error:

@@ -20,6 +20,7 @@ from .._errors import DatabaseUnavailableError
 from .._jobs import Jobs
 from .._records import JobStatus
 from ._actions import JOB_ACTIONS, QUEUE_ACTIONS, Actions, Authorize, Done, Refused, job_actions
+from ._bulk import BulkRuns, bulk_actions
 from ._csrf import FIELD, CsrfTokens
 from ._listing import FilterError, JobFilter, job_id
 from ._overview import overview, queue_names
@@ -45,9 +46,11 @@ class Dashboard:
         refresh: seconds between reloads of the pages that change as jobs run (a `<meta>`
             refresh: no script); None: no reload.
         authorize: `authorize(request, action, queue)`, sync or async, called for each action
-            ("retry", "cancel", "release", "pause", "resume") on a job of `queue` or on `queue`:
-            a name (who asks, written in the log line of the action) or True allows it;
-            False refuses it (403, nothing changed). None (default): read-only.
+            ("retry", "cancel", "release", "pause", "resume") on a job of `queue` or on `queue`,
+            and once for each bulk action ("bulk_retry", "bulk_cancel") over jobs of `queue`:
+            a name (who asks, written in the log line of the action, in each job's event and
+            in the bulk action's record) or True allows it; False refuses it (403, nothing
+            changed). None (default): read-only.
         secret: the key that signs the CSRF cookie of the actions' forms. Default: a random
             one per process; give the same one to every process that serves the dashboard.
 
@@ -78,6 +81,7 @@ class Dashboard:
         self._templates = templates()
         self._tokens = CsrfTokens(secrets.token_bytes(32) if secret is None else secret)
         self._actions = Actions(jobs, authorize, self._tokens)
+        self._bulk = BulkRuns(jobs, self._actions)
         self._app = Starlette(
             routes=[
                 Route("/", self._overview, name="overview"),
@@ -87,6 +91,10 @@ class Dashboard:
                 Route("/schedules", self._schedules, name="schedules"),
                 Route("/jobs/{job_id}/{action}", self._job_action, methods=["POST"]),
                 Route("/queues/{queue:path}/{action}", self._queue_action, methods=["POST"]),
+                Route("/bulk", self._bulk_list, name="bulk"),
+                Route("/bulk/{bulk_id}", self._bulk_page, name="bulk_action"),
+                Route("/bulk/{bulk_id}/run", self._bulk_run_on, methods=["POST"]),
+                Route("/bulk-actions/{action}", self._bulk_action, methods=["POST"]),
                 Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
             ],
             exception_handlers={DatabaseUnavailableError: self._unavailable},
@@ -151,6 +159,7 @@ class Dashboard:
         )
         older = filters.older(records[-1].id) if len(records) == self._page_size else None
         context = {"title": "Jobs", "records": records, "filters": filters, "older": older}
+        context["bulk"] = bulk_actions(filters) if self._actions.enabled else []
         # No reload: it would empty the filters being typed into the form.
         return self._render(request, "jobs.html", context, refresh=False)
 
@@ -202,6 +211,40 @@ class Dashboard:
         return await self._act(
             request, self._actions.on_queue(request, _base(request), action, queue)
         )
+
+    async def _bulk_action(self, request: Request) -> Response:
+        action = request.path_params["action"]
+        return await self._act(request, self._bulk.start(request, _base(request), action))
+
+    async def _bulk_run_on(self, request: Request) -> Response:
+        text = request.path_params["bulk_id"]
+        return await self._act(request, self._bulk.run_on(request, _base(request), text))
+
+    async def _bulk_list(self, request: Request) -> Response:
+        context = {"title": "Bulk actions", "bulks": await self.jobs.list_bulks(50)}
+        return self._render(request, "bulk_list.html", context)
+
+    async def _bulk_page(self, request: Request) -> Response:
+        text = request.path_params["bulk_id"]
+        record = None
+        if text.isascii() and text.isdigit() and len(text) <= 18:
+            record = await self.jobs.get_bulk(int(text))
+        if record is None:
+            return self._render(
+                request, "error.html",
+                {"title": "No such bulk action", "message": f"no bulk action {text}"},
+                refresh=False, status_code=404,
+            )  # fmt: skip
+        running = self._bulk.running(record.id)
+        context = {
+            "title": f"Bulk {record.action} {record.id}",
+            "bulk": record,
+            "running": running,
+            "run_on": self._actions.enabled and not record.finished and not running,
+            # Its progress, read again each second while it runs, whatever `refresh` says.
+            "refresh": None if record.finished else 1,
+        }
+        return self._render(request, "bulk.html", context)
 
     async def _act(self, request: Request, action: Awaitable[Done]) -> Response:
         try:

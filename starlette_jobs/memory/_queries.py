@@ -49,20 +49,20 @@ class MemoryQueries(MemoryWorkflows):
         row = self._rows.get(job_id)
         return None if row is None else row.status
 
-    async def cancel_job(self, job_id: int) -> JobStatus | None:
+    async def cancel_job(self, job_id: int, by: str | None = None) -> JobStatus | None:
         row = self._rows.get(job_id)
         now = utc_now()
         if row is None:
             return None
         if row.status in (JobStatus.PENDING, JobStatus.WAITING):
             row.status, row.finished_at = JobStatus.CANCELLED, now
-            self._changed(row, EventKind.CANCELLED, now)
+            self._changed(row, EventKind.CANCELLED, now, by=by)
             if row.dependents is not None:
                 self._tell_dependents(row, now)
             return row.status
         if row.status is JobStatus.RUNNING and row.cancel_requested_at is None:
             row.cancel_requested_at = now
-            self._changed(row, EventKind.CANCEL_REQUESTED, now)
+            self._changed(row, EventKind.CANCEL_REQUESTED, now, by=by)
             for listener in list(self._listeners):
                 assert row.lease_token is not None
                 listener.cancel(row.lease_token)
@@ -76,7 +76,7 @@ class MemoryQueries(MemoryWorkflows):
         row = self._rows.get(job_id)
         return [] if row is None else row.history()
 
-    async def retry_job(self, job_id: int) -> bool:
+    async def retry_job(self, job_id: int, by: str | None = None) -> bool:
         row = self._rows.get(job_id)
         if row is None or row.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
             return False
@@ -89,17 +89,17 @@ class MemoryQueries(MemoryWorkflows):
         row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
         row.finished_at = row.result = row.progress = row.cancel_requested_at = None
         row.outcome_wanted = row.settled = False
-        self._changed(row, EventKind.RETRIED, now)
+        self._changed(row, EventKind.RETRIED, now, by=by)
         self._notify(row.queue)
         if row.dependents is not None:
             self._reopen(row.dependents, now)
         return True
 
-    async def release_job(self, job_id: int) -> bool:
+    async def release_job(self, job_id: int, by: str | None = None) -> bool:
         row = self._rows.get(job_id)
         if row is None or row.status is not JobStatus.RUNNING:
             return False
-        if self._give_back(row) is EventKind.RELEASED:
+        if self._give_back(row, by) is EventKind.RELEASED:
             self._notify(row.queue)
         return True
 

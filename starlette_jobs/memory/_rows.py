@@ -103,7 +103,9 @@ class Row:
             }
         )
 
-    def log(self, kind: EventKind, at: datetime, *, error: str | None = None) -> None:
+    def log(
+        self, kind: EventKind, at: datetime, *, error: str | None = None, by: str | None = None
+    ) -> None:
         """Records the change just made, as the PostgreSQL store's statement would."""
         self.events.append(
             JobEvent(
@@ -116,6 +118,7 @@ class Row:
                 error=error,
                 run_at=self.run_at if self.status is JobStatus.PENDING else None,
                 workflow_id=self.workflow_id,
+                by=by,
             )
         )
 

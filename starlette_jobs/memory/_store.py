@@ -40,6 +40,7 @@ from .._records import (
 )
 from ..memory._outage import failing_in_outages
 from ._added_steps import MemoryAddedSteps
+from ._bulk import MemoryBulk
 from ._completions import MemoryCompletions
 from ._controls import MemoryControls
 from ._depths import MemoryDepths
@@ -76,6 +77,7 @@ def memory_store(dsn: str, schema: str | None = None) -> MemoryStore:
 
 @failing_in_outages
 class MemoryStore(
+    MemoryBulk,
     MemoryQueries,
     MemoryRegistry,
     MemorySchedules,

@@ -18,6 +18,7 @@ from ._outage import SimulatedOutage
 from ._rows import OutcomeListener, QueueListener, Row
 
 if TYPE_CHECKING:
+    from .._bulk_records import BulkRecord
     from .._schedule_records import TickRecord
     from .._worker_records import WorkerRecord
     from ._rows import ScheduleRow
@@ -51,6 +52,8 @@ class MemoryData:
         # Workflows by id (`memory._workflows`): name and when it was enqueued.
         self.workflows: dict[int, tuple[str, datetime]] = {}
         self.workflow_ids = itertools.count(1)
+        # Bulk actions by id (`memory._bulk`).
+        self.bulks: dict[int, BulkRecord] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()
@@ -101,11 +104,18 @@ class MemoryTables:
         for listener in list(self._listeners):
             listener.notify(queue)
 
-    def _changed(self, row: Row, kind: EventKind, now: datetime, error: str | None = None) -> None:
+    def _changed(
+        self,
+        row: Row,
+        kind: EventKind,
+        now: datetime,
+        error: str | None = None,
+        by: str | None = None,
+    ) -> None:
         """What follows every change of a row's state in the same statement on PostgreSQL: its
         event, and the NOTIFY of a finished job that someone waits for."""
         if self.record_events:
-            row.log(kind, now, error=error)
+            row.log(kind, now, error=error, by=by)
         if row.outcome_wanted and row.status in FINISHED:
             for listener in list(self._outcome_listeners):
                 listener.on_finished(row.id)
@@ -139,10 +149,10 @@ class MemoryTables:
         row = self._rows.get(job_id)
         return row if row is not None and row.lease_token == token else None
 
-    def _give_back(self, row: Row) -> EventKind:
+    def _give_back(self, row: Row, by: str | None = None) -> EventKind:
         now = utc_now()
         kind = row.give_back(now)
-        self._changed(row, kind, now)
+        self._changed(row, kind, now, by=by)
         return kind
 
     def _running(self) -> list[Row]:

@@ -14,6 +14,7 @@ from uuid import UUID
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from ._added_steps import AddedStepStatements
+from ._bulk import BulkStatements
 from ._completions import CompletionStatements
 from ._controls import ControlledStore
 from ._depths import DepthStatements
@@ -28,6 +29,7 @@ _UNIQUE_KEY_TRIES = 5
 
 
 class PostgresStore(
+    BulkStatements,
     WorkerRegistry,
     ScheduleStatements,
     ControlledStore,
@@ -212,8 +214,8 @@ class PostgresStore(
         )
         return {row[0] for row in rows}
 
-    async def release_job(self, job_id: int) -> bool:
-        row = await self._write("fetchrow", self._q["release_job"], job_id, self.record_events)
+    async def release_job(self, job_id: int, by: str | None = None) -> bool:
+        row = await self._write("fetchrow", self._q["release_job"], job_id, self.record_events, by)
         return row is not None
 
     async def release_worker_jobs(self, worker_id: str) -> list[int]:
@@ -272,8 +274,8 @@ class PostgresStore(
         )
         return Unfinished(row["waited"], row["scheduled"], row["retries"], row["unknown"])
 
-    async def cancel_job(self, job_id: int) -> JobStatus | None:
-        row = await self._write("fetchrow", self._q["cancel_job"], job_id, self.record_events)
+    async def cancel_job(self, job_id: int, by: str | None = None) -> JobStatus | None:
+        row = await self._write("fetchrow", self._q["cancel_job"], job_id, self.record_events, by)
         if row is None:
             return None
         if row["owed"]:  # a workflow's step: the steps waiting for it are told
@@ -292,10 +294,10 @@ class PostgresStore(
         status = await self._write("fetchval", self._q["want_outcome"], job_id)
         return None if status is None else JobStatus(status)
 
-    async def retry_job(self, job_id: int) -> bool:
+    async def retry_job(self, job_id: int, by: str | None = None) -> bool:
         try:
             # With the steps its failure cancelled (a workflow's), in one transaction.
-            return await self._retry_with_dependents(job_id)
+            return await self._retry_with_dependents(job_id, by)
         except UniqueViolationError:
             raise UniqueKeyTakenError(
                 f"job {job_id} cannot be retried: another pending or running job holds its "

@@ -57,7 +57,7 @@ class WorkflowStatements(ConnectedStore):
             if not row["cascade"] and row["settled"] < limit:
                 return settled
 
-    async def _retry_with_dependents(self, job_id: int) -> bool:
+    async def _retry_with_dependents(self, job_id: int, by: str | None = None) -> bool:
         """`retry_job`, and, for a workflow's step, the steps waiting for it counted again:
         those its failure cancelled wait again, down the graph; all in one transaction.
 
@@ -66,7 +66,9 @@ class WorkflowStatements(ConnectedStore):
         """
         try:
             async with self.pool.acquire() as connection, connection.transaction():
-                row = await connection.fetchrow(self._q["retry_job"], job_id, self.record_events)
+                row = await connection.fetchrow(
+                    self._q["retry_job"], job_id, self.record_events, by
+                )
                 if row is None:
                     return False
                 if row["dependents"] is not None:

@@ -21,11 +21,12 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from ._bulk import BulkStore
 from ._listener import Listener as Listener  # where the rest of the library finds it
 from ._parts import ControlStore, RegistryStore, ScheduleStore, WorkflowStore
 
 
-class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, Protocol):
+class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore, Protocol):
     """Where jobs are kept; see the module's docstring. The parts beyond jobs (periodic jobs,
     queue controls, the worker registry, workflows) are declared in `_parts.py`."""
 
@@ -199,10 +200,11 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, Protocol)
 
     async def job_status(self, job_id: int) -> JobStatus | None: ...
 
-    async def cancel_job(self, job_id: int) -> JobStatus | None:
+    async def cancel_job(self, job_id: int, by: str | None = None) -> JobStatus | None:
         """A pending job (or a workflow's waiting step, whose dependents are then told) becomes
         cancelled (returns CANCELLED); a running one is asked to stop, its worker told (returns
-        RUNNING); None if it was none of these, or was asked already."""
+        RUNNING); None if it was none of these, or was asked already. `by`: who asked, written
+        in the event (its `by`), as for `retry_job` and `release_job`."""
         ...
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:
@@ -213,14 +215,14 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, Protocol)
         """The job's history, oldest first: its enqueueing, then each event recorded."""
         ...
 
-    async def retry_job(self, job_id: int) -> bool:
+    async def retry_job(self, job_id: int, by: str | None = None) -> bool:
         """A failed or cancelled job runs again from its first attempt; False in any other
         status. Raises `UniqueKeyTakenError` if a live job holds its unique key. A workflow's
         step: in the same transaction, the steps waiting for it count it as unfinished again,
         and those its failure cancelled wait again (event `waiting`), down the graph."""
         ...
 
-    async def release_job(self, job_id: int) -> bool:
+    async def release_job(self, job_id: int, by: str | None = None) -> bool:
         """A running job back to pending, attempt given back, whoever holds it."""
         ...
 

@@ -5,11 +5,12 @@ integration/test_cli.py."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 
 import pytest
 
-from starlette_jobs import Jobs, JobStatus, Retry, job
+from starlette_jobs import EventKind, Jobs, JobStatus, Retry, job
 from starlette_jobs.cli._main import main
 
 
@@ -58,9 +59,15 @@ async def test_retry_cancel_and_release_say_what_they_did_and_exit_by_the_worst(
         "action": "release",
         "outcome": "not found",
     }
-    assert await run("retry", str(broken), "--json", *dsn) == 0
+    assert await run("retry", str(broken), "--by", "ops-bot", "--json", *dsn) == 0
     assert json.loads(capsys.readouterr().out)["outcome"] == "changed"
     async with Jobs(database_dsn, queues={}) as jobs:
         record = await jobs.get(broken)
+        events = await jobs.events(broken)
     assert record is not None
     assert record.status is JobStatus.PENDING
+    assert [e.by for e in events if e.kind is EventKind.RETRIED] == [getpass.getuser(), "ops-bot"]
+    # And in the table of `events`: who asked, in its BY column.
+    assert await run("events", str(broken), *dsn) == 0
+    retried = [line.split() for line in capsys.readouterr().out.splitlines() if " retried " in line]
+    assert [row[-2] for row in retried] == [getpass.getuser(), "ops-bot"]  # then ERROR

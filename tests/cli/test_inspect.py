@@ -107,7 +107,9 @@ async def test_show_and_events_tell_one_jobs_story(
     kinds = [event["kind"] for event in parsed(capsys)]
     assert kinds == ["enqueued", "claimed", "failed"]
     assert await run("events", str(boom), "--dsn", database_dsn) == 0
-    assert lines(capsys)[0].split() == ["AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "ERROR"]
+    assert lines(capsys)[0].split() == [
+        *("AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "BY", "ERROR")
+    ]
 
 
 @pytest.mark.parametrize("command", ["show", "events"])

@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from starlette.requests import Request
 
-from starlette_jobs import JobStatus
+from starlette_jobs import EventKind, JobStatus
 from starlette_jobs.dashboard import Dashboard
 from tests.dashboard.pages import rows
 from tests.dashboard.seeded import Calls, Seeded, allow_but_cancel, app_of
@@ -70,7 +70,11 @@ async def test_retrying_a_failed_job_makes_it_pending_and_logs_who(
     assert f"ada@example.com: retry job {seeded.failed}: changed" in caplog.text
     html = (await acting.get(response.headers["location"])).text
     assert '<p class="done" id="done">retry: done</p>' in html
+    # The audit trail: the event names who the hook said asks, in the job's history and page.
     assert [row[1] for row in rows(html, "event")][-1] == "retried"
+    assert rows(html, "event")[-1][-1] == "ada@example.com"
+    events = await seeded.jobs.events(seeded.failed)
+    assert (events[-1].kind, events[-1].by) == (EventKind.RETRIED, "ada@example.com")
 
 
 async def test_an_action_the_status_does_not_allow_changes_nothing(

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 import uvicorn
 from playwright.async_api import Page, async_playwright, expect
 
+from starlette_jobs import JobStatus
 from starlette_jobs.dashboard import Dashboard
 from tests.conftest import eventually
 from tests.dashboard.seeded import MOUNT, Seeded, allow_but_cancel, app_of
@@ -204,3 +207,68 @@ async def test_an_action_the_hook_refuses(served: str, page: Page, seeded: Seede
     await expect(page.locator("p.error")).to_have_text("you may not cancel on queue 'dash-mail'")
     await page.goto(f"{served}/jobs/{seeded.delayed}")
     await expect(page.locator("#status")).to_have_text("pending")
+
+
+BULK = 10_000
+
+
+async def test_a_bulk_retry_of_ten_thousand_failed_jobs_in_batches_with_one_audit_record(
+    served: str, page: Page, seeded: Seeded, database_dsn: str, screenshot: Shoot
+) -> None:
+    # Seeded in one statement: 10,000 failed `send_email` jobs on a queue no worker of the test
+    # works (they stay pending once retried), and one failed job of another name.
+    connection = await asyncpg.connect(database_dsn)
+    try:
+        await connection.execute(
+            """
+            INSERT INTO starlette_jobs (name, queue, payload, status, attempts, max_attempts,
+                                        last_error, started_at, finished_at)
+            SELECT CASE WHEN n <= $1 THEN 'tests.dashboard.send_email' ELSE 'tests.other' END,
+                   'dash-bulk', jsonb_build_object('to', 'user' || n || '@example.com'),
+                   'failed', 1, 1, 'ConnectionError: the mail server refused', now(), now()
+              FROM generate_series(1, $1 + 1) AS n
+            """,
+            BULK,
+        )
+    finally:
+        await connection.close()
+
+    await page.goto(f"{served}/jobs")
+    await page.select_option('select[name="status"]', "failed")
+    await page.fill('input[name="queue"]', "dash-bulk")
+    await page.fill('input[name="name"]', "tests.dashboard.send_email")
+    await page.click('button:has-text("Filter")')
+    await page.click('button:text-is("retry every matching job")')
+
+    # The progress page, reloaded each second while it runs, until the last batch.
+    await expect(page.locator("h1")).to_have_text(re.compile(r"Bulk retry \d+"))
+    await expect(page.locator("#matched")).to_have_text(str(BULK))
+    await expect(page.locator("#state")).to_have_text(
+        f"finished: {BULK} of {BULK} jobs retried", timeout=30_000
+    )
+    await expect(page.locator("#progress")).to_have_attribute("value", str(BULK))
+    await expect(page.locator("#by")).to_have_text("ada@example.com")
+    await screenshot(page, "bulk")
+
+    counts = await seeded.jobs.count_by_status(queue="dash-bulk")
+    assert (counts[JobStatus.PENDING], counts[JobStatus.FAILED]) == (BULK, 1)
+    # One audit record, naming who asked; and the jobs' events name them too, written by
+    # 20 statements of 500 (each batch writes its events at its own transaction's time).
+    [record] = await seeded.jobs.list_bulks()
+    assert (record.by, record.matched, record.done, record.finished) == (
+        "ada@example.com", BULK, BULK, True,
+    )  # fmt: skip
+    connection = await asyncpg.connect(database_dsn)
+    try:
+        counted = await connection.fetchrow(
+            "SELECT count(DISTINCT at), count(*) FILTER (WHERE actor = 'ada@example.com')"
+            "  FROM starlette_jobs_events WHERE kind = 'retried'"
+        )
+    finally:
+        await connection.close()
+    assert counted is not None
+    assert tuple(counted) == (BULK // 500, BULK)
+
+    await page.click('nav a:text-is("Bulk actions")')
+    await expect(page.locator("tr.bulk td").nth(2)).to_have_text("ada@example.com")
+    await expect(page.locator("tr.bulk td").last).to_have_text(f"{BULK} / {BULK}")

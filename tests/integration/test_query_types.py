@@ -43,7 +43,7 @@ EXPECTED: dict[str, list[str]] = {
     "extend_leases": ["int8[]", "uuid[]", "float8"],
     "release_jobs": ["int8[]", "uuid[]", "bool"],
     "release_unknown_claims": ["text", "text", "uuid[]", "bool"],
-    "release_job": ["int8", "bool"],
+    "release_job": ["int8", "bool", "text"],
     "release_worker_jobs": ["text", "bool"],
     "prune_finished": ["float8", "int8"],
     "rescue_expired": ["int8", "bool"],
@@ -52,8 +52,8 @@ EXPECTED: dict[str, list[str]] = {
     "count_by_status": ["text"],
     "queue_depths": [],
     "count_unfinished": ["text[]", "float8", "float8", "text[]"],
-    "cancel_job": ["int8", "bool"],
-    "retry_job": ["int8", "bool"],
+    "cancel_job": ["int8", "bool", "text"],
+    "retry_job": ["int8", "bool", "text"],
     "job_status": ["int8"],
     "peek_jobs": ["text", "int8", "int8[]"],
     "job_events": ["int8"],
@@ -105,6 +105,11 @@ EXPECTED: dict[str, list[str]] = {
         *["int8", "int8", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],
         *["int4[]", "int4[]"],
     ],
+    "begin_bulk": ["text", "text", "text", "text", "text", "text[]"],
+    "bulk_retry_batch": ["int8", "int8", "bool"],
+    "bulk_cancel_batch": ["int8", "int8", "bool"],
+    "get_bulk": ["int8"],
+    "list_bulks": ["int8"],
 }
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from starlette_jobs import Jobs, SchemaVersionError, job
 from starlette_jobs.postgres import _added_steps as added_steps_module
+from starlette_jobs.postgres import _bulk as bulk_module
 from starlette_jobs.postgres import _completions as completions_module
 from starlette_jobs.postgres import _controls as controls_module
 from starlette_jobs.postgres import _depths as depths_module
@@ -33,7 +34,7 @@ def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() 
     used: set[str] = set()
     for module in (
         postgres_module, migrations_module, schedules_module, controls_module, registry_module,
-        workflows_module, completions_module, added_steps_module, depths_module,
+        workflows_module, completions_module, added_steps_module, depths_module, bulk_module,
     ):  # fmt: skip
         assert module.__file__ is not None
         source = Path(module.__file__).read_text()

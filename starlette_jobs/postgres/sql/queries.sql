@@ -523,7 +523,7 @@ SELECT id FROM released, (SELECT count(*) FROM announced) AS sent ORDER BY id;
 -- holds it (a job asked to stop ends cancelled). That worker's lease is gone: its outcome will
 -- be refused, and its next heartbeat cancels its copy. Returns the queue, or nothing if the job
 -- was not running.
--- $1 job id, $2 whether to record events
+-- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH released AS (
     UPDATE starlette_jobs
        SET status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
@@ -533,9 +533,9 @@ WITH released AS (
      WHERE id = $1 AND status = 'running'
     RETURNING *
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at, actor)
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
-           worker_id, CASE WHEN status = 'pending' THEN run_at END
+           worker_id, CASE WHEN status = 'pending' THEN run_at END, $3::text
       FROM released WHERE $2::boolean
 )
 SELECT queue,
@@ -794,7 +794,7 @@ SELECT count(*) FILTER (WHERE waited AND known) AS waited,
 -- after: 'cancelled', or 'running' (asked to stop), and `owed`: a cancelled step has steps
 -- waiting for it, to tell (`settle_steps`); nothing if it was neither pending, waiting nor
 -- running, or was asked already.
--- $1 job id, $2 whether to record events
+-- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH changed AS (
     UPDATE starlette_jobs
        SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
@@ -806,9 +806,9 @@ WITH changed AS (
             OR (status = 'running' AND cancel_requested_at IS NULL))
     RETURNING id, status, attempts, worker_id, lease_token, outcome_wanted, dependents
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, actor)
     SELECT id, CASE WHEN status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
-           status, attempts, worker_id
+           status, attempts, worker_id, $3::text
       FROM changed WHERE $2::boolean
 )
 SELECT status,
@@ -819,7 +819,7 @@ SELECT status,
 
 -- name: retry_job
 -- A failed or cancelled job runs again from its first attempt, now; its error history stays.
--- $1 job id, $2 whether to record events
+-- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH retried AS (
     UPDATE starlette_jobs
        SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
@@ -829,8 +829,8 @@ WITH retried AS (
      WHERE id = $1 AND status IN ('failed', 'cancelled')
     RETURNING id, queue, status, attempts, run_at, dependents
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
-    SELECT id, 'retried', status, attempts, run_at FROM retried WHERE $2::boolean
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
+    SELECT id, 'retried', status, attempts, run_at, $3::text FROM retried WHERE $2::boolean
 )
 SELECT queue, pg_notify('starlette_jobs:' || queue, ''), dependents FROM retried;
 
@@ -866,11 +866,11 @@ WITH job AS (
 SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
        CASE WHEN upstream IS NULL THEN 'pending' ELSE 'waiting' END AS status, 0 AS attempt,
        NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq,
-       workflow_id
+       workflow_id, NULL AS actor
   FROM job
 UNION ALL
 SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id,
-       (SELECT workflow_id FROM job)
+       (SELECT workflow_id FROM job), actor
   FROM starlette_jobs_events WHERE job_id = $1
  ORDER BY seq;
 
@@ -1606,3 +1606,138 @@ WITH running AS (
 )
 SELECT (SELECT ids FROM ids) AS ids, (SELECT count(*) FROM extended) AS extended,
        (SELECT count(*) FROM woken) AS sent;
+
+-- name: begin_bulk
+-- The record of a bulk action (docs/dashboard.md, "Bulk actions"), unfinished: how many jobs
+-- it applies to now, and the highest job id now (jobs enqueued later are left out).
+-- $1 action, $2 who asked or NULL, $3 queue, $4 the filter's status or NULL, $5 job name or
+-- NULL, $6 the statuses the action changes (narrowed to $4)
+INSERT INTO starlette_jobs_bulk_actions (action, by_whom, queue, status, name, matched, upper_id)
+SELECT $1, $2, $3, $4, $5,
+       (SELECT count(*) FROM starlette_jobs
+         WHERE queue = $3 AND status = ANY($6::text[]) AND ($5::text IS NULL OR name = $5)
+           -- A running job asked to stop already: a cancel leaves it.
+           AND NOT ($1 = 'cancel' AND cancel_requested_at IS NOT NULL)),
+       (SELECT coalesce(max(id), 0) FROM starlette_jobs)
+RETURNING *;
+
+-- name: bulk_retry_batch
+-- One batch of a bulk retry: the next $2 failed or cancelled jobs of its filter, by id after
+-- `last_id`, run again from their first attempt (as retry_job), their events naming who asked,
+-- and the record advanced, in one statement. A job whose unique key a live job holds, or
+-- another of the batch (the latest of them is retried), is left as it is. Returns the record
+-- after, the steps waiting for the jobs retried (`dependents`, to reopen in the same
+-- transaction), or nothing if the record has finished or is no retry.
+-- $1 bulk id, $2 batch size, $3 whether to record events
+WITH bulk AS (
+    SELECT * FROM starlette_jobs_bulk_actions
+     WHERE id = $1 AND action = 'retry' AND finished_at IS NULL
+       FOR UPDATE
+), picked AS (
+    SELECT job.id, job.unique_key
+      FROM starlette_jobs AS job, bulk
+     WHERE job.queue = bulk.queue AND job.status IN ('failed', 'cancelled')
+       AND (bulk.status IS NULL OR job.status = bulk.status)
+       AND (bulk.name IS NULL OR job.name = bulk.name)
+       AND job.id > bulk.last_id AND job.id <= bulk.upper_id
+     ORDER BY job.id
+     LIMIT $2
+), allowed AS (
+    SELECT p.id FROM picked AS p
+     WHERE p.unique_key IS NULL
+        OR (p.id = (SELECT max(o.id) FROM picked AS o WHERE o.unique_key = p.unique_key)
+            AND NOT EXISTS (SELECT 1 FROM starlette_jobs AS live
+                             WHERE live.unique_key = p.unique_key
+                               AND live.status IN ('pending', 'running')))
+), retried AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
+           progress = NULL, cancel_requested_at = NULL, outcome_wanted = false, settled = false
+      FROM allowed
+     WHERE job.id = allowed.id AND job.status IN ('failed', 'cancelled')
+    RETURNING job.id, job.status, job.attempts, job.run_at, job.dependents
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
+    SELECT retried.id, 'retried', retried.status, retried.attempts, retried.run_at, bulk.by_whom
+      FROM retried, bulk WHERE $3::boolean
+), advanced AS (
+    UPDATE starlette_jobs_bulk_actions AS record
+       SET done = record.done + (SELECT count(*) FROM retried),
+           last_id = coalesce((SELECT max(id) FROM picked), record.last_id),
+           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2 THEN now() END
+      FROM bulk
+     WHERE record.id = bulk.id
+    RETURNING record.*
+)
+SELECT advanced.*,
+       (SELECT array_agg(step) FROM retried, unnest(retried.dependents) AS step) AS dependents,
+       CASE WHEN EXISTS (SELECT 1 FROM retried)
+            THEN pg_notify('starlette_jobs:' || advanced.queue, '') END
+  FROM advanced;
+
+-- name: bulk_cancel_batch
+-- One batch of a bulk cancel: the next $2 pending, waiting or running jobs of its filter, by id
+-- after `last_id`, cancelled or asked to stop (as cancel_job), their events naming who asked,
+-- and the record advanced, in one statement. Returns the record after, and `owed`: a step
+-- cancelled has steps waiting for it (`settle_steps`); nothing if the record has finished or
+-- is no cancel.
+-- $1 bulk id, $2 batch size, $3 whether to record events
+WITH bulk AS (
+    SELECT * FROM starlette_jobs_bulk_actions
+     WHERE id = $1 AND action = 'cancel' AND finished_at IS NULL
+       FOR UPDATE
+), picked AS (
+    SELECT job.id
+      FROM starlette_jobs AS job, bulk
+     WHERE job.queue = bulk.queue AND job.status IN ('pending', 'waiting', 'running')
+       AND job.cancel_requested_at IS NULL
+       AND (bulk.status IS NULL OR job.status = bulk.status)
+       AND (bulk.name IS NULL OR job.name = bulk.name)
+       AND job.id > bulk.last_id AND job.id <= bulk.upper_id
+     ORDER BY job.id
+     LIMIT $2
+), changed AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN job.status IN ('pending', 'waiting') THEN 'cancelled'
+                         ELSE job.status END,
+           finished_at = CASE WHEN job.status IN ('pending', 'waiting') THEN now()
+                              ELSE job.finished_at END,
+           cancel_requested_at = CASE WHEN job.status = 'running' THEN now() END
+      FROM picked
+     WHERE job.id = picked.id
+       AND (job.status IN ('pending', 'waiting')
+            OR (job.status = 'running' AND job.cancel_requested_at IS NULL))
+    RETURNING job.id, job.status, job.attempts, job.worker_id, job.lease_token,
+              job.outcome_wanted, job.dependents
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, actor)
+    SELECT changed.id,
+           CASE WHEN changed.status = 'running' THEN 'cancel_requested' ELSE 'cancelled' END,
+           changed.status, changed.attempts, changed.worker_id, bulk.by_whom
+      FROM changed, bulk WHERE $3::boolean
+), notified AS (
+    SELECT CASE WHEN status = 'running'
+                THEN pg_notify('starlette_jobs.cancel', lease_token::text)
+                WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+      FROM changed
+), advanced AS (
+    UPDATE starlette_jobs_bulk_actions AS record
+       SET done = record.done + (SELECT count(*) FROM changed),
+           last_id = coalesce((SELECT max(id) FROM picked), record.last_id),
+           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2 THEN now() END
+      FROM bulk
+     WHERE record.id = bulk.id
+    RETURNING record.*
+)
+SELECT advanced.*, (SELECT count(*) FROM notified) AS sent,
+       EXISTS (SELECT 1 FROM changed WHERE status = 'cancelled' AND dependents IS NOT NULL)
+           AS owed
+  FROM advanced;
+
+-- name: get_bulk
+-- $1 bulk id
+SELECT * FROM starlette_jobs_bulk_actions WHERE id = $1;
+
+-- name: list_bulks
+-- The latest bulk actions, latest first. $1 how many at most
+SELECT * FROM starlette_jobs_bulk_actions ORDER BY id DESC LIMIT $1;

@@ -1,0 +1,82 @@
+"""`BulkActing`: retrying or cancelling every job of a filter, in batches on the server, with one
+record of who asked and how far it has got (docs/dashboard.md, "Bulk actions"), over whatever
+`Store` the `Jobs` it belongs to has started."""
+
+from __future__ import annotations
+
+import builtins
+
+from ._bulk_records import BULK_ACTIONS, BulkAction, BulkFilter, BulkRecord
+from ._errors import unavailable_as_error
+from ._options import check_queue_name
+from ._records import JobStatus
+from .store._protocol import Store
+
+_MAX_BATCH = 10_000
+
+
+class BulkActing:
+    """The part of `Jobs` that runs bulk actions; `Jobs` supplies the store."""
+
+    @property
+    def _ready_store(self) -> Store:
+        raise NotImplementedError
+
+    async def begin_bulk(
+        self,
+        action: BulkAction,
+        *,
+        queue: str,
+        status: JobStatus | str | None = None,
+        name: str | None = None,
+        by: str | None = None,
+    ) -> BulkRecord:
+        """Records a bulk action over the jobs of `queue` (of `status` and `name`, if given)
+        that it applies to: "retry" the failed and cancelled ones, "cancel" the pending, waiting
+        and running ones. Nothing changes yet: `run_bulk(record.id)` runs it. The record is the
+        action's audit record (who, what, which jobs, when) and its progress.
+
+        Args:
+            action: "retry" or "cancel".
+            queue: the queue (a bulk action is always over one queue).
+            status: only the jobs of this status (among those the action applies to).
+            name: only the jobs of this name.
+            by: who asks, written in the record and in each job's event.
+
+        Example:
+            >>> bulk = await jobs.begin_bulk("retry", queue="emails", status="failed", by="ada")
+            >>> await jobs.run_bulk(bulk.id)
+        """
+        if action not in BULK_ACTIONS:
+            raise ValueError(f"action must be 'retry' or 'cancel', got {action!r}")
+        filter = BulkFilter(
+            check_queue_name(queue), None if status is None else JobStatus(status), name
+        )
+        with unavailable_as_error(f"begin a bulk {action} on queue {queue!r}"):
+            return await self._ready_store.begin_bulk(action, filter, by)
+
+    async def run_bulk(self, bulk_id: int, *, batch_size: int = 500) -> BulkRecord | None:
+        """Runs the bulk action to its end, `batch_size` jobs at a time by id, each batch one
+        statement that changes its jobs, writes their events and advances the record; returns
+        the record at the end (None if there is no such record). A record left unfinished (the
+        process running it stopped) runs on from where its last batch ended."""
+        if type(batch_size) is not int or not 1 <= batch_size <= _MAX_BATCH:
+            raise ValueError(f"batch_size must be an integer from 1 to 10000, got {batch_size!r}")
+        store = self._ready_store
+        with unavailable_as_error(f"run bulk action {bulk_id}"):
+            while True:
+                record = await store.bulk_batch(bulk_id, batch_size)
+                if record is None:  # finished, here or by another process
+                    return await store.get_bulk(bulk_id)
+                if record.finished:
+                    return record
+
+    async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
+        """The record of a bulk action, or None."""
+        with unavailable_as_error(f"read bulk action {bulk_id}"):
+            return await self._ready_store.get_bulk(bulk_id)
+
+    async def list_bulks(self, limit: int = 20) -> builtins.list[BulkRecord]:
+        """The latest bulk actions' records, latest first."""
+        with unavailable_as_error("list bulk actions"):
+            return await self._ready_store.list_bulks(limit)

@@ -1,0 +1,76 @@
+"""Bulk actions on PostgreSQL (docs/dashboard.md, "Bulk actions"): the record of one, and its
+batches, each one statement that changes up to a batch of jobs, writes their events and advances
+the record (sql/queries.sql: `bulk_retry_batch`, `bulk_cancel_batch`). `_store.PostgresStore` is
+built on it."""
+
+from __future__ import annotations
+
+from .._bulk_records import BulkFilter, BulkRecord
+from ._driver_errors import UniqueViolationError, raise_as_store_error
+from ._workflows import WorkflowStatements
+
+# A batch that meets a unique key taken by a job enqueued while it ran is tried again this many
+# times: its statement leaves out the keys live jobs hold, so the next try passes that one.
+_UNIQUE_KEY_TRIES = 3
+
+
+class BulkStatements(WorkflowStatements):
+    """`WorkflowStatements` (a retried step reopens the steps waiting for it, a cancelled one
+    tells them) with the protocol's bulk actions."""
+
+    async def begin_bulk(self, action: str, filter: BulkFilter, by: str | None) -> BulkRecord:
+        row = await self._write(
+            "fetchrow",
+            self._q["begin_bulk"],
+            action,
+            by,
+            filter.queue,
+            None if filter.status is None else filter.status.value,
+            filter.name,
+            filter.statuses(action),
+        )
+        return BulkRecord._from_row(row)
+
+    async def bulk_batch(self, bulk_id: int, limit: int) -> BulkRecord | None:
+        record = await self.get_bulk(bulk_id)
+        if record is None or record.finished:
+            return None
+        if record.action == "cancel":
+            row = await self._write(
+                "fetchrow", self._q["bulk_cancel_batch"], bulk_id, limit, self.record_events
+            )
+            if row is not None and row["owed"]:
+                await self.settle_steps()
+            return None if row is None else BulkRecord._from_row(row)
+        for attempt in range(_UNIQUE_KEY_TRIES):
+            try:
+                return await self._retry_batch(bulk_id, limit)
+            except UniqueViolationError:
+                if attempt == _UNIQUE_KEY_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _retry_batch(self, bulk_id: int, limit: int) -> BulkRecord | None:
+        """A batch of a bulk retry and the steps it reopens, in one transaction."""
+        try:
+            async with self.pool.acquire() as connection, connection.transaction():
+                row = await connection.fetchrow(
+                    self._q["bulk_retry_batch"], bulk_id, limit, self.record_events
+                )
+                if row is None:
+                    return None
+                if row["dependents"] is not None:
+                    await self._reopen(connection, sorted(set(row["dependents"])))
+                return BulkRecord._from_row(row)
+        except UniqueViolationError:
+            raise
+        except Exception as error:
+            raise_as_store_error(error)
+
+    async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
+        row = await self._read("fetchrow", self._q["get_bulk"], bulk_id)
+        return None if row is None else BulkRecord._from_row(row)
+
+    async def list_bulks(self, limit: int) -> list[BulkRecord]:
+        rows = await self._read("fetch", self._q["list_bulks"], limit)
+        return [BulkRecord._from_row(row) for row in rows]
