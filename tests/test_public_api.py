@@ -46,6 +46,7 @@ def test_exported_names_are_pinned() -> None:
         "ScheduleRecord",
         "SchemaVersionError",
         "StarletteJobsError",
+        "StatusCounts",
         "Step",
         "StepNotRunningError",
         "StepRecord",

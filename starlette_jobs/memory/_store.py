@@ -42,6 +42,7 @@ from ..memory._outage import failing_in_outages
 from ._added_steps import MemoryAddedSteps
 from ._completions import MemoryCompletions
 from ._controls import MemoryControls
+from ._counts import MemoryCounts
 from ._depths import MemoryDepths
 from ._queries import MemoryQueries
 from ._registry import MemoryRegistry
@@ -84,6 +85,7 @@ class MemoryStore(
     MemoryWorkflows,
     MemoryAddedSteps,
     MemoryDepths,
+    MemoryCounts,
 ):
     """The `Store` protocol on a dict; see the module's docstring."""
 

@@ -16,6 +16,7 @@ from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, 
 from ._added_steps import AddedStepStatements
 from ._completions import CompletionStatements
 from ._controls import ControlledStore
+from ._counts import CountStatements
 from ._depths import DepthStatements
 from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
@@ -35,6 +36,7 @@ class PostgresStore(
     CompletionStatements,
     AddedStepStatements,
     DepthStatements,
+    CountStatements,
 ):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 

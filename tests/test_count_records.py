@@ -1,0 +1,22 @@
+"""`StatusCounts`: what a count past the cap reads as, to people and in JSON."""
+
+from __future__ import annotations
+
+from starlette_jobs import JobStatus, StatusCounts
+
+
+def test_counts_read_past_the_cap_show_the_cap_and_a_plus() -> None:
+    counts = StatusCounts.from_counted({JobStatus.SUCCEEDED: 10_001, JobStatus.FAILED: 7}, 10_000)
+    assert counts.capped == {JobStatus.SUCCEEDED}
+    assert counts.shown("succeeded") == "10,000+"
+    assert counts.shown(JobStatus.FAILED) == "7"
+    assert counts["pending"] == 0
+    assert counts.to_dict() == {
+        "pending": 0, "running": 0, "succeeded": "10000+", "failed": 7, "cancelled": 0,
+        "waiting": 0,
+    }  # fmt: skip
+
+
+def test_unfinished_statuses_are_never_capped() -> None:
+    counts = StatusCounts.from_counted({JobStatus.PENDING: 50}, 10)
+    assert (counts.shown("pending"), counts.capped) == ("50", frozenset())
