@@ -39,11 +39,12 @@ class StatusCounts:
         status = JobStatus(status)
         return f"{self.counts[status]:,}" + ("+" if status in self.capped else "")
 
-    def to_dict(self) -> dict[str, int | str]:
-        """Each status's count, a capped one as the text `"10000+"` (for JSON)."""
+    def to_dict(self) -> dict[str, object]:
+        """For JSON: `counts` by status name, `cap`, and the `capped` statuses' names."""
         return {
-            status.value: f"{count}+" if status in self.capped else count
-            for status, count in self.counts.items()
+            "counts": {status.value: count for status, count in self.counts.items()},
+            "cap": self.cap,
+            "capped": sorted(status.value for status in self.capped),
         }
 
     @classmethod

@@ -12,8 +12,12 @@ def test_counts_read_past_the_cap_show_the_cap_and_a_plus() -> None:
     assert counts.shown(JobStatus.FAILED) == "7"
     assert counts["pending"] == 0
     assert counts.to_dict() == {
-        "pending": 0, "running": 0, "succeeded": "10000+", "failed": 7, "cancelled": 0,
-        "waiting": 0,
+        "counts": {
+            "pending": 0, "running": 0, "succeeded": 10_000, "failed": 7, "cancelled": 0,
+            "waiting": 0,
+        },
+        "cap": 10_000,
+        "capped": ["succeeded"],
     }  # fmt: skip
 
 

@@ -57,7 +57,7 @@ async def test_a_finished_status_past_the_cap_reads_as_the_cap_and_more(store: S
     assert (await store.status_counts("mail", 3)).capped == frozenset()
     # The unfinished statuses are never capped.
     many = await store.status_counts(None, 1)
-    assert (many[JobStatus.PENDING], many.capped) == (3, {JobStatus.SUCCEEDED})
+    assert (many[JobStatus.PENDING], many.capped) == (3, frozenset({JobStatus.SUCCEEDED}))
 
 
 async def test_a_queue_with_no_job_counts_zero_in_every_status(store: Store) -> None:
