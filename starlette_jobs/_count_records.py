@@ -47,12 +47,12 @@ class StatusCounts:
             "capped": sorted(status.value for status in self.capped),
         }
 
-    @classmethod
-    def from_counted(cls, counted: Mapping[JobStatus, int], cap: int) -> StatusCounts:
-        """From counts that read at most `cap + 1` of each finished status (the one past the
-        cap tells that there are more)."""
-        counts = {status: counted.get(status, 0) for status in JobStatus}
-        capped = frozenset(s for s in FINISHED if counts[s] > cap)
-        for status in capped:
-            counts[status] = cap
-        return cls(counts, cap, capped)
+
+def capped_counts(counted: Mapping[JobStatus, int], cap: int) -> StatusCounts:
+    """The `StatusCounts` of counts that read at most `cap + 1` jobs of each finished status
+    (the one past the cap tells that there are more)."""
+    counts = {status: counted.get(status, 0) for status in JobStatus}
+    capped = frozenset(status for status in FINISHED if counts[status] > cap)
+    for status in capped:
+        counts[status] = cap
+    return StatusCounts(counts, cap, capped)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from starlette_jobs import JobStatus, StatusCounts
+from starlette_jobs import JobStatus
+from starlette_jobs._count_records import capped_counts
 
 
 def test_counts_read_past_the_cap_show_the_cap_and_a_plus() -> None:
-    counts = StatusCounts.from_counted({JobStatus.SUCCEEDED: 10_001, JobStatus.FAILED: 7}, 10_000)
+    counts = capped_counts({JobStatus.SUCCEEDED: 10_001, JobStatus.FAILED: 7}, 10_000)
     assert counts.capped == {JobStatus.SUCCEEDED}
     assert counts.shown("succeeded") == "10,000+"
     assert counts.shown(JobStatus.FAILED) == "7"
@@ -22,5 +23,5 @@ def test_counts_read_past_the_cap_show_the_cap_and_a_plus() -> None:
 
 
 def test_unfinished_statuses_are_never_capped() -> None:
-    counts = StatusCounts.from_counted({JobStatus.PENDING: 50}, 10)
+    counts = capped_counts({JobStatus.PENDING: 50}, 10)
     assert (counts.shown("pending"), counts.capped) == ("50", frozenset())

@@ -3,7 +3,7 @@ PostgreSQL store caps them. `_store.MemoryStore` is built on it."""
 
 from __future__ import annotations
 
-from .._count_records import StatusCounts
+from .._count_records import StatusCounts, capped_counts
 from .._records import FINISHED, JobStatus
 from ._tables import MemoryTables
 
@@ -19,4 +19,4 @@ class MemoryCounts(MemoryTables):
         # What PostgreSQL reads of a finished status: at most cap + 1 rows.
         for status in FINISHED:
             counted[status] = min(counted[status], cap + 1)
-        return StatusCounts.from_counted(counted, cap)
+        return capped_counts(counted, cap)

@@ -5,7 +5,7 @@ counted through the partial indexes of their status, the finished ones up to a c
 
 from __future__ import annotations
 
-from .._count_records import StatusCounts
+from .._count_records import StatusCounts, capped_counts
 from .._records import JobStatus
 from ._connected import ConnectedStore
 
@@ -18,4 +18,4 @@ class CountStatements(ConnectedStore):
             rows = await self._read("fetch", self._q["status_counts_all"], cap)
         else:
             rows = await self._read("fetch", self._q["status_counts"], queue, cap)
-        return StatusCounts.from_counted({JobStatus(r["status"]): r["jobs"] for r in rows}, cap)
+        return capped_counts({JobStatus(r["status"]): r["jobs"] for r in rows}, cap)
