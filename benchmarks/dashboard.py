@@ -3,25 +3,31 @@ with finished jobs (three events each), each page requested in process through t
 (no network: the dashboard's queries and its rendering), the median and the slowest of
 `--repeat` requests.
 
-    python benchmarks/dashboard.py [--jobs 1000000] [--repeat 20] [--dsn URL]
+    python benchmarks/dashboard.py [--jobs 1000000] [--events 3] [--repeat 20] [--dsn URL]
+                                   [--keep NAME] [--seed-only]
 
 The jobs are spread over 4 queues and 10 job names; one in 100 failed, the rest succeeded.
 Set-up: `--dsn`, else `DATABASE_URL`, else the embedded PostgreSQL in a temporary data
-directory; a dedicated database is created and dropped at the end.
+directory; a dedicated database is created and dropped at the end. `--keep NAME` fills the
+database NAME instead and keeps it: a later run with the same `--keep` and `--jobs` measures it
+again without filling it (10,000,000 jobs take minutes to fill); `--seed-only` fills and stops,
+so that only the measuring run needs the machine to itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import httpx2
-from _server import on_a_server, throw_away_database
+from _server import on_a_server, throw_away_database, with_database
 
 from starlette_jobs import Jobs
 from starlette_jobs.dashboard import Dashboard
@@ -39,30 +45,67 @@ FILL_EVENTS = """
 INSERT INTO starlette_jobs_events (job_id, at, kind, status, attempt, worker_id)
 SELECT job.id, job.finished_at, kind.kind, kind.status, kind.attempt, 'bench-worker'
   FROM starlette_jobs AS job,
-       (VALUES ('enqueued', 'pending', 0), ('claimed', 'running', 1),
-               ('succeeded', 'succeeded', 1)) AS kind(kind, status, attempt)
+       (VALUES (1, 'enqueued', 'pending', 0), (2, 'claimed', 'running', 1),
+               (3, 'succeeded', 'succeeded', 1)) AS kind(n, kind, status, attempt)
+ WHERE kind.n <= $1
 """
 
 
-async def fill(database: str, jobs: int) -> None:
+async def fill(database: str, jobs: int, events: int) -> None:
     connection: asyncpg.Connection[Any] = await asyncpg.connect(database)
     try:
         await connection.execute(FILL_JOBS, jobs)
-        await connection.execute(FILL_EVENTS)
+        await connection.execute(FILL_EVENTS, events)
         await connection.execute("VACUUM ANALYZE starlette_jobs")
         await connection.execute("VACUUM ANALYZE starlette_jobs_events")
     finally:
         await connection.close()
 
 
-async def measure(server: str, jobs: int, repeat: int) -> None:
-    async with throw_away_database(server, "starlette_jobs_dashboard") as database:
+@contextlib.asynccontextmanager
+async def kept_database(server: str, name: str) -> AsyncIterator[tuple[str, bool]]:
+    """The DSN of the database `name` on the server, created if missing, never dropped; and
+    whether it was created now (so is empty)."""
+    admin: asyncpg.Connection[Any] = await asyncpg.connect(server)
+    try:
+        created = not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+        if created:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield with_database(server, name), created
+
+
+async def filled_rows(database: str) -> int:
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(database)
+    try:
+        return int(await connection.fetchval("SELECT count(*) FROM starlette_jobs"))
+    finally:
+        await connection.close()
+
+
+async def measure(server: str, args: argparse.Namespace) -> None:
+    jobs, events = args.jobs, args.events
+    database_of: Any = (
+        kept_database(server, args.keep)
+        if args.keep
+        else throw_away_database(server, "starlette_jobs_dashboard")
+    )
+    async with database_of as chosen:
+        database = chosen[0] if args.keep else chosen
         async with Jobs(database, queues={}):  # migrates it
             pass
-        started = time.perf_counter()
-        await fill(database, jobs)
-        print(f"{jobs:,} finished jobs, {3 * jobs:,} events ({time.perf_counter() - started:.0f} s"
-              " to fill)\n", flush=True)  # fmt: skip
+        present = await filled_rows(database)
+        if present not in (0, jobs):
+            raise SystemExit(f"{args.keep} holds {present:,} jobs, not {jobs:,}: drop it first")
+        if present == 0:
+            started = time.perf_counter()
+            await fill(database, jobs, events)
+            print(f"filled {jobs:,} finished jobs, {events * jobs:,} events in "
+                  f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
+        if args.seed_only:
+            return
+        print(f"{jobs:,} finished jobs, {events * jobs:,} events\n", flush=True)
         pages = {
             "overview (4 queues)": "/",
             "list, first page": "/jobs",
@@ -70,6 +113,9 @@ async def measure(server: str, jobs: int, repeat: int) -> None:
             "list, status=failed": "/jobs?status=failed",
             "list, queue=q1": "/jobs?queue=q1",
             "list, name=bench.job3": "/jobs?name=bench.job3",
+            # Filters no job matches: a plan that walks the ids would read the whole table.
+            "list, status=cancelled (none)": "/jobs?status=cancelled",
+            "list, name=none (none)": "/jobs?name=bench.none",
             "job page": f"/jobs/{jobs // 2}",
         }
         async with Jobs(database, queues={}) as reader:
@@ -78,14 +124,14 @@ async def measure(server: str, jobs: int, repeat: int) -> None:
             async with httpx2.AsyncClient(transport=transport, base_url="http://bench") as client:
                 for label, path in pages.items():
                     times = []
-                    for _ in range(repeat):
+                    for _ in range(args.repeat):
                         before = time.perf_counter()
                         response = await client.get(path)
                         times.append(time.perf_counter() - before)
                         assert response.status_code == 200, (path, response.status_code)
                     print(
-                        f"{label:<24} median {statistics.median(times) * 1000:7.1f} ms  "
-                        f"slowest {max(times) * 1000:7.1f} ms",
+                        f"{label:<30} median {statistics.median(times) * 1000:7.1f} ms  "
+                        f"slowest {max(times) * 1000:7.1f} ms  ({args.repeat} requests)",
                         flush=True,
                     )
 
@@ -93,11 +139,14 @@ async def measure(server: str, jobs: int, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1_000_000, help="finished jobs in the table")
+    parser.add_argument("--events", type=int, default=3, choices=(1, 2, 3), help="per job")
     parser.add_argument("--repeat", type=int, default=20, help="requests per page")
+    parser.add_argument("--keep", metavar="NAME", help="fill (once) and keep this database")
+    parser.add_argument("--seed-only", action="store_true", help="fill, do not measure")
     parser.add_argument("--dsn", help="PostgreSQL server URL (default DATABASE_URL, else embedded)")
     args = parser.parse_args()
     dsn = args.dsn or os.environ.get("DATABASE_URL")
-    asyncio.run(on_a_server(dsn, lambda server: measure(server, args.jobs, args.repeat)))
+    asyncio.run(on_a_server(dsn, lambda server: measure(server, args)))
 
 
 if __name__ == "__main__":

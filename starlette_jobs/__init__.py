@@ -6,6 +6,7 @@ from ._added_steps import AddedSteps as AddedSteps
 from ._bulk_records import BulkRecord as BulkRecord
 from ._config import JobsConfig as JobsConfig
 from ._correlation import correlation_id as correlation_id
+from ._count_records import StatusCounts as StatusCounts
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DatabaseUnavailableError as DatabaseUnavailableError
 from ._errors import EmbeddedPostgresUnavailable as EmbeddedPostgresUnavailable
@@ -98,6 +99,7 @@ __all__ = [
     "ScheduleRecord",
     "SchemaVersionError",
     "StarletteJobsError",
+    "StatusCounts",
     "Step",
     "StepNotRunningError",
     "StepRecord",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Iterable
 
+from ._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
@@ -51,6 +52,25 @@ class JobQueries:
         """How many jobs there are in each status (every status present, zeros included)."""
         with unavailable_as_error("count jobs"):
             return await self._ready_store.count_by_status(queue)
+
+    async def status_counts(
+        self, *, queue: str | None = None, cap: int = DEFAULT_COUNT_CAP
+    ) -> StatusCounts:
+        """How many jobs there are in each status, of one queue or of all, read at a cost that
+        does not grow with the finished jobs (the dashboard's overview, `starlette-jobs status`).
+        Pending, running and waiting jobs are counted exactly; each finished status up to
+        `cap`, past which it reads "10,000+" (`StatusCounts.capped`). `count_by_status` counts
+        every row instead: a scan that grows with the table.
+
+        ```python
+        counts = await jobs.status_counts(queue="emails")
+        print(counts.shown("pending"), counts.shown("succeeded"))  # 12 10,000+
+        ```
+        """
+        if cap < 1:
+            raise ValueError(f"cap must be at least 1, got {cap!r}")
+        with unavailable_as_error("count jobs"):
+            return await self._ready_store.status_counts(queue, cap)
 
     async def cancel(self, job_id: JobId, *, by: str | None = None) -> bool:
         """Cancels a job. A pending one is cancelled at once. A running one is asked to stop:

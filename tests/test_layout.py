@@ -36,6 +36,10 @@ TESTED_ELSEWHERE = {
     # The memory store's queue controls: all they do is what the contract suite holds both
     # stores to.
     "memory._controls": "contract/test_controls_contract.py",
+    # Counts per status (jobs.status_counts): both stores' parts held by the contract suite; the
+    # record's own behaviour in tests/test_count_records.py.
+    "memory._counts": "contract/test_counts_contract.py",
+    "postgres._counts": "contract/test_counts_contract.py",
     # The worker registry: the records and the stores' parts, held by the contract suite; the
     # listing, through `Jobs` and real worker processes.
     "_worker_records": "contract/test_workers_contract.py",

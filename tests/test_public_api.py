@@ -47,6 +47,7 @@ def test_exported_names_are_pinned() -> None:
         "ScheduleRecord",
         "SchemaVersionError",
         "StarletteJobsError",
+        "StatusCounts",
         "Step",
         "StepNotRunningError",
         "StepRecord",

@@ -16,13 +16,18 @@ _EVENT_COLUMNS = ("AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "BY", "ERROR")
 
 async def status(jobs: Jobs, args: argparse.Namespace) -> Exit:
     async with jobs:
-        counts = await jobs.count_by_status(queue=args.queue)
+        counts = await jobs.status_counts(queue=args.queue, cap=args.cap)
     if args.json:
-        print(json.dumps({status.value: count for status, count in counts.items()}))
+        # Each status to a number (the cap for a capped one), and which ones were capped.
+        shown: dict[str, object] = {s.value: count for s, count in counts.counts.items()}
+        shown["capped"] = sorted(status.value for status in counts.capped)
+        print(json.dumps(shown))
         return Exit.OK
-    width = max(len(status.value) for status in counts)
-    for status_, count in counts.items():
-        print(f"{status_.value:<{width}}  {count}")
+    width = max(len(status.value) for status in counts.counts)
+    for status_ in counts.counts:
+        print(f"{status_.value:<{width}}  {counts.shown(status_)}")
+    if counts.capped:
+        print(f"(+: {counts.cap:,} or more; finished jobs are counted up to --cap)")
     return Exit.OK
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._config import JobsConfig
+from .._count_records import DEFAULT_COUNT_CAP
 from .._records import JobStatus
 from .._version import __version__
 from ..worker._settings import DEFAULT_RETRY_WAIT
@@ -110,7 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "--queue", metavar="NAME", help="count one queue's jobs only (default: every queue)"
     )
-    _add_json(status, "print one JSON object, status to count")
+    status.add_argument(
+        "--cap",
+        type=_bounded(1, 1_000_000),
+        default=DEFAULT_COUNT_CAP,
+        metavar="N",
+        help="count each finished status up to N, shown N+ past it (default: %(default)s)",
+    )
+    _add_json(status, "print one JSON object, status to count, and the capped statuses")
     _add_reading_commands(commands)
     schedules = commands.add_parser(
         "schedules", help="list the schedules the workers declared, with their next and last tick"

@@ -1,8 +1,8 @@
 """The overview: one row per queue, read through `Jobs`.
 
-Each row costs one `count_by_status(queue=)`, which counts the queue's rows (a scan that grows
-with the table: 82 ms at 1,000,000 finished jobs, issue 22), one `queue_controls` and one
-`peek`. Counts that do not grow with the table are a follow-up."""
+Each row costs one `status_counts(queue=)`, whose read does not grow with the table (the
+unfinished jobs counted exactly, each finished status up to a cap: docs/dashboard.md), one
+`queue_controls` and one `peek`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from .._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from .._jobs import Jobs
 from .._records import JobStatus
+
+COUNT_CAP = DEFAULT_COUNT_CAP
+"""How far each finished status is counted ("10,000+" past it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +24,7 @@ class QueueOverview:
     """What the overview shows of one queue."""
 
     name: str
-    counts: dict[JobStatus, int]
+    counts: StatusCounts
     paused: bool
     global_limit: int | None
     """At most this many of its jobs run at once across the workers; None: no such limit."""
@@ -29,7 +33,7 @@ class QueueOverview:
 
     @property
     def running(self) -> int:
-        return self.counts.get(JobStatus.RUNNING, 0)
+        return self.counts[JobStatus.RUNNING]
 
 
 async def queue_names(jobs: Jobs, chosen: Iterable[str] | None) -> list[str]:
@@ -45,7 +49,9 @@ async def queue_names(jobs: Jobs, chosen: Iterable[str] | None) -> list[str]:
 
 async def queue_overview(jobs: Jobs, queue: str, now: datetime) -> QueueOverview:
     counts, controls, next_jobs = await asyncio.gather(
-        jobs.count_by_status(queue=queue), jobs.queue_controls(queue), jobs.peek(queue, 1)
+        jobs.status_counts(queue=queue, cap=COUNT_CAP),
+        jobs.queue_controls(queue),
+        jobs.peek(queue, 1),
     )
     due = [record.run_at for record in next_jobs if record.run_at <= now]
     return QueueOverview(

@@ -35,6 +35,7 @@ STORE_CALLS = (
     *("workflow_of", "add_steps"),
     *("queue_depths",),
     *("begin_bulk", "bulk_batch", "get_bulk", "list_bulks"),
+    *("status_counts",),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -43,6 +43,7 @@ from ._added_steps import MemoryAddedSteps
 from ._bulk import MemoryBulk
 from ._completions import MemoryCompletions
 from ._controls import MemoryControls
+from ._counts import MemoryCounts
 from ._depths import MemoryDepths
 from ._queries import MemoryQueries
 from ._registry import MemoryRegistry
@@ -86,6 +87,7 @@ class MemoryStore(
     MemoryWorkflows,
     MemoryAddedSteps,
     MemoryDepths,
+    MemoryCounts,
 ):
     """The `Store` protocol on a dict; see the module's docstring."""
 

@@ -17,6 +17,7 @@ from ._added_steps import AddedStepStatements
 from ._bulk import BulkStatements
 from ._completions import CompletionStatements
 from ._controls import ControlledStore
+from ._counts import CountStatements
 from ._depths import DepthStatements
 from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
@@ -37,6 +38,7 @@ class PostgresStore(
     CompletionStatements,
     AddedStepStatements,
     DepthStatements,
+    CountStatements,
 ):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._count_records import StatusCounts
 from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
 from ._bulk import BulkStore
 from ._listener import Listener as Listener  # where the rest of the library finds it
@@ -197,6 +198,12 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...
+
+    async def status_counts(self, queue: str | None, cap: int) -> StatusCounts:
+        """The jobs of each status, of `queue` or of all: the unfinished ones exactly, each
+        finished status up to `cap` (see `StatusCounts`), reading at most `cap + 1` finished
+        jobs per status whatever the size of the table."""
+        ...
 
     async def job_status(self, job_id: int) -> JobStatus | None: ...
 

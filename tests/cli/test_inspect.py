@@ -57,6 +57,22 @@ async def test_status_counts_every_queue_or_one(
     assert await run("status", "--queue", "cli-other", "--dsn", database_dsn, "--json") == 0
     [counts] = parsed(capsys)
     assert (counts["pending"], counts["succeeded"], counts["failed"]) == (1, 0, 0)
+    assert counts["capped"] == []
+
+
+async def test_status_caps_the_finished_counts_at_cap(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with Jobs(database_dsn, queues={"cli-inspect": 2}) as jobs:
+        for name in ("ada", "bob"):
+            await jobs.wait(await greet.enqueue(name=name), timeout=10)
+    assert await run("status", "--cap", "1", "--dsn", database_dsn) == 0
+    output = lines(capsys)
+    assert "succeeded  1+" in output
+    assert "(+: 1 or more; finished jobs are counted up to --cap)" in output
+    assert await run("status", "--cap", "1", "--json", "--dsn", database_dsn) == 0
+    [counts] = parsed(capsys)
+    assert (counts["succeeded"], counts["capped"]) == (1, ["succeeded"])
 
 
 async def test_list_filters_by_status_queue_and_name_and_pages(

@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs.dashboard import Dashboard
+from starlette_jobs.dashboard import Dashboard, _overview
 from tests.dashboard.pages import links, rows
 from tests.dashboard.seeded import Seeded, app_of, build_report, send_email
 
@@ -40,6 +40,16 @@ async def test_the_overview_counts_each_queues_jobs_by_status(
     assert reports["pending"] == "1"
     assert reports["next due"].endswith("s")  # due now: waiting for a few seconds
     assert '<meta http-equiv="refresh" content="5">' in response.text
+
+
+async def test_a_count_past_the_cap_shows_the_cap_and_a_plus(
+    client: httpx2.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_overview, "COUNT_CAP", 2)
+    html = (await client.get("/ops/")).text
+    mail = queue_row(html, "dash-mail")
+    assert (mail["succeeded"], mail["failed"], mail["pending"]) == ("2+", "1", "1")
+    assert "finished ones up to 2 per status, shown as 2+ past it" in html
 
 
 async def test_the_overview_shows_a_paused_queue_and_its_limit(

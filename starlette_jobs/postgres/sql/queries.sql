@@ -746,6 +746,52 @@ SELECT status, count(*) AS jobs FROM starlette_jobs
  WHERE $1::text IS NULL OR queue = $1
  GROUP BY status;
 
+-- name: status_counts
+-- The jobs of one queue in each status, at a cost that does not grow with the finished jobs
+-- (docs/dashboard.md): pending, running and waiting ones counted exactly through the partial
+-- index of their status (claim_idx, lease_idx, status_idx), each finished status read through
+-- status_idx up to one past the cap. One SELECT per status: a partial index is chosen only for a
+-- status known when the statement is planned.
+-- $1 queue, $2 the cap
+SELECT 'pending' AS status, count(*) AS jobs FROM starlette_jobs
+ WHERE status = 'pending' AND queue = $1
+UNION ALL
+SELECT 'running', count(*) FROM starlette_jobs
+ WHERE status = 'running' AND queue = $1
+UNION ALL
+SELECT 'waiting', count(*) FROM starlette_jobs
+ WHERE status = 'waiting' AND queue = $1
+UNION ALL
+SELECT 'succeeded', count(*) FROM (SELECT FROM starlette_jobs
+ WHERE status = 'succeeded' AND queue = $1 LIMIT $2 + 1) AS capped
+UNION ALL
+SELECT 'failed', count(*) FROM (SELECT FROM starlette_jobs
+ WHERE status = 'failed' AND queue = $1 LIMIT $2 + 1) AS capped
+UNION ALL
+SELECT 'cancelled', count(*) FROM (SELECT FROM starlette_jobs
+ WHERE status = 'cancelled' AND queue = $1 LIMIT $2 + 1) AS capped;
+
+-- name: status_counts_all
+-- The same over every queue.
+-- $1 the cap
+SELECT 'pending' AS status, count(*) AS jobs FROM starlette_jobs
+ WHERE status = 'pending'
+UNION ALL
+SELECT 'running', count(*) FROM starlette_jobs
+ WHERE status = 'running'
+UNION ALL
+SELECT 'waiting', count(*) FROM starlette_jobs
+ WHERE status = 'waiting'
+UNION ALL
+SELECT 'succeeded', count(*) FROM (SELECT FROM starlette_jobs
+ WHERE status = 'succeeded' LIMIT $1 + 1) AS capped
+UNION ALL
+SELECT 'failed', count(*) FROM (SELECT FROM starlette_jobs
+ WHERE status = 'failed' LIMIT $1 + 1) AS capped
+UNION ALL
+SELECT 'cancelled', count(*) FROM (SELECT FROM starlette_jobs
+ WHERE status = 'cancelled' LIMIT $1 + 1) AS capped;
+
 -- name: queue_depths
 -- The unfinished jobs of every queue, for the gauges (docs/metrics.md): pending ones (those due
 -- now among them, and how many seconds the oldest due one has waited) and running ones. Each

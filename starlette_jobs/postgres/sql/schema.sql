@@ -96,6 +96,13 @@ CREATE INDEX starlette_jobs_unsettled_idx
     WHERE dependents IS NOT NULL AND NOT settled
           AND status IN ('succeeded', 'failed', 'cancelled');
 
+-- Counts per status that do not grow with the table (jobs.status_counts, docs/dashboard.md):
+-- the waiting steps counted exactly, each finished status up to a cap, per queue or in all
+-- (migrations/0013_status_counts.sql).
+CREATE INDEX starlette_jobs_status_idx
+    ON starlette_jobs (status, queue)
+    WHERE status IN ('waiting', 'succeeded', 'failed', 'cancelled');
+
 -- A job's history: one row per change of its state, written by the statement that makes the
 -- change (see docs/events.md). No foreign key; pruning deletes a job's events with the job.
 CREATE TABLE starlette_jobs_events (
