@@ -51,6 +51,8 @@ EXPECTED: dict[str, list[str]] = {
     "list_jobs": ["text", "text", "int8", "text", "int8"],
     "count_by_status": ["text"],
     "queue_depths": [],
+    "status_counts": ["text", "int4"],
+    "status_counts_all": ["int4"],
     "count_unfinished": ["text[]", "float8", "float8", "text[]"],
     "cancel_job": ["int8", "bool", "text"],
     "retry_job": ["int8", "bool", "text"],
