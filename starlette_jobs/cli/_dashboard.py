@@ -51,7 +51,13 @@ async def serve_dashboard(jobs: Jobs, args: argparse.Namespace) -> Exit:
 
     authorize = _hook(args.authorize) if args.authorize else None
     async with jobs:
-        app = Dashboard(jobs, authorize=authorize, secret=os.environ.get(SECRET_VARIABLE))
+        try:
+            app = Dashboard(
+                jobs, authorize=authorize, secret=os.environ.get(SECRET_VARIABLE),
+                trace_url=args.trace_url,
+            )  # fmt: skip
+        except ValueError as error:  # a --trace-url without {trace_id}
+            raise CommandError(f"--trace-url: {error}") from None
         server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
         mode = "read-only" if authorize is None else f"actions allowed by {args.authorize}"
         print(f"dashboard on http://{args.host}:{args.port}/ ({mode})", flush=True)

@@ -24,6 +24,7 @@ from ._csrf import FIELD, CsrfTokens
 from ._listing import FilterError, JobFilter, job_id
 from ._overview import overview, queue_names
 from ._templates import STATIC, templates
+from ._trace_links import TraceLinks
 
 _MAX_PAGE_SIZE = 1_000
 
@@ -50,6 +51,9 @@ class Dashboard:
             False refuses it (403, nothing changed). None (default): read-only.
         secret: the key that signs the CSRF cookie of the actions' forms. Default: a random
             one per process; give the same one to every process that serves the dashboard.
+        trace_url: where a job's trace is shown, with `{trace_id}` in its place, e.g.
+            "https://tempo.example/trace/{trace_id}": the job page links its trace id there.
+            None (default): the trace id is shown, with no link.
 
     Example:
         >>> app = Starlette(routes=[Mount("/jobs", Dashboard(jobs))], lifespan=jobs.lifespan)
@@ -64,6 +68,7 @@ class Dashboard:
         refresh: float | None = 5.0,
         authorize: Authorize | None = None,
         secret: str | bytes | None = None,
+        trace_url: str | None = None,
     ) -> None:
         if type(page_size) is not int or not 1 <= page_size <= _MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be an integer from 1 to 1000, got {page_size!r}")
@@ -78,6 +83,7 @@ class Dashboard:
         self._templates = templates()
         self._tokens = CsrfTokens(secrets.token_bytes(32) if secret is None else secret)
         self._actions = Actions(jobs, authorize, self._tokens)
+        self._trace_links = TraceLinks(trace_url)
         self._app = Starlette(
             routes=[
                 Route("/", self._overview, name="overview"),
@@ -148,6 +154,8 @@ class Dashboard:
             name=filters.name,
             limit=self._page_size,
             before=filters.before,
+            trace_id=filters.trace_id,
+            correlation_id=filters.correlation_id,
         )
         older = filters.older(records[-1].id) if len(records) == self._page_size else None
         context = {"title": "Jobs", "records": records, "filters": filters, "older": older}
@@ -173,6 +181,7 @@ class Dashboard:
             "workflow": workflow,
             "actions": job_actions(record) if self._actions.enabled else [],
             "done": _done(request.query_params.get("action"), request.query_params.get("outcome")),
+            "trace_link": self._trace_links.link(record.trace_id),
         }
         return self._render(request, "job.html", context, refresh=not record.finished)
 

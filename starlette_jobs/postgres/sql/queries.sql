@@ -733,10 +733,15 @@ SELECT * FROM starlette_jobs WHERE id = $1;
 -- name: list_jobs
 -- Most recent first; a page after the one that ended at job $5 (keyset: no OFFSET to skip).
 -- $1 status or NULL for any, $2 queue or NULL for any, $3 how many at most,
--- $4 job name or NULL for any, $5 only ids below this one, or NULL
+-- $4 job name or NULL for any, $5 only ids below this one, or NULL,
+-- $6 trace id (32 lowercase hex digits, as the stored traceparent holds it) or NULL for any,
+-- $7 correlation id or NULL for any. No index serves these two: the scan walks the ids down
+-- until the page is full (docs/dashboard.md says why, and what it costs).
 SELECT * FROM starlette_jobs
  WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
    AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
+   AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
+   AND ($7::text IS NULL OR trace_context->>'x-request-id' = $7)
  ORDER BY id DESC
  LIMIT $3;
 
