@@ -64,7 +64,7 @@ async def show(jobs: Jobs, args: argparse.Namespace) -> Exit:
         ("progress", json.dumps(found.progress, default=str)),
         ("workflow", "-" if found.workflow_id is None else f"{found.workflow_id} ({found.step})"),
         ("last error", found.last_error or "-"),
-        ("trace id", found.trace_id or "-"), ("correlation id", found.correlation_id or "-"),
+        ("trace id", found.trace_id or "-"), ("request id", found.correlation_id or "-"),
     ]  # fmt: skip
     width = max(len(label) for label, _ in fields)
     for label, value in fields:
