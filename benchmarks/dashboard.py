@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import statistics
 import time
@@ -28,10 +29,14 @@ from starlette_jobs.dashboard import Dashboard
 
 FILL_JOBS = """
 INSERT INTO starlette_jobs (name, queue, payload, status, attempts, max_attempts, created_at,
-                            started_at, finished_at, worker_id, last_error)
+                            started_at, finished_at, worker_id, last_error, trace_context)
 SELECT 'bench.job' || (i % 10), 'q' || (i % 4), jsonb_build_object('n', i),
        CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 1, t, t, t, 'bench-worker',
-       CASE WHEN i % 100 = 0 THEN 'RuntimeError: bench' END
+       CASE WHEN i % 100 = 0 THEN 'RuntimeError: bench' END,
+       -- every job enqueued in a traced request, five jobs per request (trace, correlation id)
+       jsonb_build_object('traceparent', '00-' || md5('trace' || i / 5) || '-'
+                          || substr(md5('span' || i), 1, 16) || '-01',
+                          'x-request-id', 'req-' || i / 5)
   FROM generate_series(1, $1) AS i,
        LATERAL (SELECT now() - interval '2 hours' + i * interval '1 ms' AS t) AS at
 """
@@ -42,6 +47,11 @@ SELECT job.id, job.finished_at, kind.kind, kind.status, kind.attempt, 'bench-wor
        (VALUES ('enqueued', 'pending', 0), ('claimed', 'running', 1),
                ('succeeded', 'succeeded', 1)) AS kind(kind, status, attempt)
 """
+
+
+def _trace_id(job_id: int) -> str:
+    """The trace id `FILL_JOBS` gives job `job_id`."""
+    return hashlib.md5(f"trace{job_id // 5}".encode()).hexdigest()
 
 
 async def fill(database: str, jobs: int) -> None:
@@ -71,6 +81,12 @@ async def measure(server: str, jobs: int, repeat: int) -> None:
             "list, queue=q1": "/jobs?queue=q1",
             "list, name=bench.job3": "/jobs?name=bench.job3",
             "job page": f"/jobs/{jobs // 2}",
+            # No index serves these (docs/dashboard.md): a request's jobs are found by walking
+            # the ids down from the newest, so the cost grows with how old the request is.
+            "list, trace_id (newest)": f"/jobs?trace_id={_trace_id(jobs)}",
+            "list, trace_id (middle)": f"/jobs?trace_id={_trace_id(jobs // 2)}",
+            "list, trace_id (none)": f"/jobs?trace_id={'f' * 32}",
+            "list, correlation_id (mid)": f"/jobs?correlation_id=req-{jobs // 2 // 5}",
         }
         async with Jobs(database, queues={}) as reader:
             dashboard = Dashboard(reader, queues=["q0", "q1", "q2", "q3"])
@@ -83,8 +99,10 @@ async def measure(server: str, jobs: int, repeat: int) -> None:
                         response = await client.get(path)
                         times.append(time.perf_counter() - before)
                         assert response.status_code == 200, (path, response.status_code)
+                    if "(middle)" in label or "(mid)" in label:  # the request's five jobs
+                        assert response.text.count('<tr class="job"') == 5, label
                     print(
-                        f"{label:<24} median {statistics.median(times) * 1000:7.1f} ms  "
+                        f"{label:<28} median {statistics.median(times) * 1000:7.1f} ms  "
                         f"slowest {max(times) * 1000:7.1f} ms",
                         flush=True,
                     )
