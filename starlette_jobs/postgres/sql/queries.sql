@@ -1405,6 +1405,22 @@ SELECT up.step, up.status, up.result::text AS result
 -- $1 workflow id
 SELECT id, name, created_at FROM starlette_jobs_workflows WHERE id = $1;
 
+-- name: list_workflows
+-- The most recent workflows first (keyset: no OFFSET), each with its steps counted by status:
+-- a page of the workflows' primary key, and each one's steps through the index on workflow_id.
+-- $1 how many at most, $2 only ids below this one, or NULL
+SELECT flow.id, flow.name, flow.created_at, steps.statuses, steps.counts
+  FROM (SELECT id, name, created_at FROM starlette_jobs_workflows
+         WHERE $2::bigint IS NULL OR id < $2
+         ORDER BY id DESC
+         LIMIT $1) AS flow,
+       LATERAL (SELECT array_agg(status ORDER BY status) AS statuses,
+                       array_agg(steps ORDER BY status) AS counts
+                  FROM (SELECT status, count(*) AS steps FROM starlette_jobs
+                         WHERE workflow_id = flow.id
+                         GROUP BY status) AS counted) AS steps
+ ORDER BY flow.id DESC;
+
 -- name: workflow_steps
 -- The steps of a workflow, in the order they were inserted.
 -- $1 workflow id
