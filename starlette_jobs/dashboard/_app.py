@@ -25,6 +25,7 @@ from ._listing import FilterError, JobFilter, job_id
 from ._overview import overview, queue_names
 from ._templates import STATIC, templates
 from ._trace_links import TraceLinks
+from ._workflow_pages import dependents, in_order, workflow_id
 
 _MAX_PAGE_SIZE = 1_000
 
@@ -91,6 +92,8 @@ class Dashboard:
                 Route("/jobs/{job_id}", self._job_page, name="job"),
                 Route("/workers", self._workers, name="workers"),
                 Route("/schedules", self._schedules, name="schedules"),
+                Route("/workflows", self._workflow_list, name="workflows"),
+                Route("/workflows/{workflow_id}", self._workflow_page, name="workflow"),
                 Route("/jobs/{job_id}/{action}", self._job_action, methods=["POST"]),
                 Route("/queues/{queue:path}/{action}", self._queue_action, methods=["POST"]),
                 Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
@@ -196,6 +199,42 @@ class Dashboard:
     async def _schedules(self, request: Request) -> Response:
         context = {"title": "Schedules", "schedules": await self.jobs.schedules()}
         return self._render(request, "schedules.html", context)
+
+    async def _workflow_list(self, request: Request) -> Response:
+        try:
+            before = workflow_id(request.query_params.get("before") or None, "before")
+        except FilterError as error:
+            return self._render(
+                request, "error.html", {"title": "Bad filter", "message": str(error)},
+                refresh=False, status_code=400,
+            )  # fmt: skip
+        flows = await self.jobs.workflows(limit=self._page_size, before=before)
+        older = flows[-1].id if len(flows) == self._page_size else None
+        context = {
+            "title": "Workflows", "workflows": flows, "in_order": in_order,
+            "before": before, "older": older,
+        }  # fmt: skip
+        return self._render(request, "workflows.html", context, refresh=before is None)
+
+    async def _workflow_page(self, request: Request) -> Response:
+        text = request.path_params["workflow_id"]
+        try:
+            wanted = workflow_id(text, "a workflow's page")
+        except FilterError:
+            wanted = None
+        flow = None if wanted is None else await self.jobs.workflow(wanted)
+        if flow is None:
+            return self._render(
+                request, "error.html",
+                {"title": "No such workflow", "message": f"no workflow {text}"},
+                refresh=False, status_code=404,
+            )  # fmt: skip
+        context = {
+            "title": f"Workflow {flow.id}: {flow.name}",
+            "workflow": flow,
+            "dependents": dependents(flow),
+        }
+        return self._render(request, "workflow.html", context, refresh=not flow.finished)
 
     async def _job_action(self, request: Request) -> Response:
         action = request.path_params["action"]
