@@ -43,8 +43,16 @@ INDEXES = (
     """CREATE INDEX bench_jobs_correlation_id ON starlette_jobs
            ((trace_context->>'x-request-id'))
         WHERE trace_context ? 'x-request-id'""",
+    # The planner reads no statistics of a partial index's expression: without these, it
+    # guesses 0.5% of the table matches and walks the primary key instead.
+    """CREATE STATISTICS bench_jobs_trace_stats
+           ON (substr(trace_context->>'traceparent', 4, 32)) FROM starlette_jobs""",
+    """CREATE STATISTICS bench_jobs_correlation_stats
+           ON (trace_context->>'x-request-id') FROM starlette_jobs""",
 )
-DROP = "DROP INDEX IF EXISTS bench_jobs_trace_id, bench_jobs_correlation_id"
+DROP = """
+DROP INDEX IF EXISTS bench_jobs_trace_id, bench_jobs_correlation_id;
+DROP STATISTICS IF EXISTS bench_jobs_trace_stats, bench_jobs_correlation_stats"""
 # What the filter would say, to use the indexes: the same expressions, and the predicates.
 INDEXED_TRACE = """
 SELECT id FROM starlette_jobs

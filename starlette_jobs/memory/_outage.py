@@ -34,6 +34,7 @@ STORE_CALLS = (
     *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
     *("workflow_of", "add_steps"),
     *("queue_depths",),
+    *("list_workflows",),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)
