@@ -32,9 +32,9 @@ _MAX_PAGE_SIZE = 1_000
 
 class Dashboard:
     """The operator's pages over a `Jobs`, as an ASGI app to mount: an overview of the queues,
-    the job list with its filters, each job with its history, the workers and the schedules;
-    and, when `authorize` is given, the actions: retry, cancel and release a job, pause and
-    resume a queue. Server-rendered, readable without JavaScript.
+    the job list with its filters, each job with its history, the workers, the schedules and
+    the workflows; and, when `authorize` is given, the actions: retry, cancel and release a
+    job, pause and resume a queue. Server-rendered, readable without JavaScript.
 
     Mount it in the app whose lifespan starts `jobs`, behind whatever guards the app's other
     admin pages: the pages show every job's arguments and results.
