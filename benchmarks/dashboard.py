@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import os
 import statistics
 import time
@@ -34,10 +35,14 @@ from starlette_jobs.dashboard import Dashboard
 
 FILL_JOBS = """
 INSERT INTO starlette_jobs (name, queue, payload, status, attempts, max_attempts, created_at,
-                            started_at, finished_at, worker_id, last_error)
+                            started_at, finished_at, worker_id, last_error, trace_context)
 SELECT 'bench.job' || (i % 10), 'q' || (i % 4), jsonb_build_object('n', i),
        CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 1, t, t, t, 'bench-worker',
-       CASE WHEN i % 100 = 0 THEN 'RuntimeError: bench' END
+       CASE WHEN i % 100 = 0 THEN 'RuntimeError: bench' END,
+       -- every job enqueued in a traced request, five jobs per request (trace, correlation id)
+       jsonb_build_object('traceparent', '00-' || md5('trace' || i / 5) || '-'
+                          || substr(md5('span' || i), 1, 16) || '-01',
+                          'x-request-id', 'req-' || i / 5)
   FROM generate_series(1, $1) AS i,
        LATERAL (SELECT now() - interval '2 hours' + i * interval '1 ms' AS t) AS at
 """
@@ -49,6 +54,11 @@ SELECT job.id, job.finished_at, kind.kind, kind.status, kind.attempt, 'bench-wor
                (3, 'succeeded', 'succeeded', 1)) AS kind(n, kind, status, attempt)
  WHERE kind.n <= $1
 """
+
+
+def _trace_id(job_id: int) -> str:
+    """The trace id `FILL_JOBS` gives job `job_id`."""
+    return hashlib.md5(f"trace{job_id // 5}".encode()).hexdigest()
 
 
 async def fill(database: str, jobs: int, events: int) -> None:
@@ -117,6 +127,12 @@ async def measure(server: str, args: argparse.Namespace) -> None:
             "list, status=cancelled (none)": "/jobs?status=cancelled",
             "list, name=none (none)": "/jobs?name=bench.none",
             "job page": f"/jobs/{jobs // 2}",
+            # No index serves these (docs/dashboard.md): a request's jobs are found by walking
+            # the ids down from the newest, so the cost grows with how old the request is.
+            "list, trace_id (newest)": f"/jobs?trace_id={_trace_id(jobs)}",
+            "list, trace_id (middle)": f"/jobs?trace_id={_trace_id(jobs // 2)}",
+            "list, trace_id (none)": f"/jobs?trace_id={'f' * 32}",
+            "list, correlation_id (mid)": f"/jobs?correlation_id=req-{jobs // 2 // 5}",
         }
         async with Jobs(database, queues={}) as reader:
             dashboard = Dashboard(reader, queues=["q0", "q1", "q2", "q3"])
@@ -129,6 +145,8 @@ async def measure(server: str, args: argparse.Namespace) -> None:
                         response = await client.get(path)
                         times.append(time.perf_counter() - before)
                         assert response.status_code == 200, (path, response.status_code)
+                    if "(middle)" in label or "(mid)" in label:  # the request's five jobs
+                        assert response.text.count('<tr class="job"') == 5, label
                     print(
                         f"{label:<30} median {statistics.median(times) * 1000:7.1f} ms  "
                         f"slowest {max(times) * 1000:7.1f} ms  ({args.repeat} requests)",

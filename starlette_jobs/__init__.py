@@ -53,6 +53,7 @@ from ._worker_records import WorkerRecord as WorkerRecord
 from ._workflow_records import EnqueuedWorkflow as EnqueuedWorkflow
 from ._workflow_records import StepRecord as StepRecord
 from ._workflow_records import WorkflowRecord as WorkflowRecord
+from ._workflow_records import WorkflowSummary as WorkflowSummary
 from ._workflows import Step as Step
 from ._workflows import Workflow as Workflow
 from .web._correlation import CorrelationIdMiddleware as CorrelationIdMiddleware
@@ -114,6 +115,7 @@ __all__ = [
     "Workflow",
     "WorkflowDefinitionError",
     "WorkflowRecord",
+    "WorkflowSummary",
     "__version__",
     "correlation_id",
     "current_job",

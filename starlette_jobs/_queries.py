@@ -10,6 +10,7 @@ from ._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
+from ._trace_ids import trace_id_filter
 from .store._protocol import Store
 
 
@@ -37,16 +38,28 @@ class JobQueries:
         name: str | None = None,
         limit: int = 100,
         before: JobId | None = None,
+        trace_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> builtins.list[JobRecord]:
-        """Jobs, most recent first, optionally of one status, one queue and one job name.
-        `before`: the next page, after one whose last (oldest) job had this id."""
+        """Jobs, most recent first, optionally of one status, one queue and one job name,
+        enqueued in one trace (`trace_id`, 32 hex digits) or one request (`correlation_id`).
+        `before`: the next page, after one whose last (oldest) job had this id.
+
+        The trace and correlation filters use no index: on a large table, a rare id costs a
+        scan of the ids below `before` (docs/dashboard.md gives the figures).
+
+        Raises:
+            ValueError: a `before` that is no job id, a `trace_id` that is no trace id.
+        """
         below = None if before is None else _row_id(before)
         if before is not None and below is None:
             raise ValueError(f"before must be a job id, got {before!r}")
+        trace = trace_id_filter(trace_id)
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
-                None if status is None else JobStatus(status), queue, limit, name, below
-            )
+                None if status is None else JobStatus(status), queue, limit, name, below,
+                trace, correlation_id,
+            )  # fmt: skip
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
         """How many jobs there are in each status (every status present, zeros included)."""

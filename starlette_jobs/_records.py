@@ -15,6 +15,8 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from ._trace_ids import stored_ids
+
 logger = logging.getLogger("starlette_jobs")
 
 
@@ -149,6 +151,11 @@ class JobRecord:
     """The workflow the job is a step of (docs/workflows.md); None for other jobs."""
     step: str | None = None
     """Its step's name in that workflow."""
+    trace_id: str | None = None
+    """The trace the job was enqueued in (32 hex digits, from the W3C traceparent stored with
+    it, docs/tracing.md); None if it was enqueued outside a trace."""
+    correlation_id: str | None = None
+    """The correlation id of the request that enqueued it (`x-request-id`), or None."""
 
     @property
     def finished(self) -> bool:
@@ -183,6 +190,7 @@ class JobRecord:
             scheduled_for=row.get("scheduled_for"),
             workflow_id=row.get("workflow_id"),
             step=row.get("step"),
+            **_traced(row.get("trace_context")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +201,13 @@ class JobRecord:
                 data[key] = value.isoformat()
         data["status"] = self.status.value
         return data
+
+
+def _traced(stored_context: str | None) -> dict[str, str | None]:
+    if not stored_context:
+        return {}  # most jobs: nothing to parse
+    trace_id, correlation = stored_ids(stored_context)
+    return {"trace_id": trace_id, "correlation_id": correlation}
 
 
 def _decoded(text: str, job_id: int, field: str, placeholder: Any) -> Any:

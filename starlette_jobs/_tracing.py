@@ -26,10 +26,10 @@ from opentelemetry.trace import (
 )
 
 from ._correlation import correlation_id, correlation_scope
+from ._trace_ids import CORRELATION_ID_KEY
 from ._version import __version__
 
 MESSAGING_SYSTEM = "starlette_jobs"
-CORRELATION_ID_KEY = "x-request-id"
 
 
 class Tracing:

@@ -4,7 +4,7 @@ whatever `Store` the `Jobs` it belongs to has started (docs/workflows.md)."""
 from __future__ import annotations
 
 from ._errors import unavailable_as_error
-from ._workflow_records import WorkflowRecord
+from ._workflow_records import WorkflowRecord, WorkflowSummary
 from .store._protocol import Store
 
 
@@ -31,6 +31,27 @@ class WorkflowQueries:
             return None
         with unavailable_as_error(f"get workflow {workflow_id}"):
             return await self._ready_store.get_workflow(workflow_id)
+
+    async def workflows(
+        self, *, limit: int = 50, before: int | None = None
+    ) -> list[WorkflowSummary]:
+        """The most recent workflows first, each with its steps counted by status (not read:
+        `jobs.workflow(id)` reads them). `before`: the next page, after one whose last
+        (oldest) workflow had this id.
+
+        Raises:
+            ValueError: a `limit` outside 1 to 1,000, a `before` that is no workflow id.
+
+        Example:
+            >>> [(flow.name, flow.steps) for flow in await jobs.workflows(limit=2)]
+            [('onboarding', {<JobStatus.SUCCEEDED: 'succeeded'>: 3})]
+        """
+        if type(limit) is not int or not 1 <= limit <= 1000:
+            raise ValueError(f"limit must be an integer from 1 to 1000, got {limit!r}")
+        if before is not None and (type(before) is not int or not 1 <= before <= 2**63 - 1):
+            raise ValueError(f"before must be a workflow id, got {before!r}")
+        with unavailable_as_error("list workflows"):
+            return await self._ready_store.list_workflows(limit, before)
 
     async def cancel_workflow(self, workflow_id: int) -> int:
         """Cancels every step of the workflow that has not finished: waiting and pending ones

@@ -230,3 +230,23 @@ def split_added(
         upstream = tuple(position[up] for up in step.upstream)
         inserted.append(dataclasses.replace(step, upstream=upstream))
     return inserted, kept
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowSummary:
+    """A workflow as `jobs.workflows()` lists it: its steps counted by status, not read."""
+
+    id: int
+    name: str
+    created_at: datetime
+    steps: Mapping[JobStatus, int]
+    """How many of its steps are in each status (the statuses it has steps in)."""
+
+    @property
+    def step_count(self) -> int:
+        return sum(self.steps.values())
+
+    @property
+    def finished(self) -> bool:
+        """Whether every step has ended: succeeded, failed or cancelled."""
+        return all(status in FINISHED for status in self.steps)

@@ -62,6 +62,7 @@ def test_exported_names_are_pinned() -> None:
         "Workflow",
         "WorkflowDefinitionError",
         "WorkflowRecord",
+        "WorkflowSummary",
         "__version__",
         "correlation_id",
         "current_job",

@@ -28,6 +28,7 @@ async def serve_dashboard(jobs: Jobs, args: argparse.Namespace) -> Exit:
         import uvicorn
 
         from ..dashboard import Dashboard
+        from ..dashboard._trace_links import TraceLinks
     except ImportError as error:
         raise CommandError(
             f"`starlette-jobs dashboard` needs the dashboard extra and uvicorn ({error}): "
@@ -50,8 +51,15 @@ async def serve_dashboard(jobs: Jobs, args: argparse.Namespace) -> Exit:
                     loop.remove_signal_handler(signum)
 
     authorize = _hook(args.authorize) if args.authorize else None
+    try:  # before the database: a --trace-url that cannot link is a mistake of the command
+        TraceLinks(args.trace_url)
+    except ValueError as error:
+        raise CommandError(f"--trace-url: {error}") from None
     async with jobs:
-        app = Dashboard(jobs, authorize=authorize, secret=os.environ.get(SECRET_VARIABLE))
+        app = Dashboard(
+            jobs, authorize=authorize, secret=os.environ.get(SECRET_VARIABLE),
+            trace_url=args.trace_url,
+        )  # fmt: skip
         server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
         mode = "read-only" if authorize is None else f"actions allowed by {args.authorize}"
         print(f"dashboard on http://{args.host}:{args.port}/ ({mode})", flush=True)

@@ -35,7 +35,7 @@ async def list_jobs(jobs: Jobs, args: argparse.Namespace) -> Exit:
     async with jobs:
         found = await jobs.list(
             status=args.status, queue=args.queue, name=args.name, limit=args.limit,
-            before=args.before,
+            before=args.before, trace_id=args.trace_id, correlation_id=args.correlation_id,
         )  # fmt: skip
     if args.json:
         print_json_lines(job.to_dict() for job in found)
@@ -69,6 +69,7 @@ async def show(jobs: Jobs, args: argparse.Namespace) -> Exit:
         ("progress", json.dumps(found.progress, default=str)),
         ("workflow", "-" if found.workflow_id is None else f"{found.workflow_id} ({found.step})"),
         ("last error", found.last_error or "-"),
+        ("trace id", found.trace_id or "-"), ("request id", found.correlation_id or "-"),
     ]  # fmt: skip
     width = max(len(label) for label, _ in fields)
     for label, value in fields:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -23,6 +24,7 @@ from ._dashboard import serve_dashboard
 from ._inspect import events, list_jobs, peek, show, status
 from ._output import Exit
 from ._parser import build_parser
+from ._progress import burst_progress
 from ._schedules import print_schedules
 from ._target import CommandError, jobs_for
 from ._workers import print_workers
@@ -79,7 +81,10 @@ async def _worker(jobs: Jobs, *, burst: bool, retry_wait: float = DEFAULT_RETRY_
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    async with jobs:
+    # On a terminal, a burst shows its progress (`_progress.py`): counted before `jobs` starts
+    # its worker, drawn again once the worker has stopped.
+    progress = burst_progress(jobs, sys.stdout) if burst else contextlib.nullcontext()
+    async with progress, jobs:
         if burst:
             drained = asyncio.create_task(
                 jobs.drain(math.inf, include_scheduled=False, retry_wait=retry_wait)

@@ -11,6 +11,7 @@ from typing import Any
 from .._config import JobsConfig
 from .._count_records import DEFAULT_COUNT_CAP
 from .._records import JobStatus
+from .._trace_ids import trace_id_filter
 from .._version import __version__
 from ..worker._settings import DEFAULT_RETRY_WAIT
 
@@ -155,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the hook that allows each action, authorize(request, action, queue) "
         "(docs/dashboard.md; default: none, the dashboard is read-only)",
     )  # fmt: skip
+    dashboard.add_argument(
+        "--trace-url", metavar="URL",
+        help="where a job's trace is shown, {trace_id} in its place, e.g. "
+        "https://tempo.example/trace/{trace_id} (default: the trace id, unlinked)",
+    )  # fmt: skip
     for name, text in (
         ("retry", "run failed or cancelled jobs again, from their first attempt"),
         ("cancel", "cancel pending jobs; ask running ones to stop"),
@@ -191,6 +197,14 @@ def _add_reading_commands(commands: Any) -> None:
         "--before", type=_bounded(1, 2**63 - 1), metavar="JOB_ID",
         help="the next page: jobs older than this one, the last id of the page before "
         "(default: the first page)",
+    )  # fmt: skip
+    listing.add_argument(
+        "--trace-id", type=_trace_id, metavar="HEX",
+        help="the jobs enqueued in one trace (32 hex digits; default: any)",
+    )  # fmt: skip
+    listing.add_argument(
+        "--correlation-id", metavar="ID",
+        help="the jobs enqueued by one request, its x-request-id (default: any)",
     )  # fmt: skip
     _add_json(listing, "print one JSON object per job")
     for name, text in (
@@ -259,3 +273,12 @@ def _seconds(text: str) -> float:
     if math.isnan(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
     return value
+
+
+def _trace_id(text: str) -> str:
+    try:
+        trace_id = trace_id_filter(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    assert trace_id is not None
+    return trace_id

@@ -25,15 +25,17 @@ from ._csrf import FIELD, CsrfTokens
 from ._listing import FilterError, JobFilter, job_id
 from ._overview import overview, queue_names
 from ._templates import STATIC, templates
+from ._trace_links import TraceLinks
+from ._workflow_pages import dependents, in_order, workflow_id
 
 _MAX_PAGE_SIZE = 1_000
 
 
 class Dashboard:
     """The operator's pages over a `Jobs`, as an ASGI app to mount: an overview of the queues,
-    the job list with its filters, each job with its history, the workers and the schedules;
-    and, when `authorize` is given, the actions: retry, cancel and release a job, pause and
-    resume a queue. Server-rendered, readable without JavaScript.
+    the job list with its filters, each job with its history, the workers, the schedules and
+    the workflows; and, when `authorize` is given, the actions: retry, cancel and release a
+    job, pause and resume a queue. Server-rendered, readable without JavaScript.
 
     Mount it in the app whose lifespan starts `jobs`, behind whatever guards the app's other
     admin pages: the pages show every job's arguments and results.
@@ -53,6 +55,9 @@ class Dashboard:
             changed). None (default): read-only.
         secret: the key that signs the CSRF cookie of the actions' forms. Default: a random
             one per process; give the same one to every process that serves the dashboard.
+        trace_url: where a job's trace is shown, with `{trace_id}` in its place, e.g.
+            "https://tempo.example/trace/{trace_id}": the job page links its trace id there.
+            None (default): the trace id is shown, with no link.
 
     Example:
         >>> app = Starlette(routes=[Mount("/jobs", Dashboard(jobs))], lifespan=jobs.lifespan)
@@ -67,6 +72,7 @@ class Dashboard:
         refresh: float | None = 5.0,
         authorize: Authorize | None = None,
         secret: str | bytes | None = None,
+        trace_url: str | None = None,
     ) -> None:
         if type(page_size) is not int or not 1 <= page_size <= _MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be an integer from 1 to 1000, got {page_size!r}")
@@ -82,6 +88,7 @@ class Dashboard:
         self._tokens = CsrfTokens(secrets.token_bytes(32) if secret is None else secret)
         self._actions = Actions(jobs, authorize, self._tokens)
         self._bulk = BulkRuns(jobs, self._actions)
+        self._trace_links = TraceLinks(trace_url)
         self._app = Starlette(
             routes=[
                 Route("/", self._overview, name="overview"),
@@ -89,6 +96,8 @@ class Dashboard:
                 Route("/jobs/{job_id}", self._job_page, name="job"),
                 Route("/workers", self._workers, name="workers"),
                 Route("/schedules", self._schedules, name="schedules"),
+                Route("/workflows", self._workflow_list, name="workflows"),
+                Route("/workflows/{workflow_id}", self._workflow_page, name="workflow"),
                 Route("/jobs/{job_id}/{action}", self._job_action, methods=["POST"]),
                 Route("/queues/{queue:path}/{action}", self._queue_action, methods=["POST"]),
                 Route("/bulk", self._bulk_list, name="bulk"),
@@ -156,6 +165,8 @@ class Dashboard:
             name=filters.name,
             limit=self._page_size,
             before=filters.before,
+            trace_id=filters.trace_id,
+            correlation_id=filters.correlation_id,
         )
         older = filters.older(records[-1].id) if len(records) == self._page_size else None
         context = {"title": "Jobs", "records": records, "filters": filters, "older": older}
@@ -182,6 +193,7 @@ class Dashboard:
             "workflow": workflow,
             "actions": job_actions(record) if self._actions.enabled else [],
             "done": _done(request.query_params.get("action"), request.query_params.get("outcome")),
+            "trace_link": self._trace_links.link(record.trace_id),
         }
         return self._render(request, "job.html", context, refresh=not record.finished)
 
@@ -196,6 +208,42 @@ class Dashboard:
     async def _schedules(self, request: Request) -> Response:
         context = {"title": "Schedules", "schedules": await self.jobs.schedules()}
         return self._render(request, "schedules.html", context)
+
+    async def _workflow_list(self, request: Request) -> Response:
+        try:
+            before = workflow_id(request.query_params.get("before") or None, "before")
+        except FilterError as error:
+            return self._render(
+                request, "error.html", {"title": "Bad filter", "message": str(error)},
+                refresh=False, status_code=400,
+            )  # fmt: skip
+        flows = await self.jobs.workflows(limit=self._page_size, before=before)
+        older = flows[-1].id if len(flows) == self._page_size else None
+        context = {
+            "title": "Workflows", "workflows": flows, "in_order": in_order,
+            "before": before, "older": older,
+        }  # fmt: skip
+        return self._render(request, "workflows.html", context, refresh=before is None)
+
+    async def _workflow_page(self, request: Request) -> Response:
+        text = request.path_params["workflow_id"]
+        try:
+            wanted = workflow_id(text, "a workflow's page")
+        except FilterError:
+            wanted = None
+        flow = None if wanted is None else await self.jobs.workflow(wanted)
+        if flow is None:
+            return self._render(
+                request, "error.html",
+                {"title": "No such workflow", "message": f"no workflow {text}"},
+                refresh=False, status_code=404,
+            )  # fmt: skip
+        context = {
+            "title": f"Workflow {flow.id}: {flow.name}",
+            "workflow": flow,
+            "dependents": dependents(flow),
+        }
+        return self._render(request, "workflow.html", context, refresh=not flow.finished)
 
     async def _job_action(self, request: Request) -> Response:
         action = request.path_params["action"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from .._records import JobStatus
+from .._trace_ids import trace_id_filter
 
 _MAX_ROW_ID = 2**63 - 1
 
@@ -25,22 +26,31 @@ class JobFilter:
     name: str | None = None
     before: int | None = None
     """Jobs older than this id: the next page."""
+    trace_id: str | None = None
+    correlation_id: str | None = None
 
     @classmethod
     def from_query(cls, params: Mapping[str, str]) -> JobFilter:
         """The filters of a query string; an empty field is no filter (a form sends them all).
 
         Raises:
-            FilterError: an unknown status, or a `before` that is no job id.
+            FilterError: an unknown status, a `before` that is no job id, or a trace id that
+                is no trace id.
         """
         status = params.get("status") or None
         if status is not None and status not in JobStatus.__members__.values():
             raise FilterError(f"no status is called {status!r}")
+        try:
+            trace_id = trace_id_filter(params.get("trace_id") or None)
+        except ValueError as error:
+            raise FilterError(str(error)) from None
         return cls(
             status=None if status is None else JobStatus(status),
             queue=params.get("queue") or None,
             name=params.get("name") or None,
             before=job_id(params.get("before") or None, "before"),
+            trace_id=trace_id,
+            correlation_id=params.get("correlation_id") or None,
         )
 
     def older(self, last_id: int) -> JobFilter:
@@ -56,6 +66,8 @@ class JobFilter:
             "queue": self.queue,
             "name": self.name,
             "before": None if self.before is None else str(self.before),
+            "trace_id": self.trace_id,
+            "correlation_id": self.correlation_id,
         }
         return urlencode({key: value for key, value in fields.items() if value is not None})
 

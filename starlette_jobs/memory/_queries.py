@@ -4,6 +4,7 @@ beside the producers' and the workers' in `_store.py`."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from .._errors import UniqueKeyTakenError
@@ -27,6 +28,8 @@ class MemoryQueries(MemoryWorkflows):
         limit: int,
         name: str | None = None,
         before: int | None = None,
+        trace_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> list[JobRecord]:
         rows = [
             r
@@ -36,7 +39,15 @@ class MemoryQueries(MemoryWorkflows):
             and name in (None, r.name)
             and (before is None or r.id < before)
         ]
-        return [row.record() for row in rows[:limit]]
+        records = (row.record() for row in rows)
+        if trace_id is not None or correlation_id is not None:
+            records = (
+                record
+                for record in records
+                if trace_id in (None, record.trace_id)
+                and correlation_id in (None, record.correlation_id)
+            )
+        return list(itertools.islice(records, limit))
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)

@@ -6,6 +6,7 @@ on it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ from .._workflow_records import (
     NewWorkflow,
     UpstreamStep,
     WorkflowRecord,
+    WorkflowSummary,
     workflow_record,
 )
 from ._rows import Row
@@ -201,6 +203,17 @@ class MemoryWorkflows(MemoryTables):
         upstream = {row.id: row.upstream or [] for row in rows}
         jobs = [row.record() for row in rows]
         return workflow_record(workflow_id, *found, jobs, lambda job: upstream[job.id])
+
+    async def list_workflows(self, limit: int, before: int | None) -> list[WorkflowSummary]:
+        ids = sorted((i for i in self.data.workflows if before is None or i < before), reverse=True)
+        summaries = []
+        for workflow_id in ids[:limit]:
+            name, created_at = self.data.workflows[workflow_id]
+            steps = Counter(r.status for r in self._rows.values() if r.workflow_id == workflow_id)
+            summaries.append(
+                WorkflowSummary(id=workflow_id, name=name, created_at=created_at, steps=steps)
+            )
+        return summaries
 
     async def workflow_of(self, job_id: int) -> int | None:
         row = self._rows.get(job_id)

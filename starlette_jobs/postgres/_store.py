@@ -249,8 +249,13 @@ class PostgresStore(
         limit: int,
         name: str | None = None,
         before: int | None = None,
+        trace_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> list[JobRecord]:
-        rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit, name, before)
+        rows = await self._read(
+            "fetch", self._q["list_jobs"], status, queue, limit, name, before,
+            trace_id, correlation_id,
+        )  # fmt: skip
         return [JobRecord._from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:

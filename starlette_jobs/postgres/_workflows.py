@@ -16,6 +16,7 @@ from .._workflow_records import (
     NewWorkflow,
     UpstreamStep,
     WorkflowRecord,
+    WorkflowSummary,
     workflow_record,
 )
 from ._connected import ConnectedStore
@@ -117,6 +118,18 @@ class WorkflowStatements(ConnectedStore):
             found["id"], found["name"], found["created_at"], jobs, lambda job: upstream[job.id]
         )
 
+    async def list_workflows(self, limit: int, before: int | None) -> list[WorkflowSummary]:
+        rows = await self._read("fetch", self._q["list_workflows"], limit, before)
+        return [
+            WorkflowSummary(
+                id=row["id"],
+                name=row["name"],
+                created_at=row["created_at"],
+                steps=_counted(row["statuses"], row["counts"]),
+            )
+            for row in rows
+        ]
+
     async def workflow_of(self, job_id: int) -> int | None:
         workflow_id: int | None = await self._read("fetchval", self._q["workflow_of"], job_id)
         return workflow_id
@@ -172,3 +185,8 @@ def _numbers(numbers: Sequence[int], digits: list[str]) -> str:
     """A list of numbers as `insert_workflow` takes the long ones: text, parsed in one call.
     `digits[n]` is `str(n)`, made once for the four lists."""
     return ",".join(map(digits.__getitem__, numbers))
+
+
+def _counted(statuses: list[str] | None, counts: list[int] | None) -> dict[JobStatus, int]:
+    """A workflow's steps by status (two NULL arrays: a workflow with no step left)."""
+    return dict(zip(map(JobStatus, statuses or ()), counts or (), strict=True))

@@ -14,7 +14,13 @@ from .._queue import QueueControls, QueueLimits
 from .._records import Claim, JobStatus
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
-from .._workflow_records import EnqueuedWorkflow, NewWorkflow, UpstreamStep, WorkflowRecord
+from .._workflow_records import (
+    EnqueuedWorkflow,
+    NewWorkflow,
+    UpstreamStep,
+    WorkflowRecord,
+    WorkflowSummary,
+)
 from ._listener import Listener
 
 
@@ -179,6 +185,11 @@ class WorkflowStore(Protocol):
 
     async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
         """The workflow and its steps, in the order they were written."""
+        ...
+
+    async def list_workflows(self, limit: int, before: int | None) -> list[WorkflowSummary]:
+        """The most recent workflows first, with ids below `before` if given, each with its
+        steps counted by status."""
         ...
 
     async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:

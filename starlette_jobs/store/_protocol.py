@@ -193,8 +193,11 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore
         limit: int,
         name: str | None = None,
         before: int | None = None,
+        trace_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> list[JobRecord]:
-        """Most recent first; of one job name if `name`, with ids below `before` if given."""
+        """Most recent first; of one job name if `name`, with ids below `before` if given, of
+        one trace (lowercase hex) and one correlation id if given."""
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...

@@ -72,3 +72,9 @@ def test_a_hook_that_cannot_be_found_exits_2(capsys: pytest.CaptureFixture[str])
     assert main(["dashboard", "--authorize", "no_such_module:allow", "--dsn",
                  "postgresql://app@127.0.0.1:1/app"]) == 2  # fmt: skip
     assert "--authorize no_such_module:allow" in capsys.readouterr().err
+
+
+def test_a_trace_url_that_cannot_link_a_trace_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dashboard", "--trace-url", "https://tempo.example/trace/", "--dsn",
+                 "postgresql://app@127.0.0.1:1/app"]) == 2  # fmt: skip
+    assert "--trace-url: trace_url must hold {trace_id}" in capsys.readouterr().err

@@ -8,8 +8,10 @@ import json
 from collections.abc import Sequence
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from starlette_jobs import Jobs, Retry, job
+from starlette_jobs._correlation import correlation_scope
 from starlette_jobs.cli._main import main
 
 
@@ -128,6 +130,37 @@ async def test_show_and_events_tell_one_jobs_story(
     ]
 
 
+async def test_list_filters_by_trace_and_correlation_id_and_show_names_both(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    provider = TracerProvider()
+    async with Jobs(database_dsn, queues={}, tracer_provider=provider):
+        with (
+            correlation_scope("req-cli"),
+            provider.get_tracer("tests").start_as_current_span("POST /greet") as span,
+        ):
+            trace_id = format(span.get_span_context().trace_id, "032x")
+            traced = await greet.enqueue(name="traced")
+        await greet.enqueue(name="untraced")
+
+    assert await run("list", "--trace-id", trace_id.upper(), "--json", "--dsn", database_dsn) == 0
+    [found] = parsed(capsys)
+    assert (found["id"], found["trace_id"], found["correlation_id"]) == (
+        traced,
+        trace_id,
+        "req-cli",
+    )
+    assert await run("list", "--correlation-id", "req-cli", "--dsn", database_dsn) == 0
+    _, row = lines(capsys)
+    assert int(row.split()[0]) == traced
+    assert await run("list", "--correlation-id", "req-none", "--dsn", database_dsn) == 0
+    assert lines(capsys) == ["no jobs match"]
+    assert await run("show", str(traced), "--dsn", database_dsn) == 0
+    shown = lines(capsys)
+    assert f"trace id    {trace_id}" in shown
+    assert "request id  req-cli" in shown  # the correlation id: its x-request-id
+
+
 @pytest.mark.parametrize("command", ["show", "events"])
 async def test_a_job_that_does_not_exist_exits_3(
     database_dsn: str, capsys: pytest.CaptureFixture[str], command: str
@@ -150,7 +183,7 @@ async def test_peek_shows_what_the_next_claim_takes(
 @pytest.mark.parametrize(
     "args",
     [["list", "--limit", "0"], ["list", "--status", "lost"], ["peek", "q", "--limit", "101"],
-     ["list", "--before", "x"]],
+     ["list", "--before", "x"], ["list", "--trace-id", "xyz"]],
 )  # fmt: skip
 def test_a_malformed_command_line_exits_2(
     args: list[str], capsys: pytest.CaptureFixture[str]

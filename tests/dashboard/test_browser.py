@@ -23,10 +23,17 @@ import pytest
 import uvicorn
 from playwright.async_api import Page, async_playwright, expect
 
-from starlette_jobs import JobStatus
+from starlette_jobs import JobStatus, Workflow
 from starlette_jobs.dashboard import Dashboard
 from tests.conftest import eventually
-from tests.dashboard.seeded import MOUNT, Seeded, allow_but_cancel, app_of
+from tests.dashboard.seeded import (
+    MOUNT,
+    Seeded,
+    allow_but_cancel,
+    app_of,
+    broken_report,
+    send_email,
+)
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 CHROMIUM = "/usr/bin/chromium"
@@ -140,7 +147,9 @@ async def test_the_list_filtered_by_its_form(
     await page.select_option('select[name="status"]', "pending")
     await page.fill('input[name="queue"]', "dash-mail")
     await page.click('button:has-text("Filter")')
-    await expect(page).to_have_url(f"{served}/jobs?status=pending&queue=dash-mail&name=")
+    await expect(page).to_have_url(
+        f"{served}/jobs?status=pending&queue=dash-mail&name=&trace_id=&correlation_id="
+    )
     await expect(page.locator("tr.job")).to_have_count(1)
     await expect(page.locator("tr.job td").first).to_have_text(str(seeded.delayed))
     # The page shows the filters it applied.
@@ -182,6 +191,42 @@ async def test_the_workers_and_the_schedules(
     await page.click('nav a:text-is("Schedules")')
     await expect(page.locator("tr.schedule td").first).to_have_text("tests.dashboard.new_year")
     await screenshot(page, "schedules")
+
+
+async def test_a_workflow_from_the_list_to_a_steps_job_and_back(
+    served: str, page: Page, seeded: Seeded, screenshot: Shoot
+) -> None:
+    flow = Workflow("monthly-report")
+    notify = flow.add("notify", send_email, to="finance@example.com")
+    report = flow.add("report", broken_report, month="2026-11")
+    flow.after(notify, report).add("archive", send_email, to="archive@example.com")
+    enqueued = await flow.enqueue()
+    await seeded.jobs.drain()
+
+    await page.goto(f"{served}/")
+    await page.click('nav a:text-is("Workflows")')
+    row = page.locator(f'tr.workflow[data-id="{enqueued.id}"]')
+    await expect(row.locator("td").nth(1)).to_have_text("monthly-report")
+    await expect(row.locator("span.status")).to_have_text(
+        ["1 succeeded", "1 failed", "1 cancelled"]
+    )
+    await screenshot(page, "workflows")
+
+    await row.locator("a").click()
+    await expect(page.locator("h1")).to_have_text(f"Workflow {enqueued.id}: monthly-report")
+    steps = page.locator("tr.step")
+    await expect(steps.locator("td:nth-child(1)")).to_have_text(["notify", "report", "archive"])
+    await expect(steps.locator("td:nth-child(4)")).to_have_text(
+        ["succeeded", "failed", "cancelled"]
+    )
+    await expect(steps.locator("td:nth-child(6)")).to_have_text(["", "", "notify, report"])
+    await expect(steps.locator("td:nth-child(7)")).to_have_text(["archive", "archive", ""])
+    await screenshot(page, "workflow")
+
+    await page.locator("#step-report td:nth-child(2) a").click()
+    await expect(page.locator("h1")).to_have_text(f"Job {enqueued.steps['report']}")
+    await page.click(f'a:text-is("{enqueued.id}")')
+    await expect(page).to_have_url(f"{served}/workflows/{enqueued.id}")
 
 
 async def test_retrying_a_failed_job_after_pausing_its_queue(

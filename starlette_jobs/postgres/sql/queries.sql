@@ -733,10 +733,15 @@ SELECT * FROM starlette_jobs WHERE id = $1;
 -- name: list_jobs
 -- Most recent first; a page after the one that ended at job $5 (keyset: no OFFSET to skip).
 -- $1 status or NULL for any, $2 queue or NULL for any, $3 how many at most,
--- $4 job name or NULL for any, $5 only ids below this one, or NULL
+-- $4 job name or NULL for any, $5 only ids below this one, or NULL,
+-- $6 trace id (32 lowercase hex digits, as the stored traceparent holds it) or NULL for any,
+-- $7 correlation id or NULL for any. No index serves these two: the scan walks the ids down
+-- until the page is full (docs/dashboard.md says why, and what it costs).
 SELECT * FROM starlette_jobs
  WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
    AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
+   AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
+   AND ($7::text IS NULL OR trace_context->>'x-request-id' = $7)
  ORDER BY id DESC
  LIMIT $3;
 
@@ -1445,6 +1450,22 @@ SELECT up.step, up.status, up.result::text AS result
 -- name: get_workflow
 -- $1 workflow id
 SELECT id, name, created_at FROM starlette_jobs_workflows WHERE id = $1;
+
+-- name: list_workflows
+-- The most recent workflows first (keyset: no OFFSET), each with its steps counted by status:
+-- a page of the workflows' primary key, and each one's steps through the index on workflow_id.
+-- $1 how many at most, $2 only ids below this one, or NULL
+SELECT flow.id, flow.name, flow.created_at, steps.statuses, steps.counts
+  FROM (SELECT id, name, created_at FROM starlette_jobs_workflows
+         WHERE $2::bigint IS NULL OR id < $2
+         ORDER BY id DESC
+         LIMIT $1) AS flow,
+       LATERAL (SELECT array_agg(status ORDER BY status) AS statuses,
+                       array_agg(steps ORDER BY status) AS counts
+                  FROM (SELECT status, count(*) AS steps FROM starlette_jobs
+                         WHERE workflow_id = flow.id
+                         GROUP BY status) AS counted) AS steps
+ ORDER BY flow.id DESC;
 
 -- name: workflow_steps
 -- The steps of a workflow, in the order they were inserted.
