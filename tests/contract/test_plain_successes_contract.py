@@ -75,3 +75,19 @@ async def test_a_batch_of_plain_jobs_is_written_with_results_and_events(idle: Jo
         assert kinds[-1] is EventKind.SUCCEEDED
     # A lease already ended writes nothing, as for any outcome.
     assert await store.record_outcomes(outcomes) == set()
+
+
+async def test_a_step_written_as_plain_is_still_told_by_the_upkeeps_settle(idle: Jobs) -> None:
+    # Never made by the worker (a step's claim names its workflow), but the statement for
+    # plain jobs leaves the step unsettled: the upkeep's settle tells what waits for it.
+    flow = Workflow("unsettled")
+    flow.after(flow.add("first", echo, label="first")).add("second", echo, label="second")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    (first,) = await store.claim_batch("default", 10, "w", 30)
+    wrong = success(first)
+    wrong.of_workflow = False
+    assert await store.record_outcomes([wrong]) == {first.id}
+    await store.settle_steps()
+    (second,) = await store.claim_batch("default", 10, "w", 30)
+    assert second.id == enqueued.steps["second"]
