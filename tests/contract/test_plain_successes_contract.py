@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from starlette_jobs import EventKind, Jobs, JobStatus, Workflow, job
+from starlette_jobs import EventKind, Jobs, JobStatus, QueueLimits, Workflow, job
 from starlette_jobs._records import Claim, Outcome
 
 
@@ -91,3 +91,15 @@ async def test_a_step_written_as_plain_is_still_told_by_the_upkeeps_settle(idle:
     await store.settle_steps()
     (second,) = await store.claim_batch("default", 10, "w", 30)
     assert second.id == enqueued.steps["second"]
+
+
+async def test_a_claim_from_a_limited_queue_names_the_workflow_too(idle: Jobs) -> None:
+    store = idle._ready_store
+    await store.declare_queues({"default": QueueLimits(global_limit=5)})
+    plain = await idle.enqueue(echo, "plain")
+    flow = Workflow("limited")
+    flow.add("only", echo, label="only")
+    enqueued = await flow.enqueue(jobs=idle)
+    claims = {c.id: c for c in await store.claim_limited_batch("default", 10, "w", 30)}
+    assert claims[plain].workflow_id is None
+    assert claims[enqueued.steps["only"]].workflow_id == enqueued.id
