@@ -275,6 +275,8 @@ class Claim(NamedTuple):
     trace_context: str | None
     scheduled_for: datetime | None = None
     """The tick a schedule enqueued the job for, if one did."""
+    workflow_id: int | None = None
+    """The workflow the job is a step of, if any (set once, at the job's insert)."""
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -298,6 +300,10 @@ class Outcome:
     """JSON text."""
     progress: str | None = None
     """The last progress the attempt reported that is not written yet (JSON text), if any."""
+    of_workflow: bool = True
+    """Whether the job may be a workflow's step, whose outcome tells the steps waiting for it:
+    False only when its claim said it is none. The PostgreSQL store writes a batch of successes
+    of no step with a statement that leaves out the steps' part (`record_plain_successes`)."""
 
 
 @dataclass(frozen=True, slots=True)

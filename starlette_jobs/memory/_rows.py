@@ -147,6 +147,7 @@ class Row:
             lease_token=self.lease_token,
             trace_context=self.trace_context,
             scheduled_for=self.scheduled_for,
+            workflow_id=self.workflow_id,
         )
 
     def end(self, outcome: Outcome, now: datetime) -> EventKind:

@@ -176,6 +176,7 @@ def _outcome(
         retry_delay=retry_delay,
         error=error,
         result=result,
+        of_workflow=claim.workflow_id is not None,
     )
 
 

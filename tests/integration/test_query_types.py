@@ -38,6 +38,7 @@ EXPECTED: dict[str, list[str]] = {
         *["int8[]", "uuid[]", "text[]", "float8[]", "text[]", "text[]", "text[]", "bool"]
     ],
     "record_successes": ["int8[]", "uuid[]", "text[]", "bool"],
+    "record_plain_successes": ["int8[]", "uuid[]", "text[]", "bool"],
     "complete_job": ["int8", "uuid", "jsonb", "bool"],
     "record_progress": ["int8[]", "uuid[]", "text[]"],
     "extend_leases": ["int8[]", "uuid[]", "float8"],

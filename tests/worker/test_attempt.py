@@ -326,3 +326,12 @@ async def test_a_frame_of_the_library_that_the_job_called_is_kept() -> None:
     assert outcome.error is not None
     assert f'File "{__file__}"' in outcome.error.splitlines()[1]
     assert "_context.py" in outcome.error  # where report_progress refused the value
+
+
+async def test_an_outcome_says_whether_its_job_may_be_a_workflow_step() -> None:
+    # The PostgreSQL store writes successes of no step with a statement without the steps'
+    # part: only a claim that says "no workflow" may let it.
+    plain = await attempt(claim_of('{"how": "fine"}'))
+    step = await attempt(claim_of('{"how": "fine"}')._replace(workflow_id=3))
+    failed = await attempt(claim_of('{"how": "gone"}'))
+    assert (plain.of_workflow, step.of_workflow, failed.of_workflow) == (False, True, False)

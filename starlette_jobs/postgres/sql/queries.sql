@@ -201,7 +201,7 @@ WITH picked AS (
     -- In the order of `Claim`'s fields: the store builds each by position.
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
               job.max_attempts, job.lease_token, job.trace_context::text AS trace_context,
-              job.scheduled_for
+              job.scheduled_for, job.workflow_id
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
@@ -388,6 +388,33 @@ WITH written AS (
 )
 SELECT id FROM written, (SELECT count(*) FROM announced) AS sent,
        (SELECT count(*) FROM woken) AS woke;
+
+-- name: record_plain_successes
+-- `record_successes` for a batch in which no job is a workflow's step (their claims said so:
+-- a job's workflow_id is set once, at its insert, and only a step gains dependents): the same
+-- writes without the part that tells waiting steps. That part's CTEs, empty for such a batch,
+-- still cost the server ~55 us a statement to set up and run (5 us a job in batches of 10;
+-- docs/performance.md). `settled` is left as it is: were a step ever written here, the
+-- upkeep's settle_steps would still find it finished and unsettled, and tell its dependents.
+-- $1 ids, $2 lease tokens, $3 results (JSON text or NULL), $4 whether to record events
+WITH written AS (
+    UPDATE starlette_jobs AS job
+       SET status = 'succeeded',
+           finished_at = now(),
+           last_error = NULL,
+           result = outcome.result::jsonb,
+           lease_token = NULL,
+           lease_expires_at = NULL
+      FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
+     WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted
+), logged AS (
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
+    SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
+), announced AS (
+    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
+)
+SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
 
 -- name: complete_job
 -- A job's own success, written in the job's transaction (`current_job().complete_in`,
@@ -1238,7 +1265,7 @@ WITH seen AS (
      WHERE job.id = ANY(ARRAY(SELECT id FROM picked)) AND job.status = 'pending'
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
               job.max_attempts, job.lease_token, job.trace_context::text AS trace_context,
-              job.scheduled_for
+              job.scheduled_for, job.workflow_id
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
@@ -1258,7 +1285,7 @@ WITH seen AS (
 )
 SELECT claimed.*, false AS stale FROM claimed
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true FROM q WHERE NOT q.fresh;
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true FROM q WHERE NOT q.fresh;
 
 -- name: wake_queues
 -- Jobs of these limited queues finished: a worker that found no room may claim now.
