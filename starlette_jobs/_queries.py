@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
 
 from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
@@ -36,16 +37,22 @@ class JobQueries:
         name: str | None = None,
         limit: int = 100,
         before: JobId | None = None,
+        finished_after: datetime | None = None,
     ) -> builtins.list[JobRecord]:
         """Jobs, most recent first, optionally of one status, one queue and one job name.
-        `before`: the next page, after one whose last (oldest) job had this id."""
+        `before`: the next page, after one whose last (oldest) job had this id.
+        `finished_after`: only the jobs that finished (succeeded, failed or were cancelled) at
+        or after this time, timezone-aware ("the failed jobs of the last hour":
+        `status="failed", finished_after=now - timedelta(hours=1)`); still in order of id."""
         below = None if before is None else _row_id(before)
         if before is not None and below is None:
             raise ValueError(f"before must be a job id, got {before!r}")
+        check_time_bound(finished_after)
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
-                None if status is None else JobStatus(status), queue, limit, name, below
-            )
+                None if status is None else JobStatus(status), queue, limit, name, below,
+                finished_after=finished_after,
+            )  # fmt: skip
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
         """How many jobs there are in each status (every status present, zeros included)."""
@@ -164,3 +171,16 @@ def _row_id(job_id: object) -> int | None:
     else:
         return None
     return row_id if 1 <= row_id <= _MAX_ROW_ID else None
+
+
+def check_time_bound(bound: object) -> None:
+    """Refuses a `finished_after` that is no timezone-aware datetime: a naive one would be
+    read in the server's zone on PostgreSQL and in none in memory.
+
+    Raises:
+        ValueError: what it refuses.
+    """
+    if bound is None:
+        return
+    if not isinstance(bound, datetime) or bound.utcoffset() is None:
+        raise ValueError(f"finished_after must be a timezone-aware datetime, got {bound!r}")

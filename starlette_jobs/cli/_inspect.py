@@ -30,7 +30,7 @@ async def list_jobs(jobs: Jobs, args: argparse.Namespace) -> Exit:
     async with jobs:
         found = await jobs.list(
             status=args.status, queue=args.queue, name=args.name, limit=args.limit,
-            before=args.before,
+            before=args.before, finished_after=args.since,
         )  # fmt: skip
     if args.json:
         print_json_lines(job.to_dict() for job in found)

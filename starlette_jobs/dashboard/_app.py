@@ -156,6 +156,7 @@ class Dashboard:
             name=filters.name,
             limit=self._page_size,
             before=filters.before,
+            finished_after=filters.finished_after,
         )
         older = filters.older(records[-1].id) if len(records) == self._page_size else None
         context = {"title": "Jobs", "records": records, "filters": filters, "older": older}

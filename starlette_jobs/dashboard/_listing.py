@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from .._records import JobStatus
+from .._since import SinceError, finished_after
 
 _MAX_ROW_ID = 2**63 - 1
 
@@ -25,6 +27,10 @@ class JobFilter:
     name: str | None = None
     before: int | None = None
     """Jobs older than this id: the next page."""
+    since: str | None = None
+    """The time bound as given ("1h", an ISO time: `_since`), kept as text in links."""
+    finished_after: datetime | None = None
+    """The time `since` named when the page was asked for: jobs finished at or after it."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, str]) -> JobFilter:
@@ -36,11 +42,18 @@ class JobFilter:
         status = params.get("status") or None
         if status is not None and status not in JobStatus.__members__.values():
             raise FilterError(f"no status is called {status!r}")
+        since = (params.get("since") or "").strip() or None
+        try:
+            bound = None if since is None else finished_after(since, datetime.now(UTC))
+        except SinceError as error:
+            raise FilterError(str(error)) from None
         return cls(
             status=None if status is None else JobStatus(status),
             queue=params.get("queue") or None,
             name=params.get("name") or None,
             before=job_id(params.get("before") or None, "before"),
+            since=since,
+            finished_after=bound,
         )
 
     def older(self, last_id: int) -> JobFilter:
@@ -56,6 +69,7 @@ class JobFilter:
             "queue": self.queue,
             "name": self.name,
             "before": None if self.before is None else str(self.before),
+            "since": self.since,
         }
         return urlencode({key: value for key, value in fields.items() if value is not None})
 

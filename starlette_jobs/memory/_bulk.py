@@ -5,11 +5,12 @@ changes as `retry_job` and `cancel_job`) and advance it. `_store.MemoryStore` is
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from .._bulk_records import BulkFilter, BulkRecord
 from .._errors import UniqueKeyTakenError
 from .._records import JobStatus
-from ._queries import MemoryQueries
+from ._queries import MemoryQueries, finished_at_or_after
 from ._rows import Row
 from ._tables import utc_now
 
@@ -33,6 +34,7 @@ class MemoryBulk(MemoryQueries):
             done=0,
             last_id=0,
             upper_id=max(self._rows, default=0),
+            finished_after=filter.finished_after,
         )
         bulks[record.id] = record
         return record
@@ -73,6 +75,7 @@ class MemoryBulk(MemoryQueries):
             if row.queue == filter.queue
             and row.status in statuses
             and filter.name in (None, row.name)
+            and (filter.finished_after is None or finished_at_or_after(row, filter.finished_after))
             and row.id > after
             and (upper is None or row.id <= upper)
             # A running job asked to stop already: a cancel leaves it, as on PostgreSQL.
@@ -84,3 +87,14 @@ class MemoryBulk(MemoryQueries):
 
     async def list_bulks(self, limit: int) -> list[BulkRecord]:
         return sorted(self.data.bulks.values(), key=lambda r: -r.id)[:limit]
+
+    async def prune_bulks(self, retention_seconds: float) -> int:
+        cutoff = utc_now() - timedelta(seconds=retention_seconds)
+        old = [
+            record.id
+            for record in self.data.bulks.values()
+            if record.finished_at is not None and record.finished_at < cutoff
+        ]
+        for bulk_id in old:
+            del self.data.bulks[bulk_id]
+        return len(old)

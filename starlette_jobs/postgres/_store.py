@@ -8,6 +8,7 @@ that every statement goes through, and by the connections opened here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -22,6 +23,7 @@ from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
+from ._since import list_finished_after
 from ._transactions import JoinedTransaction
 from ._workflows import WorkflowStatements
 
@@ -247,7 +249,11 @@ class PostgresStore(
         limit: int,
         name: str | None = None,
         before: int | None = None,
+        finished_after: datetime | None = None,
     ) -> list[JobRecord]:
+        if finished_after is not None:
+            filters = (status, queue, limit, name, before)
+            return await list_finished_after(self._read, self._q, filters, finished_after)
         rows = await self._read("fetch", self._q["list_jobs"], status, queue, limit, name, before)
         return [JobRecord._from_row(row) for row in rows]
 

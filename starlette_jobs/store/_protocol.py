@@ -17,6 +17,7 @@ a rescue), it ends `cancelled` instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -192,8 +193,10 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore
         limit: int,
         name: str | None = None,
         before: int | None = None,
+        finished_after: datetime | None = None,
     ) -> list[JobRecord]:
-        """Most recent first; of one job name if `name`, with ids below `before` if given."""
+        """Most recent first; of one job name if `name`, with ids below `before` if given, and
+        only jobs finished at or after `finished_after` if given."""
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...

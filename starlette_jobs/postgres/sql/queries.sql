@@ -1611,14 +1611,16 @@ SELECT (SELECT ids FROM ids) AS ids, (SELECT count(*) FROM extended) AS extended
 -- The record of a bulk action (docs/dashboard.md, "Bulk actions"), unfinished: how many jobs
 -- it applies to now, and the highest job id now (jobs enqueued later are left out).
 -- $1 action, $2 who asked or NULL, $3 queue, $4 the filter's status or NULL, $5 job name or
--- NULL, $6 the statuses the action changes (narrowed to $4)
-INSERT INTO starlette_jobs_bulk_actions (action, by_whom, queue, status, name, matched, upper_id)
+-- NULL, $6 the statuses the action changes (narrowed to $4), $7 finished at or after, or NULL
+INSERT INTO starlette_jobs_bulk_actions
+       (action, by_whom, queue, status, name, matched, upper_id, finished_after)
 SELECT $1, $2, $3, $4, $5,
        (SELECT count(*) FROM starlette_jobs
          WHERE queue = $3 AND status = ANY($6::text[]) AND ($5::text IS NULL OR name = $5)
+           AND ($7::timestamptz IS NULL OR finished_at >= $7)
            -- A running job asked to stop already: a cancel leaves it.
            AND NOT ($1 = 'cancel' AND cancel_requested_at IS NOT NULL)),
-       (SELECT coalesce(max(id), 0) FROM starlette_jobs)
+       (SELECT coalesce(max(id), 0) FROM starlette_jobs), $7
 RETURNING *;
 
 -- name: bulk_retry_batch
@@ -1639,6 +1641,7 @@ WITH bulk AS (
      WHERE job.queue = bulk.queue AND job.status IN ('failed', 'cancelled')
        AND (bulk.status IS NULL OR job.status = bulk.status)
        AND (bulk.name IS NULL OR job.name = bulk.name)
+       AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
      ORDER BY job.id
      LIMIT $2
@@ -1693,6 +1696,7 @@ WITH bulk AS (
        AND job.cancel_requested_at IS NULL
        AND (bulk.status IS NULL OR job.status = bulk.status)
        AND (bulk.name IS NULL OR job.name = bulk.name)
+       AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
      ORDER BY job.id
      LIMIT $2
@@ -1741,3 +1745,47 @@ SELECT * FROM starlette_jobs_bulk_actions WHERE id = $1;
 -- name: list_bulks
 -- The latest bulk actions, latest first. $1 how many at most
 SELECT * FROM starlette_jobs_bulk_actions ORDER BY id DESC LIMIT $1;
+
+-- name: finished_since
+-- The ids of up to $2 jobs finished at or after $1, read on starlette_jobs_finished_idx (its
+-- order and the LIMIT keep the planner on it): fewer than $2 back, they are every job the bound
+-- matches, and the list is drawn from them (`list_jobs_among`); else the bound is wide and the
+-- list scans by id (`list_finished_jobs`), where matches are dense.
+-- $1 finished at or after, $2 how many at most
+SELECT id FROM starlette_jobs
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $1
+ ORDER BY finished_at
+ LIMIT $2;
+
+-- name: list_jobs_among
+-- list_jobs among the jobs of $6 (the few `finished_since` found).
+-- $1 status or NULL, $2 queue or NULL, $3 how many at most, $4 job name or NULL, $5 only ids
+-- below this one, or NULL, $6 the ids
+SELECT * FROM starlette_jobs
+ WHERE id = ANY($6::bigint[])
+   AND ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
+   AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
+ ORDER BY id DESC
+ LIMIT $3;
+
+-- name: list_finished_jobs
+-- list_jobs of the jobs finished at or after $6 (a wide bound: `finished_since`).
+-- $1 status or NULL, $2 queue or NULL, $3 how many at most, $4 job name or NULL, $5 only ids
+-- below this one, or NULL, $6 finished at or after
+SELECT * FROM starlette_jobs
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $6
+   AND ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
+   AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
+ ORDER BY id DESC
+ LIMIT $3;
+
+-- name: prune_bulks
+-- Deletes the bulk actions' records that finished more than $1 seconds ago (the jobs'
+-- retention); returns how many. One that has not finished is kept: it can be run on.
+-- $1 retention in seconds
+WITH deleted AS (
+    DELETE FROM starlette_jobs_bulk_actions
+     WHERE finished_at < now() - make_interval(secs => $1)
+    RETURNING id
+)
+SELECT count(*) FROM deleted;
