@@ -67,10 +67,10 @@ class BulkRuns:
             raise Refused(400, str(error)) from None
         if filters.queue is None:
             raise Refused(400, "a bulk action is over one queue: filter the list by queue first")
+        if filters.finished_after is not None and action == "cancel":
+            raise Refused(400, "a bulk cancel acts on unfinished jobs: no time bound matches them")
         who = await self._actions.allowed(request, f"bulk_{action}", filters.queue)
         bulk_action: BulkAction = "retry" if action == "retry" else "cancel"
-        if filters.finished_after is not None and bulk_action == "cancel":
-            raise Refused(400, "a bulk cancel acts on unfinished jobs: no time bound matches them")
         record = await self._jobs.begin_bulk(
             bulk_action, queue=filters.queue, status=filters.status, name=filters.name, by=who,
             finished_after=filters.finished_after,
