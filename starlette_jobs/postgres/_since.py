@@ -5,8 +5,11 @@ Paging by id and bounding by `finished_at` pull against each other: a page scann
 its jobs at once where the bound matches many of them, but scans the whole table where it
 matches few (a bound of the last minute, a page past the last match), and the index on
 `finished_at` finds few at once but many slowly. So the store asks the index first, for at most
-`FEW` ids: fewer came back, and those are every match, the page is drawn from them; else the
-bound is wide and the page scans by id, where matches are dense.
+`FEW` ids of the jobs the bound matches below the page's `before`: fewer came back, and those
+are every match left, the page is drawn from them (so a page past the last match reads at most
+`FEW` rows, never the table); else the bound is wide and the page scans by id, where matches
+are dense. What stays slow: a wide bound whose other filters (status, queue, name) match none
+of the rows below `before`, the scan by id then walks them all, as a filter by name alone does.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ async def list_finished_after(
     finished_after: datetime,
 ) -> list[JobRecord]:
     """`list_jobs` with a time bound. `filters`: status, queue, limit, name, before."""
-    ids = [row[0] for row in await read("fetch", queries["finished_since"], finished_after, FEW)]
+    before = filters[4]
+    probe = queries["finished_since"]
+    ids = [row[0] for row in await read("fetch", probe, finished_after, FEW, before)]
     if len(ids) < FEW:
         rows = await read("fetch", queries["list_jobs_among"], *filters, ids)
     else:

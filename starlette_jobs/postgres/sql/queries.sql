@@ -1747,13 +1747,16 @@ SELECT * FROM starlette_jobs_bulk_actions WHERE id = $1;
 SELECT * FROM starlette_jobs_bulk_actions ORDER BY id DESC LIMIT $1;
 
 -- name: finished_since
--- The ids of up to $2 jobs finished at or after $1, read on starlette_jobs_finished_idx (its
--- order and the LIMIT keep the planner on it): fewer than $2 back, they are every job the bound
--- matches, and the list is drawn from them (`list_jobs_among`); else the bound is wide and the
--- list scans by id (`list_finished_jobs`), where matches are dense.
--- $1 finished at or after, $2 how many at most
+-- The ids of up to $2 jobs finished at or after $1 (with ids below $3, if given), read on
+-- starlette_jobs_finished_idx (its order and the LIMIT keep the planner on it): fewer than $2
+-- back, they are every job the bound matches on this page and after, and the list is drawn
+-- from them (`list_jobs_among`); else the bound is wide and the list scans by id
+-- (`list_finished_jobs`). Oldest finished first: those tend to have the lowest ids, the ones
+-- below $3, so a page well inside a wide bound finds $2 of them at once.
+-- $1 finished at or after, $2 how many at most, $3 only ids below this one, or NULL
 SELECT id FROM starlette_jobs
  WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $1
+   AND ($3::bigint IS NULL OR id < $3)
  ORDER BY finished_at
  LIMIT $2;
 
