@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from .._errors import JobDefinitionError
+from .._options import check_queue_name
 from .._records import JobStatus
 from .._since import SinceError, finished_after
 
@@ -42,6 +44,15 @@ class JobFilter:
         status = params.get("status") or None
         if status is not None and status not in JobStatus.__members__.values():
             raise FilterError(f"no status is called {status!r}")
+        queue = params.get("queue") or None
+        if queue is not None:
+            try:
+                check_queue_name(queue)
+            except JobDefinitionError as error:  # no job has it; a bulk action would refuse it
+                raise FilterError(str(error)[:200]) from None
+        name = params.get("name") or None
+        if name is not None and "\x00" in name:  # PostgreSQL's text cannot hold one
+            raise FilterError("a job name holds no NUL character")
         since = (params.get("since") or "").strip() or None
         try:
             bound = None if since is None else finished_after(since, datetime.now(UTC))
@@ -49,8 +60,8 @@ class JobFilter:
             raise FilterError(str(error)) from None
         return cls(
             status=None if status is None else JobStatus(status),
-            queue=params.get("queue") or None,
-            name=params.get("name") or None,
+            queue=queue,
+            name=name,
             before=job_id(params.get("before") or None, "before"),
             since=since,
             finished_after=bound,

@@ -170,3 +170,35 @@ async def test_a_list_bounded_by_time_offers_a_retry_of_the_jobs_finished_since(
     after_retry = await seeded.jobs.get(seeded.failed)
     assert after_retry is not None
     assert after_retry.status is JobStatus.PENDING
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("queue", "no such queue!", "invalid queue name"),
+        ("queue", "q" * 5000, "invalid queue name"),
+        ("queue", "dash\x00mail", "invalid queue name"),
+        ("name", "send\x00email", "a job name holds no NUL character"),
+        ("status", "failed' OR 1=1", "no status is called"),
+        ("before", "-1", "before must be a job id"),
+    ],
+)
+async def test_garbage_in_a_bulk_actions_filter_is_refused_not_a_server_error(
+    seeded: Seeded, acting: httpx2.AsyncClient, calls: Calls, field: str, value: str, message: str
+) -> None:
+    fields = form_of((await acting.get("/ops/jobs?queue=dash-mail&status=failed")).text)
+    response = await acting.post("/ops/bulk-actions/retry", data={**fields, field: value})
+    assert response.status_code == 400
+    assert message in response.text
+    assert calls == []  # refused before the hook is asked
+    assert await seeded.jobs.list_bulks() == []
+
+
+@pytest.mark.parametrize(
+    "query", ["queue=dash%00mail", "queue=no+such+queue%21", "name=a%00b", "since=1h%00"]
+)
+async def test_garbage_in_the_lists_filter_is_a_400_page(
+    acting: httpx2.AsyncClient, query: str
+) -> None:
+    response = await acting.get(f"/ops/jobs?{query}")
+    assert response.status_code == 400

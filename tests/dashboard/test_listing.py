@@ -47,8 +47,8 @@ def test_the_older_page_keeps_the_filters_and_the_first_page_drops_before() -> N
 
 @given(
     status=st.none() | st.sampled_from(list(JobStatus)),
-    queue=st.none() | st.text(min_size=1),
-    name=st.none() | st.text(min_size=1),
+    queue=st.none() | st.from_regex(r"[A-Za-z0-9_.\-]{1,48}", fullmatch=True),
+    name=st.none() | st.text(st.characters(blacklist_characters="\x00"), min_size=1),
     before=st.none() | st.integers(1, 2**63 - 1),
 )
 def test_a_filter_read_back_from_its_link_is_itself(
