@@ -5,7 +5,7 @@ changes as `retry_job` and `cancel_job`) and advance it. `_store.MemoryStore` is
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from .._bulk_records import BulkFilter, BulkRecord
 from .._errors import UniqueKeyTakenError
@@ -30,7 +30,7 @@ class MemoryBulk(MemoryQueries):
             name=filter.name,
             started_at=utc_now(),
             finished_at=None,
-            matched=sum(1 for _ in self._matching(action, filter, 0, None)),
+            matched=sum(1 for _ in self._matching(action, filter, 0, None, None)),
             done=0,
             last_id=0,
             upper_id=max(self._rows, default=0),
@@ -44,7 +44,9 @@ class MemoryBulk(MemoryQueries):
         if record is None or record.finished:
             return None
         picked = sorted(
-            self._matching(record.action, record.filter, record.last_id, record.upper_id),
+            self._matching(
+                record.action, record.filter, record.last_id, record.upper_id, record.started_at
+            ),
             key=lambda row: row.id,
         )[:limit]
         done = 0
@@ -66,7 +68,12 @@ class MemoryBulk(MemoryQueries):
         return record
 
     def _matching(
-        self, action: str, filter: BulkFilter, after: int, upper: int | None
+        self,
+        action: str,
+        filter: BulkFilter,
+        after: int,
+        upper: int | None,
+        started: datetime | None,
     ) -> list[Row]:
         statuses = {JobStatus(status) for status in filter.statuses(action)}
         return [
@@ -80,6 +87,12 @@ class MemoryBulk(MemoryQueries):
             and (upper is None or row.id <= upper)
             # A running job asked to stop already: a cancel leaves it, as on PostgreSQL.
             and not (action == "cancel" and row.cancel_requested_at is not None)
+            # One that failed after a retry began was not counted: left out, as on PostgreSQL.
+            and not (
+                action == "retry"
+                and started is not None
+                and (row.finished_at is None or row.finished_at > started)
+            )
         ]
 
     async def get_bulk(self, bulk_id: int) -> BulkRecord | None:

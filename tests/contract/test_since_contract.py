@@ -13,6 +13,7 @@ from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs.store._protocol import Store
 from tests.contract.test_bulk_contract import failed_jobs
 from tests.records import new_jobs as new
+from tests.records import outcome as ended
 
 MICROSECOND = timedelta(microseconds=1)
 
@@ -122,3 +123,21 @@ async def test_jobs_list_and_run_bulk_apply_the_bound(jobs: Jobs) -> None:
         assert (end.matched, end.done) == (3, 3)
         assert await jobs.list(status="failed", queue="emails", finished_after=bound) == []
         assert sorted(j.id for j in await jobs.list(status="failed")) == older
+
+
+async def test_a_job_that_fails_after_a_bulk_retry_began_is_left_out(store: Store) -> None:
+    # Enqueued before the retry began (so below its highest id), failed after it: not one of
+    # the jobs the operator saw counted, and `done` would pass `matched`.
+    [before] = await failed_jobs(store, 1, queue="bulk")
+    [later] = await store.insert_jobs(new(1, queue="bulk", max_attempts=1))
+    record = await store.begin_bulk("retry", BulkFilter("bulk"), "ada")
+    assert record.matched == 1
+    [claim] = await store.claim_batch("bulk", 1, "w", 30.0)
+    assert claim.id == later
+    await store.record_outcomes([ended(claim, JobStatus.FAILED, error="boom")])
+
+    end = await store.bulk_batch(record.id, 10)
+    assert end is not None
+    assert (end.matched, end.done, end.finished) == (1, 1, True)
+    assert await store.job_status(before) is JobStatus.PENDING
+    assert await store.job_status(later) is JobStatus.FAILED

@@ -1639,6 +1639,9 @@ WITH bulk AS (
     SELECT job.id, job.unique_key
       FROM starlette_jobs AS job, bulk
      WHERE job.queue = bulk.queue AND job.status IN ('failed', 'cancelled')
+       -- One that finished after the action began was not counted in `matched`, nor seen by
+       -- who asked: left out, as a job enqueued since is.
+       AND job.finished_at <= bulk.started_at
        AND (bulk.status IS NULL OR job.status = bulk.status)
        AND (bulk.name IS NULL OR job.name = bulk.name)
        AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
