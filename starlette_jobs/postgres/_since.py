@@ -29,16 +29,15 @@ Read = Callable[..., Awaitable[Any]]
 
 async def list_finished_after(
     read: Read,
-    queries: Mapping[str, str],
+    q: Mapping[str, str],
     filters: tuple[JobStatus | None, str | None, int, str | None, int | None],
     finished_after: datetime,
 ) -> list[JobRecord]:
     """`list_jobs` with a time bound. `filters`: status, queue, limit, name, before."""
     before = filters[4]
-    probe = queries["finished_since"]
-    ids = [row[0] for row in await read("fetch", probe, finished_after, FEW, before)]
+    ids = [row[0] for row in await read("fetch", q["finished_since"], finished_after, FEW, before)]
     if len(ids) < FEW:
-        rows = await read("fetch", queries["list_jobs_among"], *filters, ids)
+        rows = await read("fetch", q["list_jobs_among"], *filters, ids)
     else:
-        rows = await read("fetch", queries["list_finished_jobs"], *filters, finished_after)
+        rows = await read("fetch", q["list_finished_jobs"], *filters, finished_after)
     return [JobRecord._from_row(row) for row in rows]
