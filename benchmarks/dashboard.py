@@ -24,7 +24,9 @@ import os
 import statistics
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import asyncpg
 import httpx2
@@ -133,7 +135,20 @@ async def measure(server: str, args: argparse.Namespace) -> None:
             "list, trace_id (middle)": f"/jobs?trace_id={_trace_id(jobs // 2)}",
             "list, trace_id (none)": f"/jobs?trace_id={'f' * 32}",
             "list, correlation_id (mid)": f"/jobs?correlation_id=req-{jobs // 2 // 5}",
+            # The time bound (`since=`): every job finished in the last 3 hours, none in the
+            # last hour, and the last 1 % of them, failed (a page of them, then the page past
+            # the last match: the bound must not walk the rest of the table by id).
+            "list, since=3h (all)": "/jobs?since=3h",
+            "list, since=1h (none)": "/jobs?since=1h",
+            "list, since=3h failed": "/jobs?since=3h&status=failed",
         }
+        last = await _finished_at(database, jobs - jobs // 100)
+        newest = urlencode({"since": last.isoformat(), "status": "failed"})
+        pages["list, last 1 %, failed"] = f"/jobs?{newest}"
+        pages["list, past the last 1 %"] = f"/jobs?{newest}&before={jobs - jobs // 100}"
+        newest_any = urlencode({"since": last.isoformat()})
+        pages["list, last 1 %, any"] = f"/jobs?{newest_any}"
+        pages["list, past the last 1 %, any"] = f"/jobs?{newest_any}&before={jobs - jobs // 100}"
         async with Jobs(database, queues={}) as reader:
             dashboard = Dashboard(reader, queues=["q0", "q1", "q2", "q3"])
             transport = httpx2.ASGITransport(app=dashboard)
@@ -152,6 +167,17 @@ async def measure(server: str, args: argparse.Namespace) -> None:
                         f"slowest {max(times) * 1000:7.1f} ms  ({args.repeat} requests)",
                         flush=True,
                     )
+
+
+async def _finished_at(database: str, job_id: int) -> datetime:
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(database)
+    try:
+        finished: datetime = await connection.fetchval(
+            "SELECT finished_at FROM starlette_jobs WHERE id = $1", job_id
+        )
+        return finished
+    finally:
+        await connection.close()
 
 
 def main() -> None:

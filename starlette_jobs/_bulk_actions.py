@@ -5,10 +5,12 @@ record of who asked and how far it has got (docs/dashboard.md, "Bulk actions"), 
 from __future__ import annotations
 
 import builtins
+from datetime import datetime
 
 from ._bulk_records import BULK_ACTIONS, BulkAction, BulkFilter, BulkRecord
 from ._errors import unavailable_as_error
 from ._options import check_queue_name
+from ._queries import check_time_bound
 from ._records import JobStatus
 from .store._protocol import Store
 
@@ -30,6 +32,7 @@ class BulkActing:
         status: JobStatus | str | None = None,
         name: str | None = None,
         by: str | None = None,
+        finished_after: datetime | None = None,
     ) -> BulkRecord:
         """Records a bulk action over the jobs of `queue` (of `status` and `name`, if given)
         that it applies to: "retry" the failed and cancelled ones, "cancel" the pending, waiting
@@ -42,6 +45,9 @@ class BulkActing:
             status: only the jobs of this status (among those the action applies to).
             name: only the jobs of this name.
             by: who asks, written in the record and in each job's event.
+            finished_after: only the jobs that finished at or after this time (timezone-aware),
+                kept in the record: a run on applies the same bound. A retry only: a cancel
+                acts on unfinished jobs, which no such bound matches.
 
         Example:
             >>> bulk = await jobs.begin_bulk("retry", queue="emails", status="failed", by="ada")
@@ -49,8 +55,14 @@ class BulkActing:
         """
         if action not in BULK_ACTIONS:
             raise ValueError(f"action must be 'retry' or 'cancel', got {action!r}")
+        check_time_bound(finished_after)
+        if action == "cancel" and finished_after is not None:
+            raise ValueError("a bulk cancel acts on unfinished jobs: finished_after matches none")
         filter = BulkFilter(
-            check_queue_name(queue), None if status is None else JobStatus(status), name
+            check_queue_name(queue),
+            None if status is None else JobStatus(status),
+            name,
+            finished_after,
         )
         with unavailable_as_error(f"begin a bulk {action} on queue {queue!r}"):
             return await self._ready_store.begin_bulk(action, filter, by)

@@ -28,6 +28,8 @@ class BulkFilter:
     queue: str
     status: JobStatus | None = None
     name: str | None = None
+    finished_after: datetime | None = None
+    """Only the jobs that finished at or after this time (so never an unfinished one)."""
 
     def statuses(self, action: str) -> list[str]:
         """The statuses the action changes, narrowed to the filter's."""
@@ -61,6 +63,8 @@ class BulkRecord:
     """The id of the last job its batches have looked at: the next batch starts after it."""
     upper_id: int
     """The highest job id when it started: jobs enqueued since are left out."""
+    finished_after: datetime | None = None
+    """The filter's time bound: only the jobs that finished at or after it."""
 
     @property
     def finished(self) -> bool:
@@ -68,7 +72,7 @@ class BulkRecord:
 
     @property
     def filter(self) -> BulkFilter:
-        return BulkFilter(self.queue, self.status, self.name)
+        return BulkFilter(self.queue, self.status, self.name, self.finished_after)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (timestamps as ISO 8601 strings)."""
@@ -95,4 +99,5 @@ class BulkRecord:
             done=row["done"],
             last_id=row["last_id"],
             upper_id=row["upper_id"],
+            finished_after=row["finished_after"],
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
 
 from ._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from ._errors import JobNotFoundError, unavailable_as_error
@@ -40,25 +41,31 @@ class JobQueries:
         before: JobId | None = None,
         trace_id: str | None = None,
         correlation_id: str | None = None,
+        finished_after: datetime | None = None,
     ) -> builtins.list[JobRecord]:
         """Jobs, most recent first, optionally of one status, one queue and one job name,
         enqueued in one trace (`trace_id`, 32 hex digits) or one request (`correlation_id`).
         `before`: the next page, after one whose last (oldest) job had this id.
+        `finished_after`: only the jobs that finished (succeeded, failed or were cancelled) at
+        or after this time, timezone-aware ("the failed jobs of the last hour":
+        `status="failed", finished_after=now - timedelta(hours=1)`); still in order of id.
 
         The trace and correlation filters use no index: on a large table, a rare id costs a
         scan of the ids below `before` (docs/dashboard.md gives the figures).
 
         Raises:
-            ValueError: a `before` that is no job id, a `trace_id` that is no trace id.
+            ValueError: a `before` that is no job id, a `trace_id` that is no trace id, a
+                `finished_after` without a timezone.
         """
         below = None if before is None else _row_id(before)
         if before is not None and below is None:
             raise ValueError(f"before must be a job id, got {before!r}")
         trace = trace_id_filter(trace_id)
+        check_time_bound(finished_after)
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
                 None if status is None else JobStatus(status), queue, limit, name, below,
-                trace, correlation_id,
+                trace, correlation_id, finished_after,
             )  # fmt: skip
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
@@ -197,3 +204,16 @@ def _row_id(job_id: object) -> int | None:
     else:
         return None
     return row_id if 1 <= row_id <= _MAX_ROW_ID else None
+
+
+def check_time_bound(bound: object) -> None:
+    """Refuses a `finished_after` that is no timezone-aware datetime: a naive one would be
+    read in the server's zone on PostgreSQL and in none in memory.
+
+    Raises:
+        ValueError: what it refuses.
+    """
+    if bound is None:
+        return
+    if not isinstance(bound, datetime) or bound.utcoffset() is None:
+        raise ValueError(f"finished_after must be a timezone-aware datetime, got {bound!r}")

@@ -36,6 +36,7 @@ async def list_jobs(jobs: Jobs, args: argparse.Namespace) -> Exit:
         found = await jobs.list(
             status=args.status, queue=args.queue, name=args.name, limit=args.limit,
             before=args.before, trace_id=args.trace_id, correlation_id=args.correlation_id,
+            finished_after=args.since,
         )  # fmt: skip
     if args.json:
         print_json_lines(job.to_dict() for job in found)

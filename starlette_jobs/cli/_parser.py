@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from .._config import JobsConfig
 from .._count_records import DEFAULT_COUNT_CAP
 from .._records import JobStatus
+from .._since import SinceError, finished_after
 from .._trace_ids import trace_id_filter
 from .._version import __version__
 from ..worker._settings import DEFAULT_RETRY_WAIT
@@ -206,6 +208,11 @@ def _add_reading_commands(commands: Any) -> None:
         "--correlation-id", metavar="ID",
         help="the jobs enqueued by one request, its x-request-id (default: any)",
     )  # fmt: skip
+    listing.add_argument(
+        "--since", type=_since, metavar="AGE_OR_TIME",
+        help="only jobs that finished at or after this: an age (30m, 1h, 2d) or an ISO 8601 "
+        "time, e.g. --status failed --since 1h (default: any time, unfinished jobs too)",
+    )  # fmt: skip
     _add_json(listing, "print one JSON object per job")
     for name, text in (
         ("show", "show one job: its fields, result, errors and events"),
@@ -227,6 +234,13 @@ def _add_reading_commands(commands: Any) -> None:
 
 def _add_json(parser: argparse.ArgumentParser, text: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"{text} (default: a table)")
+
+
+def _since(text: str) -> datetime:
+    try:
+        return finished_after(text, datetime.now(UTC))
+    except SinceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _bounded(low: int, high: int) -> Callable[[str], int]:

@@ -167,6 +167,7 @@ class Dashboard:
             before=filters.before,
             trace_id=filters.trace_id,
             correlation_id=filters.correlation_id,
+            finished_after=filters.finished_after,
         )
         older = filters.older(records[-1].id) if len(records) == self._page_size else None
         context = {"title": "Jobs", "records": records, "filters": filters, "older": older}

@@ -25,14 +25,17 @@ BATCH_SIZE = 500
 
 
 def bulk_actions(filters: JobFilter) -> list[str]:
-    """The bulk actions the list's filter allows, for its buttons: a queue chosen, and a
-    status (if any) the action changes."""
-    if filters.queue is None:
+    """The bulk actions the list's filter allows, for its buttons: a queue chosen, a status
+    (if any) the action changes, and no time bound for a cancel (it bounds finished jobs). None
+    for a list filtered by trace or correlation id: a bulk action does not filter by them, so
+    it would reach other jobs than those listed."""
+    if filters.queue is None or filters.trace_id is not None or filters.correlation_id is not None:
         return []
     return [
         action
         for action in BULK_ACTIONS
-        if filters.status is None or filters.status in ACTED_ON[action]
+        if (filters.status is None or filters.status in ACTED_ON[action])
+        and (filters.finished_after is None or action == "retry")
     ]
 
 
@@ -66,11 +69,14 @@ class BulkRuns:
             raise Refused(400, str(error)) from None
         if filters.queue is None:
             raise Refused(400, "a bulk action is over one queue: filter the list by queue first")
+        if filters.finished_after is not None and action == "cancel":
+            raise Refused(400, "a bulk cancel acts on unfinished jobs: no time bound matches them")
         who = await self._actions.allowed(request, f"bulk_{action}", filters.queue)
         bulk_action: BulkAction = "retry" if action == "retry" else "cancel"
         record = await self._jobs.begin_bulk(
-            bulk_action, queue=filters.queue, status=filters.status, name=filters.name, by=who
-        )
+            bulk_action, queue=filters.queue, status=filters.status, name=filters.name, by=who,
+            finished_after=filters.finished_after,
+        )  # fmt: skip
         logger.info(
             "dashboard: %s: bulk %s %s of queue %r (status %s, name %s): %s jobs",
             who, action, record.id, record.queue, record.status, record.name, record.matched,

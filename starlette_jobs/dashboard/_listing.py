@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from .._errors import JobDefinitionError
+from .._options import check_queue_name
 from .._records import JobStatus
+from .._since import SinceError, finished_after
 from .._trace_ids import trace_id_filter
 
 _MAX_ROW_ID = 2**63 - 1
@@ -28,6 +32,10 @@ class JobFilter:
     """Jobs older than this id: the next page."""
     trace_id: str | None = None
     correlation_id: str | None = None
+    since: str | None = None
+    """The time bound as given ("1h", an ISO time: `_since`), kept as text in links."""
+    finished_after: datetime | None = None
+    """The time `since` named when the page was asked for: jobs finished at or after it."""
 
     @classmethod
     def from_query(cls, params: Mapping[str, str]) -> JobFilter:
@@ -44,13 +52,32 @@ class JobFilter:
             trace_id = trace_id_filter(params.get("trace_id") or None)
         except ValueError as error:
             raise FilterError(str(error)) from None
+        correlation_id = params.get("correlation_id") or None
+        if correlation_id is not None and "\x00" in correlation_id:
+            raise FilterError("a correlation id holds no NUL character")
+        queue = params.get("queue") or None
+        if queue is not None:
+            try:
+                check_queue_name(queue)
+            except JobDefinitionError as error:  # no job has it; a bulk action would refuse it
+                raise FilterError(str(error)[:200]) from None
+        name = params.get("name") or None
+        if name is not None and "\x00" in name:  # PostgreSQL's text cannot hold one
+            raise FilterError("a job name holds no NUL character")
+        since = (params.get("since") or "").strip() or None
+        try:
+            bound = None if since is None else finished_after(since, datetime.now(UTC))
+        except SinceError as error:
+            raise FilterError(str(error)) from None
         return cls(
             status=None if status is None else JobStatus(status),
-            queue=params.get("queue") or None,
-            name=params.get("name") or None,
+            queue=queue,
+            name=name,
             before=job_id(params.get("before") or None, "before"),
             trace_id=trace_id,
-            correlation_id=params.get("correlation_id") or None,
+            correlation_id=correlation_id,
+            since=since,
+            finished_after=bound,
         )
 
     def older(self, last_id: int) -> JobFilter:
@@ -68,6 +95,7 @@ class JobFilter:
             "before": None if self.before is None else str(self.before),
             "trace_id": self.trace_id,
             "correlation_id": self.correlation_id,
+            "since": self.since,
         }
         return urlencode({key: value for key, value in fields.items() if value is not None})
 

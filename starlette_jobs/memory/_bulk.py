@@ -5,11 +5,12 @@ changes as `retry_job` and `cancel_job`) and advance it. `_store.MemoryStore` is
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta
 
 from .._bulk_records import BulkFilter, BulkRecord
 from .._errors import UniqueKeyTakenError
 from .._records import JobStatus
-from ._queries import MemoryQueries
+from ._queries import MemoryQueries, finished_at_or_after
 from ._rows import Row
 from ._tables import utc_now
 
@@ -29,10 +30,11 @@ class MemoryBulk(MemoryQueries):
             name=filter.name,
             started_at=utc_now(),
             finished_at=None,
-            matched=sum(1 for _ in self._matching(action, filter, 0, None)),
+            matched=sum(1 for _ in self._matching(action, filter, 0, None, None)),
             done=0,
             last_id=0,
             upper_id=max(self._rows, default=0),
+            finished_after=filter.finished_after,
         )
         bulks[record.id] = record
         return record
@@ -42,7 +44,9 @@ class MemoryBulk(MemoryQueries):
         if record is None or record.finished:
             return None
         picked = sorted(
-            self._matching(record.action, record.filter, record.last_id, record.upper_id),
+            self._matching(
+                record.action, record.filter, record.last_id, record.upper_id, record.started_at
+            ),
             key=lambda row: row.id,
         )[:limit]
         done = 0
@@ -64,7 +68,12 @@ class MemoryBulk(MemoryQueries):
         return record
 
     def _matching(
-        self, action: str, filter: BulkFilter, after: int, upper: int | None
+        self,
+        action: str,
+        filter: BulkFilter,
+        after: int,
+        upper: int | None,
+        started: datetime | None,
     ) -> list[Row]:
         statuses = {JobStatus(status) for status in filter.statuses(action)}
         return [
@@ -73,10 +82,17 @@ class MemoryBulk(MemoryQueries):
             if row.queue == filter.queue
             and row.status in statuses
             and filter.name in (None, row.name)
+            and (filter.finished_after is None or finished_at_or_after(row, filter.finished_after))
             and row.id > after
             and (upper is None or row.id <= upper)
             # A running job asked to stop already: a cancel leaves it, as on PostgreSQL.
             and not (action == "cancel" and row.cancel_requested_at is not None)
+            # One that failed after a retry began was not counted: left out, as on PostgreSQL.
+            and not (
+                action == "retry"
+                and started is not None
+                and (row.finished_at is None or row.finished_at > started)
+            )
         ]
 
     async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
@@ -84,3 +100,14 @@ class MemoryBulk(MemoryQueries):
 
     async def list_bulks(self, limit: int) -> list[BulkRecord]:
         return sorted(self.data.bulks.values(), key=lambda r: -r.id)[:limit]
+
+    async def prune_bulks(self, retention_seconds: float) -> int:
+        cutoff = utc_now() - timedelta(seconds=retention_seconds)
+        old = [
+            record.id
+            for record in self.data.bulks.values()
+            if record.finished_at is not None and record.finished_at < cutoff
+        ]
+        for bulk_id in old:
+            del self.data.bulks[bulk_id]
+        return len(old)

@@ -34,7 +34,7 @@ STORE_CALLS = (
     *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
     *("workflow_of", "add_steps"),
     *("queue_depths",),
-    *("begin_bulk", "bulk_batch", "get_bulk", "list_bulks"),
+    *("begin_bulk", "bulk_batch", "get_bulk", "list_bulks", "prune_bulks"),
     *("status_counts",),
     *("list_workflows",),
 )

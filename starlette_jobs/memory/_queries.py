@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from datetime import datetime
 
 from .._errors import UniqueKeyTakenError
-from .._records import EventKind, JobEvent, JobRecord, JobStatus
+from .._records import FINISHED, EventKind, JobEvent, JobRecord, JobStatus
+from ._rows import Row
 from ._tables import utc_now
 from ._workflows import MemoryWorkflows
 
@@ -30,6 +32,7 @@ class MemoryQueries(MemoryWorkflows):
         before: int | None = None,
         trace_id: str | None = None,
         correlation_id: str | None = None,
+        finished_after: datetime | None = None,
     ) -> list[JobRecord]:
         rows = [
             r
@@ -38,6 +41,7 @@ class MemoryQueries(MemoryWorkflows):
             and queue in (None, r.queue)
             and name in (None, r.name)
             and (before is None or r.id < before)
+            and (finished_after is None or finished_at_or_after(r, finished_after))
         ]
         records = (row.record() for row in rows)
         if trace_id is not None or correlation_id is not None:
@@ -121,3 +125,8 @@ class MemoryQueries(MemoryWorkflows):
         for queue in {row.queue for row in rows if row.status is JobStatus.PENDING}:
             self._notify(queue)
         return sorted(row.id for row in rows)
+
+
+def finished_at_or_after(row: Row, bound: datetime) -> bool:
+    """Whether the job finished at or after `bound` (an unfinished one did not)."""
+    return row.status in FINISHED and row.finished_at is not None and row.finished_at >= bound

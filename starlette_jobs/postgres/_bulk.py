@@ -28,6 +28,7 @@ class BulkStatements(WorkflowStatements):
             None if filter.status is None else filter.status.value,
             filter.name,
             filter.statuses(action),
+            filter.finished_after,
         )
         return BulkRecord._from_row(row)
 
@@ -74,3 +75,7 @@ class BulkStatements(WorkflowStatements):
     async def list_bulks(self, limit: int) -> list[BulkRecord]:
         rows = await self._read("fetch", self._q["list_bulks"], limit)
         return [BulkRecord._from_row(row) for row in rows]
+
+    async def prune_bulks(self, retention_seconds: float) -> int:
+        deleted: int = await self._write("fetchval", self._q["prune_bulks"], retention_seconds)
+        return deleted

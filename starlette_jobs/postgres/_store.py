@@ -8,6 +8,7 @@ that every statement goes through, and by the connections opened here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
+from ._since import list_finished_after
 from ._transactions import JoinedTransaction
 from ._workflows import WorkflowStatements
 
@@ -256,11 +258,12 @@ class PostgresStore(
         before: int | None = None,
         trace_id: str | None = None,
         correlation_id: str | None = None,
+        finished_after: datetime | None = None,
     ) -> list[JobRecord]:
-        rows = await self._read(
-            "fetch", self._q["list_jobs"], status, queue, limit, name, before,
-            trace_id, correlation_id,
-        )  # fmt: skip
+        filters = (status, queue, limit, name, before, trace_id, correlation_id)
+        if finished_after is not None:
+            return await list_finished_after(self._read, self._q, filters, finished_after)
+        rows = await self._read("fetch", self._q["list_jobs"], *filters)
         return [JobRecord._from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:

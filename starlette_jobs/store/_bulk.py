@@ -30,3 +30,8 @@ class BulkStore(Protocol):
     async def list_bulks(self, limit: int) -> list[BulkRecord]:
         """The latest bulk actions, latest first."""
         ...
+
+    async def prune_bulks(self, retention_seconds: float) -> int:
+        """Deletes the records of bulk actions that finished more than `retention_seconds`
+        ago (an unfinished one is kept: it can be run on); returns how many."""
+        ...

@@ -17,6 +17,7 @@ a rescue), it ends `cancelled` instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -195,9 +196,11 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore
         before: int | None = None,
         trace_id: str | None = None,
         correlation_id: str | None = None,
+        finished_after: datetime | None = None,
     ) -> list[JobRecord]:
         """Most recent first; of one job name if `name`, with ids below `before` if given, of
-        one trace (lowercase hex) and one correlation id if given."""
+        one trace (lowercase hex) and one correlation id if given, and only jobs finished at or
+        after `finished_after` if given."""
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...

@@ -1,5 +1,5 @@
 """Retention: deleting jobs finished longer than `retention` ago, with their events, at the pace
-they finish.
+they finish, and the records of bulk actions finished as long ago.
 
 Each round deletes batches of `BATCH` rows while they come back full, for up to
 `ROUND_SECONDS`; a round that ran out of time with rows still to delete is followed by the next
@@ -87,6 +87,11 @@ class Retention:
             if loop.time() - started >= ROUND_SECONDS:
                 behind = True
                 break
+        # The bulk actions' records, kept as long as the jobs they changed (their audit
+        # records): few, one statement on their own index; an unfinished one stays.
+        bulks = await self._store.prune_bulks(self._retention)
+        if bulks:
+            logger.info("deleted %d bulk action record(s) finished long ago", bulks)
         if deleted:
             logger.info(
                 "deleted %d job(s) finished more than %.0f s ago in %.2f s%s",

@@ -102,6 +102,11 @@ async def test_list_filters_by_status_queue_and_name_and_pages(
     assert [found["id"] for found in parsed(capsys)] == [ok]
     assert await run("list", "--status", "cancelled", "--dsn", database_dsn) == 0
     assert lines(capsys) == ["no jobs match"]
+    # Finished in the last hour: the pending job has not finished.
+    assert await run("list", "--since", "1h", "--json", "--dsn", database_dsn) == 0
+    assert [found["id"] for found in parsed(capsys)] == [boom, ok]
+    assert await run("list", "--since", "2099-01-01T00:00:00Z", "--dsn", database_dsn) == 0
+    assert lines(capsys) == ["no jobs match"]
 
 
 async def test_show_and_events_tell_one_jobs_story(
@@ -183,7 +188,8 @@ async def test_peek_shows_what_the_next_claim_takes(
 @pytest.mark.parametrize(
     "args",
     [["list", "--limit", "0"], ["list", "--status", "lost"], ["peek", "q", "--limit", "101"],
-     ["list", "--before", "x"], ["list", "--trace-id", "xyz"]],
+     ["list", "--before", "x"], ["list", "--trace-id", "xyz"], ["list", "--since", "yesterday"],
+     ["list", "--since", "-1h"]],
 )  # fmt: skip
 def test_a_malformed_command_line_exits_2(
     args: list[str], capsys: pytest.CaptureFixture[str]

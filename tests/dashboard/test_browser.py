@@ -148,7 +148,7 @@ async def test_the_list_filtered_by_its_form(
     await page.fill('input[name="queue"]', "dash-mail")
     await page.click('button:has-text("Filter")')
     await expect(page).to_have_url(
-        f"{served}/jobs?status=pending&queue=dash-mail&name=&trace_id=&correlation_id="
+        f"{served}/jobs?status=pending&queue=dash-mail&name=&trace_id=&correlation_id=&since="
     )
     await expect(page.locator("tr.job")).to_have_count(1)
     await expect(page.locator("tr.job td").first).to_have_text(str(seeded.delayed))
@@ -157,6 +157,12 @@ async def test_the_list_filtered_by_its_form(
     await page.select_option('select[name="status"]', "")
     await page.click('button:has-text("Filter")')
     await expect(page.locator("tr.job")).to_have_count(5)  # dash-mail's, of every status
+    await page.fill('input[name="since"]', "1h")
+    await page.click('button:has-text("Filter")')
+    await expect(page.locator("tr.job")).to_have_count(4)  # finished in the last hour
+    await page.fill('input[name="since"]', "")
+    await page.click('button:has-text("Filter")')
+    await expect(page.locator("tr.job")).to_have_count(5)
     await screenshot(page, "jobs")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
 
 import httpx2
 import pytest
@@ -130,3 +131,74 @@ async def test_a_read_only_dashboard_has_no_bulk_action(seeded: Seeded) -> None:
         assert 'class="bulk actions"' not in html
         response = await client.post("/ops/bulk-actions/retry", data={"queue": "dash-mail"})
         assert response.status_code == 403
+
+
+async def test_a_list_bounded_by_time_offers_a_retry_of_the_jobs_finished_since(
+    seeded: Seeded, acting: httpx2.AsyncClient, calls: Calls
+) -> None:
+    failed = await seeded.jobs.get(seeded.failed)
+    assert failed is not None
+    assert failed.finished_at is not None
+    after = (failed.finished_at + timedelta(microseconds=1)).isoformat()
+    # Finished after the failed job: nothing to retry. At or after it: the failed job.
+    empty = (await acting.get("/ops/jobs", params={"queue": "dash-mail", "since": after})).text
+    assert "No job matches." in empty
+    html = (await acting.get("/ops/jobs?queue=dash-mail&since=1h")).text
+    listed = [int(row[0]) for row in rows(html, "job")]
+    assert listed == sorted([*seeded.sent, seeded.failed], reverse=True)  # not the pending one
+    assert re.findall(r'class="action bulk"[^>]*>(\w+) every matching job', html) == ["retry"]
+    fields = form_of(html)
+    bound = datetime.fromisoformat(fields["since"])  # resolved once, when the page was asked
+    assert bound <= failed.finished_at
+
+    cancel = await acting.post("/ops/bulk-actions/cancel", data=fields)
+    assert cancel.status_code == 400
+    assert "a bulk cancel acts on unfinished jobs" in cancel.text
+    garbage = await acting.post("/ops/bulk-actions/retry", data={**fields, "since": "1h'--"})
+    assert garbage.status_code == 400
+    assert "since must be an age" in garbage.text
+    assert calls == []  # refused before the hook was asked
+
+    response = await acting.post("/ops/bulk-actions/retry", data=fields)
+    assert response.status_code == 303
+    bulk_id = int(response.headers["location"].rsplit("/", 1)[1])
+    await eventually(lambda: finished(seeded, bulk_id), "the bulk retry to finish")
+    record = await seeded.jobs.get_bulk(bulk_id)
+    assert record is not None
+    assert (record.finished_after, record.matched, record.done) == (bound, 1, 1)
+    assert "finished since" in (await acting.get(response.headers["location"])).text
+    after_retry = await seeded.jobs.get(seeded.failed)
+    assert after_retry is not None
+    assert after_retry.status is JobStatus.PENDING
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("queue", "no such queue!", "invalid queue name"),
+        ("queue", "q" * 5000, "invalid queue name"),
+        ("queue", "dash\x00mail", "invalid queue name"),
+        ("name", "send\x00email", "a job name holds no NUL character"),
+        ("status", "failed' OR 1=1", "no status is called"),
+        ("before", "-1", "before must be a job id"),
+    ],
+)
+async def test_garbage_in_a_bulk_actions_filter_is_refused_not_a_server_error(
+    seeded: Seeded, acting: httpx2.AsyncClient, calls: Calls, field: str, value: str, message: str
+) -> None:
+    fields = form_of((await acting.get("/ops/jobs?queue=dash-mail&status=failed")).text)
+    response = await acting.post("/ops/bulk-actions/retry", data={**fields, field: value})
+    assert response.status_code == 400
+    assert message in response.text
+    assert calls == []  # refused before the hook is asked
+    assert await seeded.jobs.list_bulks() == []
+
+
+@pytest.mark.parametrize(
+    "query", ["queue=dash%00mail", "queue=no+such+queue%21", "name=a%00b", "since=1h%00"]
+)
+async def test_garbage_in_the_lists_filter_is_a_400_page(
+    acting: httpx2.AsyncClient, query: str
+) -> None:
+    response = await acting.get(f"/ops/jobs?{query}")
+    assert response.status_code == 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl
 
 import pytest
@@ -46,8 +47,8 @@ def test_the_older_page_keeps_the_filters_and_the_first_page_drops_before() -> N
 
 @given(
     status=st.none() | st.sampled_from(list(JobStatus)),
-    queue=st.none() | st.text(min_size=1),
-    name=st.none() | st.text(min_size=1),
+    queue=st.none() | st.from_regex(r"[A-Za-z0-9_.\-]{1,48}", fullmatch=True),
+    name=st.none() | st.text(st.characters(blacklist_characters="\x00"), min_size=1),
     before=st.none() | st.integers(1, 2**63 - 1),
 )
 def test_a_filter_read_back_from_its_link_is_itself(
@@ -55,3 +56,20 @@ def test_a_filter_read_back_from_its_link_is_itself(
 ) -> None:
     filters = JobFilter(status, queue, name, before)
     assert JobFilter.from_query(dict(parse_qsl(filters.query()))) == filters
+
+
+def test_since_is_read_as_a_time_and_kept_as_given_in_links() -> None:
+    iso = JobFilter.from_query({"since": "2026-11-26T06:00:00+01:00", "status": "failed"})
+    assert iso.finished_after == datetime(2026, 11, 26, 5, 0, tzinfo=UTC)
+    before = datetime.now(UTC)
+    hour = JobFilter.from_query({"since": " 1h ", "queue": "emails"})
+    assert hour.finished_after is not None
+    assert before - timedelta(hours=1) <= hour.finished_after <= datetime.now(UTC)
+    assert hour.older(7).query() == "queue=emails&before=7&since=1h"  # the next page: still 1h
+    assert JobFilter.from_query({"since": ""}) == JobFilter()
+
+
+@pytest.mark.parametrize("since", ["yesterday", "-1h", "1h'--", "999999999w", "x" * 5000])
+def test_a_since_that_is_neither_an_age_nor_a_time_is_refused(since: str) -> None:
+    with pytest.raises(FilterError, match="since must be"):
+        JobFilter.from_query({"since": since})

@@ -11,6 +11,7 @@ import logging
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker import _retention
 from starlette_jobs.worker._retention import BATCH, Retention
@@ -129,3 +130,14 @@ async def test_the_task_keeps_going_after_a_failure(caplog: pytest.LogCaptureFix
         finally:
             await retention.stop()
     assert "retention failed, retrying in 0.0 s: reset by peer" in caplog.messages
+
+
+async def test_a_round_prunes_the_records_of_bulk_actions_finished_as_long_ago() -> None:
+    store = MemoryStore()
+    await finished(store, 1)
+    bulk = await store.begin_bulk("retry", BulkFilter("default"), "ada")
+    assert await store.bulk_batch(bulk.id, 10) is not None
+    unfinished = await store.begin_bulk("cancel", BulkFilter("default"), "ada")
+    await asyncio.sleep(0.02)  # the store's clock: the first finished more than 0.01 s ago
+    await Retention(store, 1, 0.01).prune_round()
+    assert [record.id for record in await store.list_bulks(10)] == [unfinished.id]

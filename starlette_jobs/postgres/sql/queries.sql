@@ -1705,14 +1705,16 @@ SELECT (SELECT ids FROM ids) AS ids, (SELECT count(*) FROM extended) AS extended
 -- The record of a bulk action (docs/dashboard.md, "Bulk actions"), unfinished: how many jobs
 -- it applies to now, and the highest job id now (jobs enqueued later are left out).
 -- $1 action, $2 who asked or NULL, $3 queue, $4 the filter's status or NULL, $5 job name or
--- NULL, $6 the statuses the action changes (narrowed to $4)
-INSERT INTO starlette_jobs_bulk_actions (action, by_whom, queue, status, name, matched, upper_id)
+-- NULL, $6 the statuses the action changes (narrowed to $4), $7 finished at or after, or NULL
+INSERT INTO starlette_jobs_bulk_actions
+       (action, by_whom, queue, status, name, matched, upper_id, finished_after)
 SELECT $1, $2, $3, $4, $5,
        (SELECT count(*) FROM starlette_jobs
          WHERE queue = $3 AND status = ANY($6::text[]) AND ($5::text IS NULL OR name = $5)
+           AND ($7::timestamptz IS NULL OR finished_at >= $7)
            -- A running job asked to stop already: a cancel leaves it.
            AND NOT ($1 = 'cancel' AND cancel_requested_at IS NOT NULL)),
-       (SELECT coalesce(max(id), 0) FROM starlette_jobs)
+       (SELECT coalesce(max(id), 0) FROM starlette_jobs), $7
 RETURNING *;
 
 -- name: bulk_retry_batch
@@ -1731,8 +1733,12 @@ WITH bulk AS (
     SELECT job.id, job.unique_key
       FROM starlette_jobs AS job, bulk
      WHERE job.queue = bulk.queue AND job.status IN ('failed', 'cancelled')
+       -- One that finished after the action began was not counted in `matched`, nor seen by
+       -- who asked: left out, as a job enqueued since is.
+       AND job.finished_at <= bulk.started_at
        AND (bulk.status IS NULL OR job.status = bulk.status)
        AND (bulk.name IS NULL OR job.name = bulk.name)
+       AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
      ORDER BY job.id
      LIMIT $2
@@ -1787,6 +1793,7 @@ WITH bulk AS (
        AND job.cancel_requested_at IS NULL
        AND (bulk.status IS NULL OR job.status = bulk.status)
        AND (bulk.name IS NULL OR job.name = bulk.name)
+       AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
      ORDER BY job.id
      LIMIT $2
@@ -1835,3 +1842,56 @@ SELECT * FROM starlette_jobs_bulk_actions WHERE id = $1;
 -- name: list_bulks
 -- The latest bulk actions, latest first. $1 how many at most
 SELECT * FROM starlette_jobs_bulk_actions ORDER BY id DESC LIMIT $1;
+
+-- name: finished_since
+-- The ids of up to $2 jobs finished at or after $1 (with ids below $3, if given), read on
+-- starlette_jobs_finished_idx (its order and the LIMIT keep the planner on it): fewer than $2
+-- back, they are every job the bound matches on this page and after, and the list is drawn
+-- from them (`list_jobs_among`); else the bound is wide and the list scans by id
+-- (`list_finished_jobs`). Oldest finished first: those tend to have the lowest ids, the ones
+-- below $3, so a page well inside a wide bound finds $2 of them at once.
+-- $1 finished at or after, $2 how many at most, $3 only ids below this one, or NULL
+SELECT id FROM starlette_jobs
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $1
+   AND ($3::bigint IS NULL OR id < $3)
+ ORDER BY finished_at
+ LIMIT $2;
+
+-- name: list_jobs_among
+-- list_jobs among the jobs of $8 (the few `finished_since` found).
+-- $1 status or NULL, $2 queue or NULL, $3 how many at most, $4 job name or NULL, $5 only ids
+-- below this one, or NULL, $6 trace id or NULL, $7 correlation id or NULL (as in list_jobs),
+-- $8 the ids
+SELECT * FROM starlette_jobs
+ WHERE id = ANY($8::bigint[])
+   AND ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
+   AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
+   AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
+   AND ($7::text IS NULL OR trace_context->>'x-request-id' = $7)
+ ORDER BY id DESC
+ LIMIT $3;
+
+-- name: list_finished_jobs
+-- list_jobs of the jobs finished at or after $8 (a wide bound: `finished_since`).
+-- $1 status or NULL, $2 queue or NULL, $3 how many at most, $4 job name or NULL, $5 only ids
+-- below this one, or NULL, $6 trace id or NULL, $7 correlation id or NULL (as in list_jobs),
+-- $8 finished at or after
+SELECT * FROM starlette_jobs
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $8
+   AND ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
+   AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
+   AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
+   AND ($7::text IS NULL OR trace_context->>'x-request-id' = $7)
+ ORDER BY id DESC
+ LIMIT $3;
+
+-- name: prune_bulks
+-- Deletes the bulk actions' records that finished more than $1 seconds ago (the jobs'
+-- retention); returns how many. One that has not finished is kept: it can be run on.
+-- $1 retention in seconds
+WITH deleted AS (
+    DELETE FROM starlette_jobs_bulk_actions
+     WHERE finished_at < now() - make_interval(secs => $1)
+    RETURNING id
+)
+SELECT count(*) FROM deleted;

@@ -222,5 +222,12 @@ CREATE TABLE starlette_jobs_bulk_actions (
     -- The keyset: the last job id looked at, and the highest job id when it started (jobs
     -- enqueued since are left out).
     last_id     bigint      NOT NULL DEFAULT 0,
-    upper_id    bigint      NOT NULL
+    upper_id    bigint      NOT NULL,
+    -- The time bound (migrations/0014): only the jobs that finished at or after it.
+    finished_after timestamptz
 );
+
+-- Finished bulk records are pruned with the jobs' retention (worker/_retention.py).
+CREATE INDEX starlette_jobs_bulk_finished_idx
+    ON starlette_jobs_bulk_actions (finished_at)
+    WHERE finished_at IS NOT NULL;
