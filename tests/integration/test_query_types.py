@@ -109,11 +109,15 @@ EXPECTED: dict[str, list[str]] = {
         *["int8", "int8", "text[]", "text[]", "text[]", "jsonb", "int4[]", "int4[]", "int4[]"],
         *["int4[]", "int4[]"],
     ],
-    "begin_bulk": ["text", "text", "text", "text", "text", "text[]"],
+    "begin_bulk": ["text", "text", "text", "text", "text", "text[]", "timestamptz"],
     "bulk_retry_batch": ["int8", "int8", "bool"],
     "bulk_cancel_batch": ["int8", "int8", "bool"],
     "get_bulk": ["int8"],
     "list_bulks": ["int8"],
+    "prune_bulks": ["float8"],
+    "finished_since": ["timestamptz", "int8", "int8"],
+    "list_jobs_among": ["text", "text", "int8", "text", "int8", "text", "text", "int8[]"],
+    "list_finished_jobs": ["text", "text", "int8", "text", "int8", "text", "text", "timestamptz"],
 }
 
 
