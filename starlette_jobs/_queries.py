@@ -42,10 +42,13 @@ class JobQueries:
         trace_id: str | None = None,
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
+        after: JobId | None = None,
     ) -> builtins.list[JobRecord]:
         """Jobs, most recent first, optionally of one status, one queue and one job name,
         enqueued in one trace (`trace_id`, 32 hex digits) or one request (`correlation_id`).
-        `before`: the next page, after one whose last (oldest) job had this id.
+        `before`: the next page, after one whose last (oldest) job had this id. `after`: only
+        jobs with ids above this one (with `before`, a window of ids: what a filter that no
+        index serves reads at most, as the dashboard's list does).
         `finished_after`: only the jobs that finished (succeeded, failed or were cancelled) at
         or after this time, timezone-aware ("the failed jobs of the last hour":
         `status="failed", finished_after=now - timedelta(hours=1)`); still in order of id.
@@ -54,18 +57,21 @@ class JobQueries:
         scan of the ids below `before` (docs/dashboard.md gives the figures).
 
         Raises:
-            ValueError: a `before` that is no job id, a `trace_id` that is no trace id, a
+            ValueError: a `before` or `after` that is no job id, a `trace_id` that is no trace id, a
                 `finished_after` without a timezone.
         """
         below = None if before is None else _row_id(before)
         if before is not None and below is None:
             raise ValueError(f"before must be a job id, got {before!r}")
+        above = None if after is None else _row_id(after)
+        if after is not None and above is None:
+            raise ValueError(f"after must be a job id, got {after!r}")
         trace = trace_id_filter(trace_id)
         check_time_bound(finished_after)
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
                 None if status is None else JobStatus(status), queue, limit, name, below,
-                trace, correlation_id, finished_after,
+                trace, correlation_id, finished_after, above,
             )  # fmt: skip
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:

@@ -22,7 +22,7 @@ from .._records import JobStatus
 from ._actions import JOB_ACTIONS, QUEUE_ACTIONS, Actions, Authorize, Done, Refused, job_actions
 from ._bulk import BulkRuns, bulk_actions
 from ._csrf import FIELD, CsrfTokens
-from ._listing import FilterError, JobFilter, job_id
+from ._listing import SCAN_WINDOW, FilterError, JobFilter, job_id
 from ._overview import overview, queue_names
 from ._templates import STATIC, templates
 from ._trace_links import TraceLinks
@@ -159,6 +159,13 @@ class Dashboard:
                 request, "error.html", {"title": "No such job", "message": f"no job {wanted}"},
                 refresh=False, status_code=404,
             )  # fmt: skip
+        floor = top = None
+        if filters.windowed:
+            # A bounded walk (`SCAN_WINDOW`): the ids below the page's `before`, or the newest.
+            if (top := filters.before) is None:
+                newest = await self.jobs.list(limit=1)
+                top = newest[0].id + 1 if newest else 1
+            floor = filters.window_floor(top)
         records = await self.jobs.list(
             status=filters.status,
             queue=filters.queue,
@@ -168,9 +175,21 @@ class Dashboard:
             trace_id=filters.trace_id,
             correlation_id=filters.correlation_id,
             finished_after=filters.finished_after,
+            after=floor,
         )
-        older = filters.older(records[-1].id) if len(records) == self._page_size else None
-        context = {"title": "Jobs", "records": records, "filters": filters, "older": older}
+        searched = None
+        if len(records) == self._page_size:
+            older = filters.older(records[-1].id)
+        elif floor is not None and top is not None:
+            # The window ran out before the page filled: older jobs are the next page's.
+            older = filters.older(floor + 1)
+            searched = (floor + 1, top - 1)
+        else:
+            older = None
+        context = {
+            "title": "Jobs", "records": records, "filters": filters, "older": older,
+            "searched": searched, "window": f"{SCAN_WINDOW:,}",
+        }  # fmt: skip
         context["bulk"] = bulk_actions(filters) if self._actions.enabled else []
         # No reload: it would empty the filters being typed into the form.
         return self._render(request, "jobs.html", context, refresh=False)

@@ -33,6 +33,7 @@ class MemoryQueries(MemoryWorkflows):
         trace_id: str | None = None,
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
+        after: int | None = None,
     ) -> list[JobRecord]:
         rows = [
             r
@@ -41,6 +42,7 @@ class MemoryQueries(MemoryWorkflows):
             and queue in (None, r.queue)
             and name in (None, r.name)
             and (before is None or r.id < before)
+            and (after is None or r.id > after)
             and (finished_after is None or finished_at_or_after(r, finished_after))
         ]
         records = (row.record() for row in rows)

@@ -31,14 +31,22 @@ async def list_finished_after(
     read: Read,
     q: Mapping[str, str],
     filters: tuple[
-        JobStatus | None, str | None, int, str | None, int | None, str | None, str | None
+        JobStatus | None,
+        str | None,
+        int,
+        str | None,
+        int | None,
+        str | None,
+        str | None,
+        int | None,
     ],
     finished_after: datetime,
 ) -> list[JobRecord]:
     """`list_jobs` with a time bound. `filters`: status, queue, limit, name, before, trace id,
-    correlation id."""
-    before = filters[4]
-    ids = [row[0] for row in await read("fetch", q["finished_since"], finished_after, FEW, before)]
+    correlation id, after."""
+    before, after = filters[4], filters[7]
+    found = await read("fetch", q["finished_since"], finished_after, FEW, before, after)
+    ids = [row[0] for row in found]
     if len(ids) < FEW:
         rows = await read("fetch", q["list_jobs_among"], *filters, ids)
     else:

@@ -259,8 +259,9 @@ class PostgresStore(
         trace_id: str | None = None,
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
+        after: int | None = None,
     ) -> list[JobRecord]:
-        filters = (status, queue, limit, name, before, trace_id, correlation_id)
+        filters = (status, queue, limit, name, before, trace_id, correlation_id, after)
         if finished_after is not None:
             return await list_finished_after(self._read, self._q, filters, finished_after)
         rows = await self._read("fetch", self._q["list_jobs"], *filters)

@@ -197,10 +197,11 @@ class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore
         trace_id: str | None = None,
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
+        after: int | None = None,
     ) -> list[JobRecord]:
-        """Most recent first; of one job name if `name`, with ids below `before` if given, of
-        one trace (lowercase hex) and one correlation id if given, and only jobs finished at or
-        after `finished_after` if given."""
+        """Most recent first; of one job name if `name`, with ids below `before` and above
+        `after` if given, of one trace (lowercase hex) and one correlation id if given, and
+        only jobs finished at or after `finished_after` if given."""
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...

@@ -43,3 +43,14 @@ async def test_a_page_after_what_is_no_job_id_is_refused(jobs_dsn: str, before: 
     async with Jobs(jobs_dsn) as jobs:
         with pytest.raises(ValueError, match="before must be a job id"):
             await jobs.list(before=before)  # type: ignore[arg-type]
+
+
+async def test_a_window_of_ids_lists_only_those_between_after_and_before(jobs_dsn: str) -> None:
+    async with Jobs(jobs_dsn, queues={}) as jobs:
+        store = jobs._ready_store
+        ids = sorted(await store.insert_jobs(new_jobs(6, name="mail.send")))
+        between = await jobs.list(name="mail.send", before=ids[4], after=ids[1])
+        assert [job.id for job in between] == [ids[3], ids[2]]
+        assert [job.id for job in await jobs.list(after=ids[4])] == [ids[5]]
+        with pytest.raises(ValueError, match="after must be a job id"):
+            await jobs.list(after=-1)

@@ -9,9 +9,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from starlette_jobs import Jobs, JobStatus
-from starlette_jobs.dashboard import Dashboard, _overview
+from starlette_jobs.dashboard import Dashboard, _app, _listing, _overview
 from tests.dashboard.pages import links, rows
-from tests.dashboard.seeded import Seeded, app_of, build_report, send_email
+from tests.dashboard.seeded import Seeded, app_of, broken_report, build_report, send_email
 
 NAME = send_email.name
 
@@ -245,3 +245,26 @@ async def test_a_database_that_does_not_answer_is_a_503_page(database_dsn: str) 
 def test_settings_out_of_range_are_refused(options: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Dashboard(Jobs("memory://", queues={}), **options)  # type: ignore[arg-type]
+
+
+async def test_a_filter_no_index_serves_looks_through_a_window_of_ids_a_page(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two ids a page: the failed report (the 4th of 6 jobs) is two windows down.
+    monkeypatch.setattr(_listing, "SCAN_WINDOW", 2)
+    monkeypatch.setattr(_app, "SCAN_WINDOW", 2)
+    transport = httpx2.ASGITransport(app=app_of(Dashboard(seeded.jobs)))
+    seen: list[int] = []
+    notes: list[str] = []
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        url: str | None = f"/ops/jobs?name={broken_report.name}"
+        while url is not None:
+            html = (await client.get(url)).text
+            seen += listed_ids(html)
+            notes += [line.strip() for line in html.splitlines() if "Looked through jobs" in line]
+            url = links(html).get("older")
+    assert seen == [seeded.failed]
+    newest = seeded.report
+    assert f"Looked through jobs {newest - 1} to {newest}" in notes[0]
+    assert "at most 2 jobs a page" in notes[0]
+    assert len(notes) == 2  # the third window reaches the first job: no note, no older page

@@ -49,7 +49,7 @@ EXPECTED: dict[str, list[str]] = {
     "prune_finished": ["float8", "int8"],
     "rescue_expired": ["int8", "bool"],
     "get_job": ["int8"],
-    "list_jobs": ["text", "text", "int8", "text", "int8", "text", "text"],
+    "list_jobs": ["text", "text", "int8", "text", "int8", "text", "text", "int8"],
     "count_by_status": ["text"],
     "queue_depths": [],
     "status_counts": ["text", "int4"],
@@ -115,9 +115,11 @@ EXPECTED: dict[str, list[str]] = {
     "get_bulk": ["int8"],
     "list_bulks": ["int8"],
     "prune_bulks": ["float8"],
-    "finished_since": ["timestamptz", "int8", "int8"],
-    "list_jobs_among": ["text", "text", "int8", "text", "int8", "text", "text", "int8[]"],
-    "list_finished_jobs": ["text", "text", "int8", "text", "int8", "text", "text", "timestamptz"],
+    "finished_since": ["timestamptz", "int8", "int8", "int8"],
+    "list_jobs_among": ["text", "text", "int8", "text", "int8", "text", "text", "int8", "int8[]"],
+    "list_finished_jobs": [
+        *("text", "text", "int8", "text", "int8", "text", "text", "int8", "timestamptz"),
+    ],
 }
 
 

@@ -763,12 +763,14 @@ SELECT * FROM starlette_jobs WHERE id = $1;
 -- $4 job name or NULL for any, $5 only ids below this one, or NULL,
 -- $6 trace id (32 lowercase hex digits, as the stored traceparent holds it) or NULL for any,
 -- $7 correlation id or NULL for any. No index serves these two: the scan walks the ids down
--- until the page is full (docs/dashboard.md says why, and what it costs).
+-- until the page is full, or down to $8 (only ids above it, or NULL: the dashboard's window,
+-- docs/dashboard.md says why, and what it costs).
 SELECT * FROM starlette_jobs
  WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
    AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
    AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
    AND ($7::text IS NULL OR trace_context->>'x-request-id' = $7)
+   AND ($8::bigint IS NULL OR id > $8)
  ORDER BY id DESC
  LIMIT $3;
 
@@ -1850,20 +1852,21 @@ SELECT * FROM starlette_jobs_bulk_actions ORDER BY id DESC LIMIT $1;
 -- from them (`list_jobs_among`); else the bound is wide and the list scans by id
 -- (`list_finished_jobs`). Oldest finished first: those tend to have the lowest ids, the ones
 -- below $3, so a page well inside a wide bound finds $2 of them at once.
--- $1 finished at or after, $2 how many at most, $3 only ids below this one, or NULL
+-- $1 finished at or after, $2 how many at most, $3 only ids below this one, or NULL, $4 only
+-- ids above this one, or NULL
 SELECT id FROM starlette_jobs
  WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $1
-   AND ($3::bigint IS NULL OR id < $3)
+   AND ($3::bigint IS NULL OR id < $3) AND ($4::bigint IS NULL OR id > $4)
  ORDER BY finished_at
  LIMIT $2;
 
 -- name: list_jobs_among
--- list_jobs among the jobs of $8 (the few `finished_since` found).
+-- list_jobs among the jobs of $9 (the few `finished_since` found).
 -- $1 status or NULL, $2 queue or NULL, $3 how many at most, $4 job name or NULL, $5 only ids
--- below this one, or NULL, $6 trace id or NULL, $7 correlation id or NULL (as in list_jobs),
--- $8 the ids
+-- below this one, or NULL, $6 trace id or NULL, $7 correlation id or NULL, $8 only ids above
+-- this one, or NULL (as in list_jobs), $9 the ids
 SELECT * FROM starlette_jobs
- WHERE id = ANY($8::bigint[])
+ WHERE id = ANY($9::bigint[]) AND ($8::bigint IS NULL OR id > $8)
    AND ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
    AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
    AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
@@ -1872,12 +1875,13 @@ SELECT * FROM starlette_jobs
  LIMIT $3;
 
 -- name: list_finished_jobs
--- list_jobs of the jobs finished at or after $8 (a wide bound: `finished_since`).
+-- list_jobs of the jobs finished at or after $9 (a wide bound: `finished_since`).
 -- $1 status or NULL, $2 queue or NULL, $3 how many at most, $4 job name or NULL, $5 only ids
--- below this one, or NULL, $6 trace id or NULL, $7 correlation id or NULL (as in list_jobs),
--- $8 finished at or after
+-- below this one, or NULL, $6 trace id or NULL, $7 correlation id or NULL, $8 only ids above
+-- this one, or NULL (as in list_jobs), $9 finished at or after
 SELECT * FROM starlette_jobs
- WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $8
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $9
+   AND ($8::bigint IS NULL OR id > $8)
    AND ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)
    AND ($4::text IS NULL OR name = $4) AND ($5::bigint IS NULL OR id < $5)
    AND ($6::text IS NULL OR substr(trace_context->>'traceparent', 4, 32) = $6)
