@@ -64,6 +64,8 @@ async def test_the_worker_lanes_never_choose_a_sequential_scan_of_their_own(
         assert await jobs.result(tiny, await tiny.enqueue(n=1), timeout=10) == 1
         store = on_postgres(jobs)
         for lane in (store._claimer, store._writer):
-            connection = lane._connection
-            assert connection is not None
-            assert await connection.fetchval("SHOW enable_seqscan") == "off"
+            # Under the lane's lock: the worker may be claiming on it right now.
+            async with lane._lock:
+                connection = lane._connection
+                assert connection is not None
+                assert await connection.fetchval("SHOW enable_seqscan") == "off"
