@@ -36,6 +36,7 @@ STORE_CALLS = (
     *("queue_depths",),
     *("begin_bulk", "bulk_batch", "get_bulk", "list_bulks"),
     *("status_counts",),
+    *("add_throughput", "throughput"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

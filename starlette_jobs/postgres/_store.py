@@ -23,6 +23,7 @@ from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
+from ._throughput import ThroughputStatements
 from ._transactions import JoinedTransaction
 from ._workflows import WorkflowStatements
 
@@ -39,6 +40,7 @@ class PostgresStore(
     AddedStepStatements,
     DepthStatements,
     CountStatements,
+    ThroughputStatements,
 ):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 
