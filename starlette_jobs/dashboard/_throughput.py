@@ -17,7 +17,7 @@ WINDOW_MINUTES = 15
 BAR_HEIGHT = 24
 """Pixels of the tallest minute's bar; the others are scaled to it."""
 
-BAR_WIDTH = 5
+BAR_WIDTH = 4
 """Pixels per minute, a one-pixel gap included."""
 
 
@@ -56,6 +56,10 @@ class QueueThroughput:
     @property
     def width(self) -> int:
         return BAR_WIDTH * len(self.minutes)
+
+    @property
+    def bar_width(self) -> int:
+        return BAR_WIDTH - 1
 
 
 def queue_throughput(

@@ -34,8 +34,8 @@ def test_every_minute_of_the_window_has_a_bar_oldest_first() -> None:
     assert (busiest.height, busiest.failed_height) == (BAR_HEIGHT, 1)
     assert (last.finished, last.height, last.failed_height) == (12, 7, 1)
     assert shown.minutes[0].height == 0
-    assert [bar.x for bar in shown.minutes[:3]] == [0, 5, 10]
-    assert shown.width == 5 * WINDOW_MINUTES
+    assert [bar.x for bar in shown.minutes[:3]] == [0, 4, 8]
+    assert (shown.width, shown.bar_width) == (4 * WINDOW_MINUTES, 3)
 
 
 def test_a_queue_with_nothing_finished_has_empty_bars() -> None:
