@@ -76,6 +76,7 @@ class Worker:
         self._progress = ProgressWriter(store)
         # The attempts it ends, per queue and minute, added to the store's every few seconds.
         self.throughput = ThroughputCounter(store)
+        self._count_ended = self.throughput.ended  # one bound method for every attempt
         self._report_progress = self._progress.report  # one bound method for every attempt
         self._upstream_results = store.upstream_results  # a workflow's step reads them
         self._complete_job = store.complete_job  # a job's `complete_in` writes through it
@@ -316,7 +317,7 @@ class Worker:
             outcome.progress = progress
         if started is not None:
             record_attempt(self._metrics, claim, outcome, perf_counter() - started, control)
-        self.throughput.ended(state.name, outcome.status)
+        self._count_ended(state.name, outcome.status)
         delay = outcome.retry_delay
         # An attempt that wrote its success in its own transaction (`complete_in`) is written
         # like any other: if that transaction committed, the fence refuses this write, as it
