@@ -80,3 +80,26 @@ async def test_a_failed_last_flush_is_logged_not_raised(caplog: pytest.LogCaptur
         await counter.flush_logged()
     assert "throughput" in caplog.text
     assert await store.throughput(_since(), None) == []
+
+
+async def test_each_attempt_counts_in_the_minute_it_ended() -> None:
+    store = MemoryStore()
+    counter = ThroughputCounter(store)
+    counter.start()  # keeps the current minute from now on
+    try:
+        before = minute_start(datetime.now(UTC))
+        counter.ended("mail", JobStatus.SUCCEEDED)
+        [row] = await _flushed(counter, store)
+        assert before <= row.minute <= minute_start(datetime.now(UTC))
+        # An attempt counted as of more than an hour ago (a worker frozen that long) is
+        # dropped at the flush: the store would not keep it.
+        counter._minute -= 61
+        counter.ended("mail", JobStatus.SUCCEEDED)
+        assert _totals(await _flushed(counter, store)) == {"mail": (1, 0, 0)}
+    finally:
+        await counter.stop(timeout=None)
+
+
+async def _flushed(counter: ThroughputCounter, store: MemoryStore) -> list[ThroughputMinute]:
+    await counter.flush()
+    return await store.throughput(_since(), None)
