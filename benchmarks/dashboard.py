@@ -51,7 +51,7 @@ SELECT job.id, job.finished_at, kind.kind, kind.status, kind.attempt, 'bench-wor
 """
 
 # The hour of per-minute counts the workers would have written (jobs.throughput, the overview's
-# "finished, 15 min"), where the table exists: a code older than migration 0014 has none.
+# "finished 15 min"), where the table exists: a code older than migration 0015 has none.
 FILL_THROUGHPUT = """
 INSERT INTO starlette_jobs_throughput (queue, minute, succeeded, failed, retried)
 SELECT 'q' || q, date_trunc('minute', now()) - m * interval '1 minute', 74250, 750, 300

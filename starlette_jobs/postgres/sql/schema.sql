@@ -225,7 +225,7 @@ CREATE TABLE starlette_jobs_bulk_actions (
     upper_id    bigint      NOT NULL
 );
 
--- Throughput (docs/dashboard.md; migrations/0014_throughput.sql):
+-- Throughput (docs/dashboard.md; migrations/0015_throughput.sql):
 -- Each worker counts in memory the attempts it ends and adds its counts here every few seconds
 -- in one statement, which also deletes the minutes older than an hour: a few rows per queue,
 -- read whole by the overview, where counting the jobs finished in the last minutes would read

@@ -1,4 +1,4 @@
--- starlette-jobs 0014: the attempts the workers ended, per queue and minute (jobs.throughput,
+-- starlette-jobs 0015: the attempts the workers ended, per queue and minute (jobs.throughput,
 -- the dashboard's overview; docs/dashboard.md, "Throughput").
 
 -- Each worker counts in memory the attempts it ends and adds its counts here every few seconds
