@@ -47,6 +47,7 @@ from ._schedule_records import ScheduleRecord as ScheduleRecord
 from ._schedule_records import TickRecord as TickRecord
 from ._schedule_records import TickStatus as TickStatus
 from ._schedules import periodic as periodic
+from ._throughput_records import ThroughputMinute as ThroughputMinute
 from ._version import __version__ as __version__
 from ._worker_records import UnrunnableJobs as UnrunnableJobs
 from ._worker_records import WorkerRecord as WorkerRecord
@@ -104,6 +105,7 @@ __all__ = [
     "Step",
     "StepNotRunningError",
     "StepRecord",
+    "ThroughputMinute",
     "TickRecord",
     "TickStatus",
     "UniqueKeyTakenError",

@@ -40,6 +40,7 @@ from ._startup import (
     resolve_dsn,
     worker_settings,
 )
+from ._throughput_queries import ThroughputQueries
 from ._tracing import Tracing
 from ._waiting import JobWaiting, OutcomeWaiters
 from ._worker_queries import WorkerListing
@@ -61,6 +62,7 @@ class Jobs(
     WorkerListing,
     WorkflowQueries,
     BulkActing,
+    ThroughputQueries,
 ):
     """Where jobs are stored, and which of them this process works on.
 

@@ -62,6 +62,14 @@ TESTED_ELSEWHERE = {
     "_metric_records": "contract/test_metrics_contract.py",
     "memory._depths": "contract/test_metrics_contract.py",
     "postgres._depths": "contract/test_metrics_contract.py",
+    # Throughput per queue and minute (jobs.throughput): the record, the query, the protocol
+    # and both stores' parts, held by the contract suite; the worker's counter in
+    # worker/test_throughput.py.
+    "_throughput_records": "contract/test_throughput_contract.py",
+    "_throughput_queries": "contract/test_throughput_contract.py",
+    "store._throughput": "contract/test_throughput_contract.py",
+    "memory._throughput": "contract/test_throughput_contract.py",
+    "postgres._throughput": "contract/test_throughput_contract.py",
     # The testing kit, tested as a user meets it: its fixtures and helpers in one file.
     "testing._fixtures": "testing/test_testing.py",
     "testing._helpers": "testing/test_testing.py",

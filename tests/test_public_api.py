@@ -51,6 +51,7 @@ def test_exported_names_are_pinned() -> None:
         "Step",
         "StepNotRunningError",
         "StepRecord",
+        "ThroughputMinute",
         "TickRecord",
         "TickStatus",
         "UniqueKeyTakenError",

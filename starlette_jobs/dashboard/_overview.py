@@ -2,11 +2,13 @@
 
 Each row costs one `status_counts(queue=)`, whose read does not grow with the table (the
 unfinished jobs counted exactly, each finished status up to a cap: docs/dashboard.md), one
-`queue_controls` and one `peek`."""
+`queue_controls` and one `peek`; the throughput of every queue, one `throughput` (a table of a few
+rows per queue)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +16,7 @@ from datetime import datetime
 from .._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from .._jobs import Jobs
 from .._records import JobStatus
+from ._throughput import QueueThroughput, recent_throughput
 
 COUNT_CAP = DEFAULT_COUNT_CAP
 """How far each finished status is counted ("10,000+" past it)."""
@@ -30,6 +33,8 @@ class QueueOverview:
     """At most this many of its jobs run at once across the workers; None: no such limit."""
     next_due_at: datetime | None
     """When the job the next claim would take became due (None: nothing is due)."""
+    throughput: QueueThroughput | None = None
+    """The jobs finished and failed over the last minutes, per minute."""
 
     @property
     def running(self) -> int:
@@ -64,4 +69,9 @@ async def queue_overview(jobs: Jobs, queue: str, now: datetime) -> QueueOverview
 
 
 async def overview(jobs: Jobs, queues: Iterable[str], now: datetime) -> list[QueueOverview]:
-    return list(await asyncio.gather(*(queue_overview(jobs, queue, now) for queue in queues)))
+    names = list(queues)
+    rows, throughput = await asyncio.gather(
+        asyncio.gather(*(queue_overview(jobs, queue, now) for queue in names)),
+        recent_throughput(jobs, names, now),
+    )
+    return [dataclasses.replace(row, throughput=throughput[row.name]) for row in rows]

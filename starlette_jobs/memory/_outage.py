@@ -37,6 +37,7 @@ STORE_CALLS = (
     *("begin_bulk", "bulk_batch", "get_bulk", "list_bulks", "prune_bulks"),
     *("status_counts",),
     *("list_workflows",),
+    *("add_throughput", "throughput"),
 )
 
 StoreClass = TypeVar("StoreClass", bound=type)

@@ -50,6 +50,7 @@ from ._registry import MemoryRegistry
 from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
 from ._tables import MemoryData, canonical_json, utc_now
+from ._throughput import MemoryThroughput
 from ._workflows import MemoryWorkflows
 
 SCHEME = "memory://"
@@ -88,6 +89,7 @@ class MemoryStore(
     MemoryAddedSteps,
     MemoryDepths,
     MemoryCounts,
+    MemoryThroughput,
 ):
     """The `Store` protocol on a dict; see the module's docstring."""
 

@@ -54,6 +54,9 @@ class MemoryData:
         self.workflow_ids = itertools.count(1)
         # Bulk actions by id (`memory._bulk`).
         self.bulks: dict[int, BulkRecord] = {}
+        # The attempts ended per (queue, minute) (`memory._throughput`): succeeded, failed,
+        # retried.
+        self.throughput: dict[tuple[str, datetime], list[int]] = {}
 
     def drop_listeners(self) -> None:
         self.listeners.clear()

@@ -25,6 +25,7 @@ from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
 from ._since import list_finished_after
+from ._throughput import ThroughputStatements
 from ._transactions import JoinedTransaction
 from ._workflows import WorkflowStatements
 
@@ -41,6 +42,7 @@ class PostgresStore(
     AddedStepStatements,
     DepthStatements,
     CountStatements,
+    ThroughputStatements,
 ):
     """The `Store` on PostgreSQL: typed methods over asyncpg connections, one per named query."""
 

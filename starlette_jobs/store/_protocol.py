@@ -26,9 +26,12 @@ from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, 
 from ._bulk import BulkStore
 from ._listener import Listener as Listener  # where the rest of the library finds it
 from ._parts import ControlStore, RegistryStore, ScheduleStore, WorkflowStore
+from ._throughput import ThroughputStore
 
 
-class Store(ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore, Protocol):
+class Store(
+    ScheduleStore, ControlStore, RegistryStore, WorkflowStore, BulkStore, ThroughputStore, Protocol
+):
     """Where jobs are kept; see the module's docstring. The parts beyond jobs (periodic jobs,
     queue controls, the worker registry, workflows) are declared in `_parts.py`."""
 

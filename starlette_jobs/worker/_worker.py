@@ -42,6 +42,7 @@ from ._settings import (
 )
 from ._shutdown import give_running_jobs_the_grace, release_held
 from ._strays import Strays, strays_interval
+from ._throughput import ThroughputCounter
 from ._ticker import Ticker
 from ._upkeep import Upkeep, Wakeups
 
@@ -73,6 +74,9 @@ class Worker:
         )  # fmt: skip
         self._outcomes = OutcomeWriter(store, self._metrics)
         self._progress = ProgressWriter(store)
+        # The attempts it ends, per queue and minute, added to the store's every few seconds.
+        self.throughput = ThroughputCounter(store)
+        self._count_ended = self.throughput.ended  # one bound method for every attempt
         self._report_progress = self._progress.report  # one bound method for every attempt
         self._upstream_results = store.upstream_results  # a workflow's step reads them
         self._complete_job = store.complete_job  # a job's `complete_in` writes through it
@@ -158,6 +162,7 @@ class Worker:
             self._strays.start()
             self._ticker.start()
             self.depths.start()
+            self.throughput.start()
             self._guard.start()
         except BaseException:
             # Nothing may outlive a start that failed: the pool is closed next.
@@ -170,6 +175,7 @@ class Worker:
             await self._strays.stop()
             await self._ticker.stop()
             await self.depths.stop()
+            await self.throughput.stop(None)
             await self._controls.stop()
             await self._outcomes.stop(timeout=0)
             await self._progress.stop()
@@ -311,6 +317,7 @@ class Worker:
             outcome.progress = progress
         if started is not None:
             record_attempt(self._metrics, claim, outcome, perf_counter() - started, control)
+        self._count_ended(state.name, outcome.status)
         delay = outcome.retry_delay
         # An attempt that wrote its success in its own transaction (`complete_in`) is written
         # like any other: if that transaction committed, the fence refuses this write, as it
@@ -369,8 +376,9 @@ class Worker:
     async def drain(
         self, timeout: float, *, include_scheduled: bool, retry_wait: float = 0.0
     ) -> Unfinished:
-        """See `_drain.drain`: until no job of this worker's queues is left to run."""
-        return await drain(
+        """See `_drain.drain`: until no job of this worker's queues is left to run; then the
+        attempts it counted are written, so that `jobs.throughput` shows them at once."""
+        unfinished = await drain(
             self._store,
             Draining(
                 self.queue_names,
@@ -384,6 +392,8 @@ class Worker:
             include_scheduled=include_scheduled,
             retry_wait=retry_wait,
         )
+        await self.throughput.flush_logged()
+        return unfinished
 
     async def stop(self) -> None:
         """Stops claiming, gives running jobs the grace period, then releases what is left.
@@ -410,6 +420,7 @@ class Worker:
             self._outcomes.stop(timeout=budget),
             self._claims_settled(),
             self._wakeups.stop(),
+            self.throughput.stop(budget),
         )
         try:
             await asyncio.wait_for(settled, budget)

@@ -19,6 +19,7 @@ NAME = send_email.name
 def queue_row(html: str, queue: str) -> dict[str, str]:
     """The overview's row of `queue`, by column heading."""
     headings = ["queue", "state", *[status.value for status in JobStatus], "limit", "next due"]
+    headings += ["finished lately", "failed lately", "per minute"]
     (row,) = [row for row in rows(html, "queue") if row[0] == queue]
     return dict(zip(headings, row, strict=True))
 
@@ -40,6 +41,24 @@ async def test_the_overview_counts_each_queues_jobs_by_status(
     assert reports["pending"] == "1"
     assert reports["next due"].endswith("s")  # due now: waiting for a few seconds
     assert '<meta http-equiv="refresh" content="5">' in response.text
+
+
+async def test_the_overview_shows_the_jobs_finished_and_failed_lately(
+    seeded: Seeded, client: httpx2.AsyncClient
+) -> None:
+    # The seed's drain ran 3 sends and a report that failed, and wrote the worker's counts.
+    html = (await client.get("/ops/")).text
+    mail = queue_row(html, "dash-mail")
+    assert (mail["finished lately"], mail["failed lately"]) == ("4", "1")
+    assert queue_row(html, "dash-reports")["finished lately"] == "0"  # no worker works it
+    # A bar per minute, the failed one in red, each minute told in its title.
+    assert html.count('<svg class="rate"') == 2
+    assert html.count(" UTC: ") == 2 * 15
+    assert " finished, 1 failed, 0 retried</title>" in html
+    assert '<rect class="failed"' in html
+    await send_email.enqueue(to="one-more@example.com")
+    await seeded.jobs.drain()
+    assert queue_row((await client.get("/ops/")).text, "dash-mail")["finished lately"] == "5"
 
 
 async def test_a_count_past_the_cap_shows_the_cap_and_a_plus(

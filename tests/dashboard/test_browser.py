@@ -132,6 +132,10 @@ async def test_the_overview_leads_to_the_failed_jobs_of_a_queue(
     await expect(page.locator('tr.queue[data-queue="dash-reports"] td').nth(1)).to_have_text(
         "active"
     )
+    # The seed's drain: 3 sent and a report that failed, in the last minutes' bars.
+    await expect(mail.locator("td.finished-recently")).to_have_text("4")
+    await expect(mail.locator("td.failed-recently")).to_have_text("1")
+    await expect(mail.locator("svg.rate rect.failed")).to_have_count(1)
     await screenshot(page, "overview")
 
     await mail.locator("a.count.failed").click()

@@ -54,6 +54,8 @@ EXPECTED: dict[str, list[str]] = {
     "queue_depths": [],
     "status_counts": ["text", "int4"],
     "status_counts_all": ["int4"],
+    "add_throughput": ["text[]", "timestamptz[]", "int8[]", "int8[]", "int8[]", "int4"],
+    "throughput": ["timestamptz", "text"],
     "count_unfinished": ["text[]", "float8", "float8", "text[]"],
     "cancel_job": ["int8", "bool", "text"],
     "retry_job": ["int8", "bool", "text"],

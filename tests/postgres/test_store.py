@@ -25,6 +25,7 @@ from starlette_jobs.postgres import _registry as registry_module
 from starlette_jobs.postgres import _schedules as schedules_module
 from starlette_jobs.postgres import _since as since_module
 from starlette_jobs.postgres import _store as postgres_module
+from starlette_jobs.postgres import _throughput as throughput_module
 from starlette_jobs.postgres import _workflows as workflows_module
 from starlette_jobs.postgres._migrations import migrations, queries
 from starlette_jobs.postgres._store import PostgresStore
@@ -37,7 +38,7 @@ def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() 
     for module in (
         postgres_module, migrations_module, schedules_module, controls_module, registry_module,
         workflows_module, completions_module, added_steps_module, depths_module, bulk_module,
-        counts_module, since_module,
+        counts_module, since_module, throughput_module,
     ):  # fmt: skip
         assert module.__file__ is not None
         source = Path(module.__file__).read_text()

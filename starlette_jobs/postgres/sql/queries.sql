@@ -1899,3 +1899,32 @@ WITH deleted AS (
     RETURNING id
 )
 SELECT count(*) FROM deleted;
+
+-- name: add_throughput
+-- A worker's counts of the attempts it ended, added to those kept per queue and minute (other
+-- workers' included), and the minutes older than $6 deleted in the same statement: the table
+-- stays a few rows per queue. The rows added are never older than those deleted (the same
+-- now()), so no row is both. The worker sends them sorted by queue and minute, so that two
+-- workers adding the same minutes lock them in the same order.
+-- $1 queues, $2 minutes, $3 succeeded, $4 failed, $5 retried (one element per queue and
+-- minute), $6 how many minutes are kept
+WITH pruned AS (
+    DELETE FROM starlette_jobs_throughput
+     WHERE minute < now() - $6::int4 * interval '1 minute'
+)
+INSERT INTO starlette_jobs_throughput AS kept (queue, minute, succeeded, failed, retried)
+SELECT added.queue, added.minute, added.succeeded, added.failed, added.retried
+  FROM unnest($1::text[], $2::timestamptz[], $3::int8[], $4::int8[], $5::int8[])
+           AS added (queue, minute, succeeded, failed, retried)
+ WHERE added.minute >= now() - $6::int4 * interval '1 minute'
+ON CONFLICT (queue, minute) DO UPDATE
+   SET succeeded = kept.succeeded + EXCLUDED.succeeded,
+       failed = kept.failed + EXCLUDED.failed,
+       retried = kept.retried + EXCLUDED.retried;
+
+-- name: throughput
+-- The kept minutes from $1 on, of the queue $2 or of all (null): at most an hour of rows per
+-- queue.
+SELECT queue, minute, succeeded, failed, retried FROM starlette_jobs_throughput
+ WHERE minute >= $1 AND ($2::text IS NULL OR queue = $2)
+ ORDER BY queue, minute;
