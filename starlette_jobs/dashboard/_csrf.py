@@ -23,12 +23,19 @@ class CsrfTokens:
         self._key = secret.encode() if isinstance(secret, str) else secret
 
     def _signature(self, token: str) -> str:
-        return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(
+            self._key, token.encode("utf-8", "surrogateescape"), hashlib.sha256
+        ).hexdigest()
 
     def from_cookie(self, request: Request) -> str | None:
         """The token of the request's cookie, if its signature holds."""
         token, _, signature = request.cookies.get(COOKIE, "").partition(".")
-        if token and hmac.compare_digest(signature, self._signature(token)):
+        # Compared as bytes: `compare_digest` raises on non-ASCII text, and a cookie of the
+        # same name (another app on the host) may hold any byte.
+        if token and hmac.compare_digest(
+            signature.encode("utf-8", "surrogateescape"),
+            self._signature(token).encode(),
+        ):
             return token
         return None
 
