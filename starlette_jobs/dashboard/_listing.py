@@ -34,8 +34,8 @@ class JobFilter:
         """The filters of a query string; an empty field is no filter (a form sends them all).
 
         Raises:
-            FilterError: an unknown status, a `before` that is no job id, or a trace id that
-                is no trace id.
+            FilterError: an unknown status, a `before` that is no job id, a trace id that
+                is no trace id, or a text field holding a NUL character.
         """
         status = params.get("status") or None
         if status is not None and status not in JobStatus.__members__.values():
@@ -46,11 +46,11 @@ class JobFilter:
             raise FilterError(str(error)) from None
         return cls(
             status=None if status is None else JobStatus(status),
-            queue=params.get("queue") or None,
-            name=params.get("name") or None,
+            queue=_text(params, "queue"),
+            name=_text(params, "name"),
             before=job_id(params.get("before") or None, "before"),
             trace_id=trace_id,
-            correlation_id=params.get("correlation_id") or None,
+            correlation_id=_text(params, "correlation_id"),
         )
 
     def older(self, last_id: int) -> JobFilter:
@@ -70,6 +70,18 @@ class JobFilter:
             "correlation_id": self.correlation_id,
         }
         return urlencode({key: value for key, value in fields.items() if value is not None})
+
+
+def _text(params: Mapping[str, str], field: str) -> str | None:
+    """A text filter, None for an empty field.
+
+    Raises:
+        FilterError: a NUL character, which no PostgreSQL text holds (the query would fail).
+    """
+    text = params.get(field) or None
+    if text is not None and "\x00" in text:
+        raise FilterError(f"{field} cannot hold a NUL character, got {text!r}")
+    return text
 
 
 def job_id(text: str | None, field: str) -> int | None:
