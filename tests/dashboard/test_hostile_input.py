@@ -12,8 +12,18 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from starlette_jobs import JobStatus, Retry, job
+from starlette_jobs._correlation import correlation_scope
 from starlette_jobs.dashboard import Dashboard
+from tests.dashboard.pages import links
 from tests.dashboard.seeded import Seeded, app_of
+
+HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+
+
+@job(queue="dash-mail", retry=Retry.none())
+async def hostile_failure(text: str) -> None:
+    raise RuntimeError(text)
 
 
 def client_of(app: Starlette, root_path: str = "") -> httpx2.AsyncClient:
@@ -58,7 +68,7 @@ GARBAGE_GETS = [
             "trace_id=%00",
             "trace_id=zz",
         )
-    ),  # fmt: skip
+    ),
     *(f"/ops/workflows?before={text}" for text in ("%00", "-5", HUGE)),
     *(f"/ops/workflows/{text}" for text in ("%00", "-1", HUGE, "%D9%A3")),
     *(f"/ops/bulk/{text}" for text in ("%00", "-1", HUGE, "%D9%A3")),
@@ -111,3 +121,87 @@ async def test_no_queue_can_be_called_so_is_a_404_page(
     response = await acting.post(f"/ops/queues/{queue}/{action}", data={"csrf_token": token})
     assert response.status_code == 404, (response.status_code, response.text[-300:])
     assert "no queue can be called" in response.text
+
+
+async def test_stored_html_is_shown_as_text_everywhere(seeded: Seeded) -> None:
+    """Arguments, errors, a correlation id and the hook's name hold HTML: the pages show it as
+    text, and the links carry it URL-encoded, never as markup."""
+    with correlation_scope(HOSTILE):
+        failed = await hostile_failure.enqueue(text=HOSTILE)
+    await seeded.jobs.drain()
+    dashboard = Dashboard(seeded.jobs, authorize=lambda *_: HOSTILE)
+    async with client_of(app_of(dashboard)) as client:
+        token = tokens_of((await client.get(f"/ops/jobs/{failed}")).text)[0]
+        await client.post(f"/ops/jobs/{failed}/cancel", data={"csrf_token": token})
+        await client.post(f"/ops/jobs/{failed}/retry", data={"csrf_token": token})
+        pages = [
+            (await client.get(path)).text
+            for path in (f"/ops/jobs/{failed}", "/ops/jobs", "/ops/jobs?name=" + HOSTILE)
+        ]
+    for html in pages:
+        assert "<img" not in html
+        assert "<script>" not in html
+    job_page = pages[0]
+    assert job_page.count("&lt;script&gt;alert(2)&lt;/script&gt;") >= 3  # args, error, by
+    correlation = links(job_page)[HOSTILE]
+    assert correlation.startswith("/ops/jobs?correlation_id=%22%3E%3Cimg")
+
+
+async def test_a_read_only_dashboard_refuses_every_post_and_shows_no_form(
+    seeded: Seeded, read_only: httpx2.AsyncClient
+) -> None:
+    bulk = await seeded.jobs.begin_bulk("retry", queue="dash-mail")
+    for path in ("/ops/", "/ops/jobs?queue=dash-mail", f"/ops/jobs/{seeded.failed}",
+                 f"/ops/jobs/{seeded.delayed}", f"/ops/bulk/{bulk.id}"):  # fmt: skip
+        html = (await read_only.get(path)).text
+        assert 'method="post"' not in html, path
+        assert "csrf_token" not in html, path
+    # Even with a cookie and a field that match (signed by another dashboard's secret, or
+    # none): no hook, no action.
+    forged = {"csrf_token": "x"}
+    read_only.cookies.set("starlette_jobs_csrf", "x.y")
+    for path, form in [
+        (f"/ops/jobs/{seeded.failed}/retry", forged),
+        (f"/ops/jobs/{seeded.delayed}/cancel", forged),
+        ("/ops/queues/dash-mail/pause", forged),
+        ("/ops/bulk-actions/retry", {**forged, "queue": "dash-mail"}),
+        ("/ops/bulk-actions/cancel", {**forged, "queue": "dash-mail"}),
+        (f"/ops/bulk/{bulk.id}/run", forged),
+    ]:
+        response = await read_only.post(path, data=form)
+        assert response.status_code == 403, path
+        assert "read-only" in response.text
+    assert (await seeded.jobs.get(seeded.failed)).status is JobStatus.FAILED  # type: ignore[union-attr]
+    assert (await seeded.jobs.get(seeded.delayed)).status is JobStatus.PENDING  # type: ignore[union-attr]
+    assert not (await seeded.jobs.queue_controls("dash-mail")).paused
+    assert not (await seeded.jobs.get_bulk(bulk.id)).finished  # type: ignore[union-attr]
+    assert len(await seeded.jobs.list_bulks(50)) == 1
+
+
+async def test_behind_a_proxy_under_a_prefix_every_link_and_form_goes_there(
+    seeded: Seeded,
+) -> None:
+    """`Mount("/admin/jobs", ...)` in an app served under the proxy's root_path `/proxy`."""
+    app = Starlette(
+        routes=[Mount("/admin/jobs", app=Dashboard(seeded.jobs, authorize=lambda *_: "ada"))]
+    )
+    prefix = "/proxy/admin/jobs"
+    pages = ["/", "/jobs", "/jobs?queue=dash-mail", f"/jobs/{seeded.failed}", "/workers",
+             f"/jobs/{seeded.delayed}", "/schedules", "/workflows", "/bulk"]  # fmt: skip
+    async with client_of(app, root_path="/proxy") as client:
+        first = await client.get(prefix + "/")
+        assert "Path=/proxy/admin/jobs;" in first.headers["set-cookie"]
+        seen: list[str] = []
+        for path in pages:
+            response = await client.get(prefix + path)
+            assert response.status_code == 200, path
+            seen += re.findall(r'(?:href|action|formaction)="([^"#][^"]*)"', response.text)
+        assert len(seen) > 50
+        assert [url for url in seen if not url.startswith(prefix + "/")] == []
+        token = tokens_of((await client.get(f"{prefix}/jobs/{seeded.failed}")).text)[0]
+        done = await client.post(f"{prefix}/jobs/{seeded.failed}/retry", data={"csrf_token": token})
+        assert done.status_code == 303
+        assert done.headers["location"].startswith(f"{prefix}/jobs/{seeded.failed}?")
+        assert "retry: done" in (await client.get(done.headers["location"])).text
+        jump = await client.get(f"{prefix}/jobs?id={seeded.sent[0]}")
+        assert jump.headers["location"] == f"{prefix}/jobs/{seeded.sent[0]}"
