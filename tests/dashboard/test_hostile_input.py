@@ -205,3 +205,24 @@ async def test_behind_a_proxy_under_a_prefix_every_link_and_form_goes_there(
         assert "retry: done" in (await client.get(done.headers["location"])).text
         jump = await client.get(f"{prefix}/jobs?id={seeded.sent[0]}")
         assert jump.headers["location"] == f"{prefix}/jobs/{seeded.sent[0]}"
+
+
+@pytest.mark.parametrize(
+    ("fetched_from", "status"),
+    [("cross-site", 403), ("same-site", 403), ("same-origin", 303), ("none", 303), (None, 303)],
+)
+async def test_a_form_posted_from_another_site_is_refused_even_with_a_matching_token(
+    seeded: Seeded, acting: httpx2.AsyncClient, fetched_from: str | None, status: int
+) -> None:
+    """A sibling subdomain can plant a cookie and field of its own that match (double-submit's
+    weak spot); the browser's Sec-Fetch-Site tells its form apart from the dashboard's own."""
+    await seeded.jobs.pause("dash-mail")  # a retried job stays pending while the test looks
+    token = tokens_of((await acting.get(f"/ops/jobs/{seeded.failed}")).text)[0]
+    headers = {} if fetched_from is None else {"sec-fetch-site": fetched_from}
+    response = await acting.post(
+        f"/ops/jobs/{seeded.failed}/retry", data={"csrf_token": token}, headers=headers
+    )
+    assert response.status_code == status
+    record = await seeded.jobs.get(seeded.failed)
+    assert record is not None
+    assert record.status is (JobStatus.FAILED if status == 403 else JobStatus.PENDING)
