@@ -19,6 +19,7 @@ from .._errors import JobDefinitionError, JobNotFoundError, UniqueKeyTakenError
 from .._jobs import Jobs
 from .._options import check_queue_name
 from .._records import JobRecord, JobStatus
+from .._storable import storable
 from ._csrf import FIELD, CsrfTokens
 from ._listing import FilterError, job_id
 
@@ -89,7 +90,9 @@ class Actions:
         if answer is True:
             return "someone authorize allowed"
         if isinstance(answer, str) and answer:
-            return answer
+            # Written in the job's events: a NUL or a lone surrogate (the app's text, from a
+            # header or a token) kept as escapes, not PostgreSQL's refusal after the checks.
+            return storable(answer)
         # False, and anything else (None, an empty name): refusing is the safe reading.
         raise Refused(403, f"you may not {action} on queue {queue!r}")
 

@@ -226,3 +226,22 @@ async def test_a_form_posted_from_another_site_is_refused_even_with_a_matching_t
     record = await seeded.jobs.get(seeded.failed)
     assert record is not None
     assert record.status is (JobStatus.FAILED if status == 403 else JobStatus.PENDING)
+
+
+async def test_a_hooks_name_postgresql_cannot_store_is_kept_escaped(seeded: Seeded) -> None:
+    """The hook's name is the app's text (a header, a token's claim): a NUL in it must not
+    turn the action into a 500 after the checks passed."""
+    await seeded.jobs.pause("dash-mail")
+    dashboard = Dashboard(seeded.jobs, authorize=lambda *_: "ada\x00\ud800")
+    async with client_of(app_of(dashboard)) as client:
+        token = tokens_of((await client.get(f"/ops/jobs/{seeded.failed}")).text)[0]
+        done = await client.post(f"/ops/jobs/{seeded.failed}/retry", data={"csrf_token": token})
+        assert done.status_code == 303
+        bulk = await client.post(
+            "/ops/bulk-actions/cancel", data={"csrf_token": token, "queue": "dash-mail"}
+        )
+        assert bulk.status_code == 303
+    events = await seeded.jobs.events(seeded.failed)
+    assert events[-1].by == "ada\\x00\\ud800"
+    (record,) = await seeded.jobs.list_bulks(50)
+    assert record.by == "ada\\x00\\ud800"
