@@ -245,3 +245,19 @@ async def test_a_hooks_name_postgresql_cannot_store_is_kept_escaped(seeded: Seed
     assert events[-1].by == "ada\\x00\\ud800"
     (record,) = await seeded.jobs.list_bulks(50)
     assert record.by == "ada\\x00\\ud800"
+
+
+@pytest.mark.parametrize(
+    ("queues", "message"),
+    [
+        ("dash-mail", "queues must be queue names, not one string"),
+        (["dash-mail", "a/b"], "invalid queue name 'a/b'"),
+    ],
+)
+async def test_queues_no_overview_can_show_are_refused_when_built(
+    seeded: Seeded, queues: list[str] | str, message: str
+) -> None:
+    """Not a 500 on every load of the overview: one string is each of its letters, and a name
+    no queue can have fails the overview's reads."""
+    with pytest.raises(ValueError, match=message):
+        Dashboard(seeded.jobs, queues=queues)
