@@ -4,9 +4,11 @@ no form; mounted under a prefix behind a proxy's root_path, every link and form 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 
+import asyncpg
 import httpx2
 import pytest
 from starlette.applications import Starlette
@@ -16,7 +18,7 @@ from starlette_jobs import JobStatus, Retry, job
 from starlette_jobs._correlation import correlation_scope
 from starlette_jobs.dashboard import Dashboard
 from tests.dashboard.pages import links
-from tests.dashboard.seeded import Seeded, app_of
+from tests.dashboard.seeded import Seeded, app_of, send_email
 
 HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
 
@@ -261,3 +263,28 @@ async def test_queues_no_overview_can_show_are_refused_when_built(
     no queue can have fails the overview's reads."""
     with pytest.raises(ValueError, match=message):
         Dashboard(seeded.jobs, queues=queues)
+
+
+async def test_a_stored_trace_context_that_is_no_trace_links_nothing(
+    seeded: Seeded, database_dsn: str
+) -> None:
+    """A row written by other means, its traceparent's trace id markup: no trace link is built
+    from it (trace_url's template only ever gets 32 hex digits), and it shows as nothing."""
+    job_id = await send_email.configure(delay=3600).enqueue(to="ops@example.com")
+    carrier = {"traceparent": f"00-{HOSTILE}-00f067aa0ba902b7-01", "x-request-id": HOSTILE}
+    connection = await asyncpg.connect(database_dsn)
+    try:
+        await connection.execute(
+            "UPDATE starlette_jobs SET trace_context = $1::jsonb WHERE id = $2",
+            json.dumps(carrier), job_id,
+        )  # fmt: skip
+    finally:
+        await connection.close()
+    dashboard = Dashboard(seeded.jobs, trace_url="https://tempo.example/trace/{trace_id}")
+    async with client_of(app_of(dashboard)) as client:
+        html = (await client.get(f"/ops/jobs/{job_id}")).text
+    assert 'id="correlation"' in html  # the carrier was read: its correlation id is shown
+    assert 'id="trace"' not in html
+    assert "tempo.example" not in html
+    assert "<script>" not in html
+    assert "<img" not in html
