@@ -76,6 +76,8 @@ def _hook(path: str) -> Authorize:
         hook = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as error:
         raise CommandError(f"--authorize {path}: {error}") from None
+    except Exception as error:  # whatever the module raises as it runs: one line, as the target
+        raise CommandError(f"--authorize {path}: {type(error).__name__}: {error}") from None
     if not callable(hook):
         raise CommandError(f"--authorize {path}: not a function")
     return cast("Authorize", hook)

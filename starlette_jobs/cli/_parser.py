@@ -11,6 +11,8 @@ from typing import Any
 
 from .._config import JobsConfig
 from .._count_records import DEFAULT_COUNT_CAP
+from .._errors import JobDefinitionError
+from .._options import check_queue_name
 from .._records import JobStatus
 from .._since import SinceError, finished_after
 from .._trace_ids import trace_id_filter
@@ -112,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="count jobs by status")
     _add_target(status, required=False)
     status.add_argument(
-        "--queue", metavar="NAME", help="count one queue's jobs only (default: every queue)"
-    )
+        "--queue", type=_queue, metavar="NAME",
+        help="count one queue's jobs only (default: every queue)",
+    )  # fmt: skip
     status.add_argument(
         "--cap",
         type=_bounded(1, 1_000_000),
@@ -169,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("release", "hand running jobs back to pending at once (their worker is gone)"),
     ):
         action = commands.add_parser(name, help=text)
-        action.add_argument("job_ids", nargs="+", metavar="JOB_ID", help="a job's id")
+        action.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOB_ID", help="a job's id")
         action.add_argument(
             "--by", metavar="NAME",
             help="who asks, written in each job's event (default: the OS user running this)",
@@ -187,7 +190,9 @@ def _add_reading_commands(commands: Any) -> None:
         choices=[status.value for status in JobStatus],
         help="one status's jobs only (default: any status)",
     )
-    listing.add_argument("--queue", metavar="NAME", help="one queue's jobs only (default: any)")
+    listing.add_argument(
+        "--queue", type=_queue, metavar="NAME", help="one queue's jobs only (default: any)"
+    )
     listing.add_argument(
         "--name", metavar="JOB", help="one job name's only, e.g. app.send_email (default: any)"
     )
@@ -219,11 +224,11 @@ def _add_reading_commands(commands: Any) -> None:
         ("events", "show one job's history, oldest first"),
     ):
         one = commands.add_parser(name, help=text)
-        one.add_argument("job_id", metavar="JOB_ID", help="the job's id")
+        one.add_argument("job_id", type=_job_id, metavar="JOB_ID", help="the job's id")
         _add_target(one, required=False)
         _add_json(one, "print JSON (show: one object; events: one object per event)")
     peek = commands.add_parser("peek", help="the jobs the next claim of a queue would take")
-    peek.add_argument("queue", metavar="QUEUE", help="the queue's name")
+    peek.add_argument("queue", type=_queue, metavar="QUEUE", help="the queue's name")
     _add_target(peek, required=False)
     peek.add_argument(
         "--limit", type=_bounded(1, 100), default=10, metavar="N",
@@ -296,3 +301,25 @@ def _trace_id(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
     assert trace_id is not None
     return trace_id
+
+
+_MAX_JOB_ID = 2**63 - 1
+
+
+def _job_id(text: str) -> str:
+    """A job id as given (the outputs echo it), once it is one: a typo is a usage mistake
+    (status 2), not a job that is missing (status 3)."""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_JOB_ID):
+        raise argparse.ArgumentTypeError(
+            f"a job id is a whole number from 1 to {_MAX_JOB_ID}, got {text!r}"
+        )
+    return text
+
+
+def _queue(text: str) -> str:
+    """A queue name, checked as `Jobs` checks it: a name no queue can have is a usage mistake,
+    not a queue with no jobs."""
+    try:
+        return check_queue_name(text)
+    except JobDefinitionError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

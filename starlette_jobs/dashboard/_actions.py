@@ -15,9 +15,11 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
 
-from .._errors import JobNotFoundError, UniqueKeyTakenError
+from .._errors import JobDefinitionError, JobNotFoundError, UniqueKeyTakenError
 from .._jobs import Jobs
+from .._options import check_queue_name
 from .._records import JobRecord, JobStatus
+from .._storable import storable
 from ._csrf import FIELD, CsrfTokens
 from ._listing import FilterError, job_id
 
@@ -88,7 +90,9 @@ class Actions:
         if answer is True:
             return "someone authorize allowed"
         if isinstance(answer, str) and answer:
-            return answer
+            # Written in the job's events: a NUL or a lone surrogate (the app's text, from a
+            # header or a token) kept as escapes, not PostgreSQL's refusal after the checks.
+            return storable(answer)
         # False, and anything else (None, an empty name): refusing is the safe reading.
         raise Refused(403, f"you may not {action} on queue {queue!r}")
 
@@ -124,6 +128,11 @@ class Actions:
         return Done(f"{base}/jobs/{record.id}?{query}")
 
     async def on_queue(self, request: Request, base: str, action: str, queue: str) -> Done:
+        try:
+            check_queue_name(queue)
+        except JobDefinitionError:
+            # The path's text (`{queue:path}`: slashes too), which no queue can be named.
+            raise Refused(404, f"no queue can be called {queue!r}") from None
         who = await self._who(request, action, queue)
         await (self._jobs.pause if action == "pause" else self._jobs.resume)(queue)
         logger.info("dashboard: %s: %s queue %r", who, action, queue)

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._errors import DatabaseUnavailableError
 from .._jobs import Jobs
+from .._options import check_queue_name
 from .._records import JobStatus
 from ._actions import JOB_ACTIONS, QUEUE_ACTIONS, Actions, Authorize, Done, Refused, job_actions
 from ._bulk import BulkRuns, bulk_actions
@@ -81,7 +82,10 @@ class Dashboard:
         ):
             raise ValueError(f"refresh must be at least 1 second, or None, got {refresh!r}")
         self.jobs = jobs
-        self._queues = None if queues is None else list(queues)
+        if isinstance(queues, str):  # its letters would be the queues
+            raise ValueError(f"queues must be queue names, not one string: [{queues!r}]?")
+        # A name no queue can have would fail each load of the overview: refused here instead.
+        self._queues = None if queues is None else [check_queue_name(q) for q in queues]
         self._page_size = page_size
         self._refresh = None if refresh is None else math.ceil(refresh)
         self._templates = templates()

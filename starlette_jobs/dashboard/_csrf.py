@@ -1,7 +1,8 @@
 """CSRF protection of the dashboard's forms: a random token in a cookie signed with the
 dashboard's secret, and the same token in each form's hidden field; a POST is accepted only
 when both are there, the cookie's signature holds, and they are equal (compared in constant
-time). Another site can make a browser send the cookie, but cannot read it to fill the field."""
+time). Another site can make a browser send the cookie, but cannot read it to fill the field;
+a form the browser says came from another site is refused whatever it holds."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from starlette.responses import Response
 COOKIE = "starlette_jobs_csrf"
 FIELD = "csrf_token"
 
+# What browsers send as Sec-Fetch-Site for a form of the dashboard's own pages ("none": typed
+# or bookmarked). A sibling subdomain ("same-site") can plant a cookie and a field of its own
+# that match each other: the header refuses its form, where the cookie alone cannot. Clients
+# that send no header (curl, old browsers) rely on the token alone.
+_OWN_FORMS = frozenset({"same-origin", "none"})
+
 
 class CsrfTokens:
     """Issues and checks the tokens, signed with `secret`."""
@@ -23,12 +30,19 @@ class CsrfTokens:
         self._key = secret.encode() if isinstance(secret, str) else secret
 
     def _signature(self, token: str) -> str:
-        return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(
+            self._key, token.encode("utf-8", "surrogateescape"), hashlib.sha256
+        ).hexdigest()
 
     def from_cookie(self, request: Request) -> str | None:
         """The token of the request's cookie, if its signature holds."""
         token, _, signature = request.cookies.get(COOKIE, "").partition(".")
-        if token and hmac.compare_digest(signature, self._signature(token)):
+        # Compared as bytes: `compare_digest` raises on non-ASCII text, and a cookie of the
+        # same name (another app on the host) may hold any byte.
+        if token and hmac.compare_digest(
+            signature.encode("utf-8", "surrogateescape"),
+            self._signature(token).encode(),
+        ):
             return token
         return None
 
@@ -50,7 +64,10 @@ class CsrfTokens:
         )
 
     def accepts(self, request: Request, field: str | None) -> bool:
-        """Whether a form's field matches the request's signed cookie."""
+        """Whether a form's field matches the request's signed cookie, and the browser says
+        the form was sent from this origin."""
+        if request.headers.get("sec-fetch-site", "same-origin") not in _OWN_FORMS:
+            return False
         token = self.from_cookie(request)
         if token is None or not field:
             return False

@@ -49,8 +49,8 @@ class JobFilter:
         """The filters of a query string; an empty field is no filter (a form sends them all).
 
         Raises:
-            FilterError: an unknown status, a `before` that is no job id, or a trace id that
-                is no trace id.
+            FilterError: an unknown status, a `before` that is no job id, a trace id that
+                is no trace id, or a text field holding a NUL character.
         """
         status = params.get("status") or None
         if status is not None and status not in JobStatus.__members__.values():
@@ -59,18 +59,14 @@ class JobFilter:
             trace_id = trace_id_filter(params.get("trace_id") or None)
         except ValueError as error:
             raise FilterError(str(error)) from None
-        correlation_id = params.get("correlation_id") or None
-        if correlation_id is not None and "\x00" in correlation_id:
-            raise FilterError("a correlation id holds no NUL character")
-        queue = params.get("queue") or None
+        correlation_id = _text(params, "correlation_id")
+        queue = _text(params, "queue")
         if queue is not None:
             try:
                 check_queue_name(queue)
             except JobDefinitionError as error:  # no job has it; a bulk action would refuse it
                 raise FilterError(str(error)[:200]) from None
-        name = params.get("name") or None
-        if name is not None and "\x00" in name:  # PostgreSQL's text cannot hold one
-            raise FilterError("a job name holds no NUL character")
+        name = _text(params, "name")
         since = (params.get("since") or "").strip() or None
         try:
             bound = None if since is None else finished_after(since, datetime.now(UTC))
@@ -120,6 +116,18 @@ class JobFilter:
             "since": self.since,
         }
         return urlencode({key: value for key, value in fields.items() if value is not None})
+
+
+def _text(params: Mapping[str, str], field: str) -> str | None:
+    """A text filter, None for an empty field.
+
+    Raises:
+        FilterError: a NUL character, which no PostgreSQL text holds (the query would fail).
+    """
+    text = params.get(field) or None
+    if text is not None and "\x00" in text:
+        raise FilterError(f"{field} cannot hold a NUL character, got {text!r}")
+    return text
 
 
 def job_id(text: str | None, field: str) -> int | None:

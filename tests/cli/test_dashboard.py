@@ -17,6 +17,7 @@ import pytest
 
 from starlette_jobs import Jobs, job
 from starlette_jobs.cli._main import main
+from tests.cli.conftest import Module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,3 +79,14 @@ def test_a_trace_url_that_cannot_link_a_trace_exits_2(capsys: pytest.CaptureFixt
     assert main(["dashboard", "--trace-url", "https://tempo.example/trace/", "--dsn",
                  "postgresql://app@127.0.0.1:1/app"]) == 2  # fmt: skip
     assert "--trace-url: trace_url must hold {trace_id}" in capsys.readouterr().err
+
+
+def test_a_hook_module_that_fails_as_it_imports_exits_2(
+    module: Module, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = module("cli_broken_hook", "def allow(:\n")
+    assert main(["dashboard", "--authorize", f"{name}:allow", "--dsn",
+                 "postgresql://app@127.0.0.1:1/app"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith(f"starlette-jobs: error: --authorize {name}:allow: ")
+    assert err.count("\n") == 1

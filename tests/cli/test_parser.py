@@ -42,3 +42,38 @@ def test_only_a_worker_must_name_its_target() -> None:
     assert build_parser().parse_args(["pause", "emails"]).queue == "emails"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["pause"])  # which queue
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "abc"], "argument JOB_ID: a job id is a whole number from 1 to"),
+        (["events", "-5"], "argument JOB_ID: a job id is a whole number from 1 to"),
+        (["show", "9" * 40], "argument JOB_ID: a job id is a whole number from 1 to"),
+        (["show", "\u0663"], "argument JOB_ID: a job id is a whole number from 1 to"),
+        (["retry", "1", "x"], "argument JOB_ID: a job id is a whole number from 1 to"),
+        (["cancel", ""], "argument JOB_ID: a job id is a whole number from 1 to"),
+        (["peek", "a/b"], "argument QUEUE: invalid queue name 'a/b'"),
+        (["peek", "x" * 49], "argument QUEUE: invalid queue name"),
+        (["list", "--queue", "emails/"], "argument --queue: invalid queue name 'emails/'"),
+        (["status", "--queue", "a b"], "argument --queue: invalid queue name 'a b'"),
+    ],
+)
+def test_what_no_job_id_or_queue_can_be_is_a_usage_mistake(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo is told apart from a job or a queue that exists no more: exit status 2 with
+    what was wrong, not 3 ("no such job") or 0 ("no jobs match")."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_job_ids_and_queues_are_kept_as_given() -> None:
+    assert build_parser().parse_args(["show", "42"]).job_id == "42"
+    assert build_parser().parse_args(["retry", "1", "9223372036854775807"]).job_ids == [
+        "1",
+        "9223372036854775807",
+    ]
+    assert build_parser().parse_args(["peek", "mail.v2-x_1"]).queue == "mail.v2-x_1"

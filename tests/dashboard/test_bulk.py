@@ -177,8 +177,8 @@ async def test_a_list_bounded_by_time_offers_a_retry_of_the_jobs_finished_since(
     [
         ("queue", "no such queue!", "invalid queue name"),
         ("queue", "q" * 5000, "invalid queue name"),
-        ("queue", "dash\x00mail", "invalid queue name"),
-        ("name", "send\x00email", "a job name holds no NUL character"),
+        ("queue", "dash\x00mail", "queue cannot hold a NUL character"),
+        ("name", "send\x00email", "name cannot hold a NUL character"),
         ("status", "failed' OR 1=1", "no status is called"),
         ("before", "-1", "before must be a job id"),
     ],

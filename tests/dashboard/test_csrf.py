@@ -69,3 +69,13 @@ def test_a_cookie_not_signed_with_the_secret_is_no_token() -> None:
     assert other.from_cookie(request_with(f"{token}.")) is None
     assert other.from_cookie(request_with(token)) is None
     assert other.issue(request_with(cookie)) != token  # a fresh one
+
+
+def test_a_cookie_of_bytes_no_token_holds_is_no_token() -> None:
+    # A browser sends back whatever another app on the host set under the name: non-ASCII
+    # bytes must be read as no token (a fresh one issued), not fail the page.
+    tokens = CsrfTokens("secret")
+    for cookie in ("a.\u00e9", "\u00e9.abc", "a.b.c"):
+        assert tokens.from_cookie(request_with(cookie)) is None
+        assert not tokens.accepts(request_with(cookie), "a")
+        assert tokens.issue(request_with(cookie))
