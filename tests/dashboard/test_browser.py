@@ -293,11 +293,33 @@ async def test_a_bulk_retry_of_ten_thousand_failed_jobs_in_batches_with_one_audi
     await page.fill('input[name="queue"]', "dash-bulk")
     await page.fill('input[name="name"]', "tests.dashboard.send_email")
     await page.click('button:has-text("Filter")')
-    await page.click('button:text-is("retry every matching job")')
 
-    # The progress page, reloaded each second while it runs, until the last batch.
-    await expect(page.locator("h1")).to_have_text(re.compile(r"Bulk retry \d+"))
-    await expect(page.locator("#matched")).to_have_text(str(BULK))
+    # Mid-way: the test holds the row of the last job to retry, so the last batch waits for
+    # it, and the progress page shows the batches done before it.
+    holder = await asyncpg.connect(database_dsn)
+    try:
+        last = await holder.fetchval(
+            "SELECT max(id) FROM starlette_jobs"
+            " WHERE queue = 'dash-bulk' AND name = 'tests.dashboard.send_email'"
+        )
+        held = holder.transaction()
+        await held.start()
+        await holder.execute("SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", last)
+        try:
+            await page.click('button:text-is("retry every matching job")')
+            # The progress page, reloaded each second while it runs.
+            await expect(page.locator("h1")).to_have_text(re.compile(r"Bulk retry \d+"))
+            await expect(page.locator("#matched")).to_have_text(str(BULK))
+            await expect(page.locator("#state")).to_have_text(
+                f"running, {BULK - 500} of {BULK} so far", timeout=15_000
+            )
+            await expect(page.locator("#progress")).to_have_attribute("value", str(BULK - 500))
+        finally:
+            await held.rollback()
+    finally:
+        await holder.close()
+
+    # Let go, the last batch is written, and the page says so at its next reload.
     await expect(page.locator("#state")).to_have_text(
         f"finished: {BULK} of {BULK} jobs retried", timeout=30_000
     )
