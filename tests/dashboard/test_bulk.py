@@ -133,6 +133,16 @@ async def test_a_read_only_dashboard_has_no_bulk_action(seeded: Seeded) -> None:
         assert response.status_code == 403
 
 
+@pytest.mark.parametrize("filtered", ["trace_id=" + "a" * 32, "correlation_id=req-7"])
+async def test_a_list_filtered_by_trace_or_request_offers_no_bulk_action(
+    acting: httpx2.AsyncClient, filtered: str
+) -> None:
+    # A bulk action does not apply these filters: it would reach other jobs than those listed.
+    html = (await acting.get(f"/ops/jobs?queue=dash-mail&status=failed&{filtered}")).text
+    assert 'class="bulk actions"' not in html
+    assert 'class="bulk actions"' in (await acting.get("/ops/jobs?queue=dash-mail")).text
+
+
 async def test_a_list_bounded_by_time_offers_a_retry_of_the_jobs_finished_since(
     seeded: Seeded, acting: httpx2.AsyncClient, calls: Calls
 ) -> None:
