@@ -136,9 +136,19 @@ def job_id(text: str | None, field: str) -> int | None:
     Raises:
         FilterError: text that no job id can be.
     """
+    return row_id(text, field, "job")
+
+
+def row_id(text: str | None, field: str, kind: str) -> int | None:
+    """The id of a `kind` ("job", "workflow": a row's identity, digits only) in `text`, or
+    None for no text.
+
+    Raises:
+        FilterError: text that no such id can be.
+    """
     if text is None:
         return None
     text = text.strip()
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_ROW_ID):
-        raise FilterError(f"{field} must be a job id (a positive integer), got {text!r}")
+        raise FilterError(f"{field} must be a {kind} id (a positive integer), got {text!r}")
     return int(text)

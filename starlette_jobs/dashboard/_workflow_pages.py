@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from .._records import JobStatus
 from .._workflow_records import WorkflowRecord, WorkflowSummary
-from ._listing import FilterError
-
-_MAX_ID = 2**63 - 1
+from ._listing import row_id
 
 
 def workflow_id(text: str | None, field: str) -> int | None:
@@ -17,12 +15,7 @@ def workflow_id(text: str | None, field: str) -> int | None:
     Raises:
         FilterError: text that no workflow id can be.
     """
-    if text is None:
-        return None
-    text = text.strip()
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_ID):
-        raise FilterError(f"{field} must be a workflow id (a positive integer), got {text!r}")
-    return int(text)
+    return row_id(text, field, "workflow")
 
 
 def dependents(workflow: WorkflowRecord) -> dict[str, list[str]]:
