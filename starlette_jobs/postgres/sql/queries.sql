@@ -1719,6 +1719,19 @@ SELECT $1, $2, $3, $4, $5,
        (SELECT coalesce(max(id), 0) FROM starlette_jobs), $7
 RETURNING *;
 
+-- fragment: bulk_advanced
+-- A bulk action's batch (bulk_retry_batch, bulk_cancel_batch): its record advanced past the
+-- jobs it `picked`, by the count of those `changed`, and finished when the batch was not full.
+advanced AS (
+    UPDATE starlette_jobs_bulk_actions AS record
+       SET done = record.done + (SELECT count(*) FROM changed),
+           last_id = coalesce((SELECT max(id) FROM picked), record.last_id),
+           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2 THEN now() END
+      FROM bulk
+     WHERE record.id = bulk.id
+    RETURNING record.*
+)
+
 -- name: bulk_retry_batch
 -- One batch of a bulk retry: the next $2 failed or cancelled jobs of its filter, by id after
 -- `last_id`, run again from their first attempt (as retry_job), their events naming who asked,
@@ -1751,7 +1764,7 @@ WITH bulk AS (
             AND NOT EXISTS (SELECT 1 FROM starlette_jobs AS live
                              WHERE live.unique_key = p.unique_key
                                AND live.status IN ('pending', 'running')))
-), retried AS (
+), changed AS (
     UPDATE starlette_jobs AS job
        SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
            progress = NULL, cancel_requested_at = NULL, outcome_wanted = false, settled = false
@@ -1760,20 +1773,13 @@ WITH bulk AS (
     RETURNING job.id, job.status, job.attempts, job.run_at, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
-    SELECT retried.id, 'retried', retried.status, retried.attempts, retried.run_at, bulk.by_whom
-      FROM retried, bulk WHERE $3::boolean
-), advanced AS (
-    UPDATE starlette_jobs_bulk_actions AS record
-       SET done = record.done + (SELECT count(*) FROM retried),
-           last_id = coalesce((SELECT max(id) FROM picked), record.last_id),
-           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2 THEN now() END
-      FROM bulk
-     WHERE record.id = bulk.id
-    RETURNING record.*
-)
+    SELECT changed.id, 'retried', changed.status, changed.attempts, changed.run_at, bulk.by_whom
+      FROM changed, bulk WHERE $3::boolean
+),
+-- include: bulk_advanced
 SELECT advanced.*,
-       (SELECT array_agg(step) FROM retried, unnest(retried.dependents) AS step) AS dependents,
-       CASE WHEN EXISTS (SELECT 1 FROM retried)
+       (SELECT array_agg(step) FROM changed, unnest(changed.dependents) AS step) AS dependents,
+       CASE WHEN EXISTS (SELECT 1 FROM changed)
             THEN pg_notify('starlette_jobs:' || advanced.queue, '') END
   FROM advanced;
 
@@ -1823,15 +1829,8 @@ WITH bulk AS (
                 THEN pg_notify('starlette_jobs.cancel', lease_token::text)
                 WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
       FROM changed
-), advanced AS (
-    UPDATE starlette_jobs_bulk_actions AS record
-       SET done = record.done + (SELECT count(*) FROM changed),
-           last_id = coalesce((SELECT max(id) FROM picked), record.last_id),
-           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2 THEN now() END
-      FROM bulk
-     WHERE record.id = bulk.id
-    RETURNING record.*
-)
+),
+-- include: bulk_advanced
 SELECT advanced.*, (SELECT count(*) FROM notified) AS sent,
        EXISTS (SELECT 1 FROM changed WHERE status = 'cancelled' AND dependents IS NOT NULL)
            AS owed
