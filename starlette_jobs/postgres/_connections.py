@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias, TypeGuard, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeAlias, TypeGuard, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -23,6 +23,7 @@ Connection: TypeAlias = "asyncpg.Connection[Any]"
 """A connection of the driver's: what `configure(connection=...)` takes."""
 Pool: TypeAlias = "asyncpg.Pool[Any]"
 Record: TypeAlias = "asyncpg.Record"
+T = TypeVar("T")
 
 
 def is_driver_connection(candidate: object) -> TypeGuard[Connection]:
@@ -120,8 +121,9 @@ class SharedPool:
     when the socket is already gone: the very case expiry is for.
     """
 
-    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+    def __init__(self, pool: asyncpg.Pool[Any], statement_timeout: float) -> None:
         self.pool = pool
+        self._statement_timeout = statement_timeout
         self._generation = 0
 
     @classmethod
@@ -145,7 +147,7 @@ class SharedPool:
             connection_class=_PooledConnection,
             connect=_pool_connect,
         )
-        return cls(pool)
+        return cls(pool, statement_timeout)
 
     def expire(self) -> None:
         """Every connection in the pool now is replaced on its next use."""
@@ -164,10 +166,15 @@ class SharedPool:
                 ):
                     connection.terminate()
                     continue
+                within = self._statement_timeout if timeout is None else timeout
+                # asyncpg's own clock later than ours (see `answered_within`).
+                statement = getattr(connection, method)(query, *args, timeout=within * 2)
                 try:
-                    return await getattr(connection, method)(query, *args, timeout=timeout)
+                    return await answered_within(connection, statement, within)
+                except (TimeoutError, asyncio.CancelledError):
+                    raise  # `answered_within` cut the connection (unless it had answered)
                 except BaseException as error:
-                    if no_answer(error) or isinstance(error, asyncio.CancelledError):
+                    if no_answer(error):  # gone: not handed back
                         connection.terminate()
                     raise
         raise AssertionError("unreachable: the pool had more connections than its size")
@@ -204,7 +211,7 @@ class Listener:
         if self._connection.is_closed():
             return False
         try:
-            await self._connection.execute("SELECT 1", timeout=timeout)
+            await answered_within(self._connection, self._connection.execute("SELECT 1"), timeout)
         except Exception:
             return False
         return True
@@ -220,3 +227,35 @@ class Listener:
     def terminate(self) -> None:
         with contextlib.suppress(Exception):
             self._connection.terminate()
+
+
+async def answered_within(
+    connection: Connection | asyncpg.pool.PoolConnectionProxy[Any],
+    statement: Awaitable[T],
+    timeout: float,
+) -> T:
+    """`statement`'s result, unless `connection` gives no answer within `timeout` seconds: then
+    it is cut (the statement fails at once) and `TimeoutError` raised.
+
+    Not asyncpg's own `timeout=`: when that runs out, asyncpg asks the server to cancel on a new
+    connection, which has to cross the same silent network; when it fails, its error sits in a
+    future nobody reads ("Future exception was never retrieved" in the application's log). A
+    connection that gave no answer is cut and replaced anyway."""
+    task = asyncio.ensure_future(statement)
+    task.add_done_callback(_read_outcome)
+    try:
+        await asyncio.wait({task}, timeout=timeout)
+    finally:
+        if not task.done():  # no answer in time, or the caller gave up
+            connection.terminate()
+    if not task.done() or task.cancelled():
+        with contextlib.suppress(BaseException):
+            await task
+        raise TimeoutError(f"PostgreSQL gave no answer within {timeout:g} s; connection cut")
+    return task.result()
+
+
+def _read_outcome(task: asyncio.Future[Any]) -> None:
+    """Marks a statement's error as seen: its caller may have been cancelled meanwhile."""
+    if not task.cancelled():
+        task.exception()

@@ -6,6 +6,7 @@ callback. How the driver's errors are classified is in test_driver_errors.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import asyncpg
@@ -13,6 +14,7 @@ import pytest
 
 from starlette_jobs import DatabaseUnavailableError
 from starlette_jobs.postgres._connections import Listener, SharedPool, channel_for, connect
+from tests.faultproxy import FaultProxy
 
 
 async def test_the_server_gives_a_statement_up_before_the_client_does(database_dsn: str) -> None:
@@ -93,3 +95,40 @@ async def test_the_listener_hands_each_payload_to_its_channels_callback(
     finally:
         await listener.close()
     assert not await listener.alive(timeout=5)
+
+
+async def test_a_silent_listener_is_found_within_the_timeout_without_a_cancel_request(
+    fault_proxy: FaultProxy,
+) -> None:
+    """A cancel request would cross the same silent network; when it failed, asyncpg left its
+    error in a future nobody reads ("Future exception was never retrieved" in the app's log).
+    The connection is cut instead."""
+    listener = await Listener.open(fault_proxy.dsn, 5.0, {channel_for("emails"): print})
+    try:
+        assert await listener.alive(timeout=5)
+        fault_proxy.blackhole(where=lambda connection: True)  # those open now; new ones pass
+        started = time.monotonic()
+        assert not await listener.alive(timeout=0.3)
+        waited = time.monotonic() - started
+    finally:
+        await listener.close()
+    assert waited < 2
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_silent_pool_statement_gives_up_in_time_without_a_cancel_request(
+    fault_proxy: FaultProxy,
+) -> None:
+    pool = await SharedPool.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        first = await pool.run("fetchval", "SELECT pg_backend_pid()")
+        fault_proxy.blackhole(where=lambda connection: True)  # those open now; new ones pass
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await pool.run("fetchval", "SELECT 1", timeout=0.3)
+        waited = time.monotonic() - started
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") != first
+    finally:
+        await pool.pool.close()
+    assert waited < 2
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
