@@ -8,6 +8,10 @@ jobs of the workers whose lock is free.
 - The check, every `interval` seconds: a lock connection that no longer answers is a lost lock,
   and the others may be taking this worker's jobs already: its attempts stop at once, the lock is
   taken again on a new connection, and the jobs of the stopped attempts are given back.
+  The LISTEN connection (`_upkeep.Wakeups`) is asked in the same moment: when the network goes
+  silent, both are found silent together, so the lock is taken again before LISTEN's new
+  connection wakes the queues. Asked apart, a claim on a new connection could start a job that
+  the lock's check, finding it lost a moment later, stops and runs again.
 - Without the lock (from the check that finds it lost to the one that takes it again, however
   long the database stays out of reach) the worker claims nothing and does not write its
   registry row: a registered worker whose lock is free looks dead to the others, who would
@@ -16,9 +20,11 @@ jobs of the workers whose lock is free.
 - The rescue, every `interval` seconds too: the running jobs of registered workers whose lock
   is free go back to pending (`Store.rescue_dead_workers`), within seconds of the death rather
   than a whole lease. Lease expiry stays the fallback, and the lease token fences out a late
-  outcome of the dead (or merely cut off) worker.
+  outcome of the dead (or merely cut off) worker. It waits while this worker's own lock is lost:
+  taking it again frees it for a moment, when the worker would look dead to its own rescue.
 
-It runs in a task of its own, apart from the heartbeat (`_leases.py`), which it never delays.
+The check and the rescue run in tasks of their own, apart from each other and from the heartbeat
+(`_leases.py`), so that none delays another.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from .._metrics import Metrics
 from .._records import FINISHED
 from ..store._protocol import Listener, Store
 from ._leases import Held
+from ._upkeep import Wakeups
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -61,8 +68,10 @@ class Liveness:
         regained: Callable[[], Awaitable[None]],
         resumed: Callable[[], None],
         metrics: Metrics | None = None,
+        listen: Wakeups | None = None,
     ) -> None:
         self._store = store
+        self._listen = listen
         self._metrics = metrics
         self._worker_id = worker_id
         self._interval = interval
@@ -74,22 +83,33 @@ class Liveness:
         self._lock: Listener | None = None
         # Whether the worker may claim and register: the lock is held, as of the last check.
         self.held = False
+        # From the check that finds the lock lost to the one that holds it again: meanwhile
+        # this worker's own lock may be free (its stale session ended, the new one not taken
+        # yet), and its own rescue would take its jobs for a dead worker's.
+        self._lost = False
         # The jobs of attempts stopped when the lock was lost, given back once it is held again.
         self._to_release: Held = []
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         self._lock = await self._store.hold_liveness(self._worker_id)
         self.held = True
-        self._task = asyncio.create_task(self._run(), name="starlette_jobs liveness")
+        # Apart: a rescue waiting on a silent pooled connection must not hold up the check
+        # that finds the silence.
+        self._tasks = [
+            asyncio.create_task(self._every_interval(self.check, "liveness check"),
+                                name="starlette_jobs liveness"),
+            asyncio.create_task(self._every_interval(self.rescue, "rescue of dead workers' jobs"),
+                                name="starlette_jobs rescue"),
+        ]  # fmt: skip
 
     async def stop(self) -> None:
         """Lets the lock go: call once the worker's row is deleted and its jobs released (those
         of `take_unreleased` among them)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
         if self._lock is not None:
             lock, self._lock = self._lock, None
             await lock.close()
@@ -101,48 +121,66 @@ class Liveness:
         return unreleased
 
     def terminate(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
         if self._lock is not None:
             self._lock.terminate()
 
-    async def _run(self) -> None:
+    async def _every_interval(self, duty: Callable[[], Awaitable[None]], what: str) -> None:
         failing = False
         while True:
             await asyncio.sleep(self._interval)
             try:
-                await self.check()
-                await self.rescue()
+                await duty()
             except DatabaseUnavailableError as error:
                 # Every second through an outage: said once, until it answers again.
                 level = logging.DEBUG if failing else logging.WARNING
-                logger.log(level, "liveness check failed, retrying every %g s: %s",
-                           self._interval, error)  # fmt: skip
+                logger.log(level, "%s failed, retrying every %g s: %s",
+                           what, self._interval, error)  # fmt: skip
                 failing = True
             except Exception:
-                logger.exception("liveness check failed, retrying")
+                logger.exception("%s failed, retrying", what)
             else:
                 failing = False
 
     async def check(self) -> None:
         """Takes the lock again if it was lost, stopping this worker's attempts first; once it
-        is held, writes the row and gives back their jobs before the worker may claim again."""
-        if self._lock is not None and await self._lock.alive(self._check_timeout):
-            if self.held:
-                return
-            # Held, but the row or the jobs' release failed last time: finish that first.
-        else:
-            self.held = False  # first: a claim that returns from now on hands its jobs back
-            if self._lock is not None:
-                self._lock.terminate()
-                self._lock = None
-                self._to_release += self._stop_attempts()
-                logger.error(
-                    "worker %s: lost the connection that holds its liveness lock; other workers "
-                    "may take its jobs now, so its attempts were stopped: %s",
-                    self._worker_id, sorted(job_id for job_id, _ in self._to_release),
-                )  # fmt: skip
+        is held, writes the row and gives back their jobs before the worker may claim again.
+        Then opens LISTEN again if it stopped answering."""
+        lock_answers, listen_answers = await asyncio.gather(
+            self._lock_answers(),
+            self._listen.answers(self._check_timeout) if self._listen else _yes(),
+        )
+        if not lock_answers:
+            self._lose_lock()
+        if not (lock_answers and listen_answers):
+            # The network likely went silent for every connection of the process, the idle
+            # pooled ones too: the registry row below is written on a new one.
+            await self._store.expire_connections()
+        if self._lock is None:
             self._lock = await self._store.hold_liveness(self._worker_id)
+        if not self.held:  # just taken again, or the row or the release failed last time
+            await self._resume()
+        if not listen_answers and self._listen is not None:
+            await self._listen.reopen()
+
+    async def _lock_answers(self) -> bool:
+        return self._lock is not None and await self._lock.alive(self._check_timeout)
+
+    def _lose_lock(self) -> None:
+        self.held = False  # first: a claim that returns from now on hands its jobs back
+        self._lost = True
+        if self._lock is not None:
+            self._lock.terminate()
+            self._lock = None
+            self._to_release += self._stop_attempts()
+            logger.error(
+                "worker %s: lost the connection that holds its liveness lock; other workers "
+                "may take its jobs now, so its attempts were stopped: %s",
+                self._worker_id, sorted(job_id for job_id, _ in self._to_release),
+            )  # fmt: skip
+
+    async def _resume(self) -> None:
         await self._regained()
         while self._to_release:  # a claim that returned meanwhile adds to it
             giving_back = list(self._to_release)
@@ -154,6 +192,7 @@ class Liveness:
                     self._worker_id, sorted(released),
                 )  # fmt: skip
         self.held = True  # no await since the loop's last look: nothing is left behind
+        self._lost = False
         logger.warning("worker %s: holds its liveness lock again", self._worker_id)
         self._resumed()
 
@@ -163,6 +202,8 @@ class Liveness:
         self._to_release += held
 
     async def rescue(self) -> None:
+        if self._lost:
+            return
         rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT)
         for job_id, queue, status in rescued:
             logger.warning(
@@ -175,3 +216,7 @@ class Liveness:
             # A workflow's step among them (failed, or cancelled) tells the steps waiting for
             # it now, not at the next upkeep round (docs/workflows.md).
             await self._store.settle_steps()
+
+
+async def _yes() -> bool:
+    return True

@@ -4,10 +4,12 @@
   registry rows of dead workers, every `lease_duration / 3`; it starts and stops the worker's
   `Retention` (`_retention.py`), which deletes jobs finished longer than the retention ago in a
   task of its own, so that a backlog to delete never delays a rescue.
-- `Wakeups`: keeps the LISTEN connection, checks that it still answers (an idle connection whose
-  network went silent looks open forever), and opens it again when it does not.
+- `Wakeups`: keeps the LISTEN connection and opens it again when it stops answering (an idle
+  connection whose network went silent looks open forever). The liveness check asks whether it
+  answers, together with the lock's connection (`_liveness.py`): a network gone silent is found on
+  both at once, and the lock is taken again before the queues are woken.
 
-Each runs in a task of its own, apart from the heartbeat (`_leases.py`), so neither can delay a
+Upkeep runs in a task of its own, apart from the heartbeat (`_leases.py`), so it cannot delay a
 lease renewal.
 """
 
@@ -110,15 +112,13 @@ class Wakeups:
     `on_cancel(lease_token)` for each cancel request of a running job (any worker's: the
     callee checks whether it runs that attempt; the heartbeat catches requests missed here);
     `on_controls(queue)` for each change of a queue's controls (any queue's).
-    The connection is checked every `check_interval` seconds and must answer within as long:
-    a silent one is found within twice that."""
+    Whoever checks the connection calls `answers`, then `reopen` when it did not answer."""
 
     def __init__(
         self,
         store: Store,
         queues: Sequence[str],
         wake: Callable[[str], None],
-        check_interval: float,
         on_cancel: Callable[[UUID], None] | None = None,
         on_controls: Callable[[str], None] | None = None,
     ) -> None:
@@ -127,52 +127,55 @@ class Wakeups:
         self._wake = wake
         self._on_cancel = on_cancel
         self._on_controls = on_controls
-        self._check_interval = check_interval
         self._listener: Listener | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     async def start(self) -> None:
         await self._open()
-        self._task = asyncio.create_task(self._run(), name="starlette_jobs listen")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        self._stopped = True  # a check that ends after this opens nothing again
         if self._listener is not None:
-            await self._listener.close()
+            listener, self._listener = self._listener, None
+            await listener.close()
 
     def terminate(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        self._stopped = True
         if self._listener is not None:
             self._listener.terminate()
+            self._listener = None
+
+    async def answers(self, timeout: float) -> bool:
+        """Whether the LISTEN connection answers within `timeout` seconds (no, if there is
+        none: it failed to open, and polling stands in for it)."""
+        return self._listener is not None and await self._listener.alive(timeout)
+
+    async def reopen(self) -> None:
+        """Opens the connection again, after `answers` said it did not answer, and wakes every
+        queue for the notifications it may have missed. The caller expires the process's other
+        connections first: the network likely went silent for all of them."""
+        if self._listener is not None:
+            logger.warning(
+                "the LISTEN connection stopped answering; opening it again, and every other "
+                "connection of this process on next use"
+            )
+            self._listener.terminate()
+            self._listener = None
+        if not self._stopped and await self._open():
+            for queue in self._queues:
+                self._wake(queue)
 
     async def _open(self) -> bool:
         try:
-            self._listener = await self._store.listen(
+            listener = await self._store.listen(
                 self._queues, self._wake, self._on_cancel, self._on_controls
             )
         except Exception as error:  # unreachable, too many connections...: polling still works
             self._listener = None
             logger.warning("LISTEN connection failed, polling until it is back: %s", error)
             return False
+        if self._stopped:  # stopped while it opened
+            await listener.close()
+            return False
+        self._listener = listener
         return True
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._check_interval)
-            if self._listener is not None and await self._listener.alive(self._check_interval):
-                continue
-            if self._listener is not None:
-                logger.warning(
-                    "the LISTEN connection stopped answering; opening it again, and every other "
-                    "connection of this process on next use"
-                )
-                self._listener.terminate()
-                self._listener = None
-                # The network likely went silent for all of them, the idle ones included.
-                await self._store.expire_connections()
-            if await self._open():
-                for queue in self._queues:
-                    self._wake(queue)

@@ -80,15 +80,20 @@ class Worker:
         self._report_progress = self._progress.report  # one bound method for every attempt
         self._upstream_results = store.upstream_results  # a workflow's step reads them
         self._complete_job = store.complete_job  # a job's `complete_in` writes through it
-        # The worker's statements wait at most this long (see _connectivity): LISTEN is
-        # checked twice as often, so that a silent one is found within as long.
+        # The worker's statements wait at most this long (see _connectivity); the liveness
+        # check waits half as long for the lock's and LISTEN's connections, at least every
+        # second, so that a silent one is found within about as long.
         self._statement_timeout = worker_statement_timeout(settings.lease_duration)
         self._stops = AttemptStops(self._running, self._statement_timeout)
         self._leases = LeaseKeeper(
             store, settings.lease_duration, self._held, self._lost, self._stops.requested
         )
+        self._wakeups = Wakeups(
+            store, list(self._queues), self.wake, self._stops.requested,
+            lambda queue: self._controls.changed(queue),  # made below
+        )  # fmt: skip
         # The lock whose release tells the other workers this one died, taken before it
-        # registers, let go once its row is deleted.
+        # registers, let go once its row is deleted. Its check asks LISTEN's connection too.
         self._liveness = Liveness(
             store,
             self.worker_id,
@@ -99,6 +104,7 @@ class Worker:
             lambda: self._registration.register_again(),  # made just below
             self._wake_every_queue,
             self._metrics,
+            listen=self._wakeups,
         )
         # The worker's row in the registry, refreshed as often as the leases, while it holds
         # its liveness lock.
@@ -125,14 +131,6 @@ class Worker:
             strays_interval(settings.lease_duration, settings.unknown_job_grace),
             self.wake, self._controls.paused,
         )  # fmt: skip
-        self._wakeups = Wakeups(
-            store,
-            list(self._queues),
-            self.wake,
-            self._statement_timeout / 2,
-            self._stops.requested,
-            self._controls.changed,
-        )
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
         self._tasks: list[asyncio.Task[None]] = []

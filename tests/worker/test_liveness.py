@@ -5,7 +5,10 @@ processes/test_registry.py."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable, Sequence
+from uuid import UUID
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -14,9 +17,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs._metrics import Metrics
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
+from starlette_jobs.memory._rows import QueueListener
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held
 from starlette_jobs.worker._liveness import Liveness, liveness_interval
+from starlette_jobs.worker._upkeep import Wakeups
 from tests.records import new_jobs
 from tests.test_metrics import points
 
@@ -181,3 +186,122 @@ async def test_the_jobs_a_rescue_gives_back_are_counted() -> None:
         for a, p in points(reader)["starlette_jobs.jobs.rescued"]
     }
     assert counted == {("pending", "worker_dead"): 1, ("failed", "worker_dead"): 1}
+
+
+class SilentNetwork(Flaky):
+    """The network went silent: its first lock and its first LISTEN connection stop answering
+    (new ones answer); records in order what the worker does about it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+        self.listens = 0
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
+    ) -> QueueListener:
+        listener = await super().listen(queues, on_notify, on_cancel, on_controls)
+        self.listens += 1
+        if self.listens == 1:
+
+            async def silent(timeout: float) -> bool:
+                return False
+
+            listener.alive = silent  # type: ignore[method-assign]
+        return listener
+
+    async def expire_connections(self) -> None:
+        self.seen.append("connections expired")
+
+    async def hold_liveness(self, worker_id: str) -> Cut:  # type: ignore[override]
+        if self.held:
+            self.seen.append("lock taken again")
+        return await super().hold_liveness(worker_id)
+
+
+async def test_a_silent_network_is_found_on_lock_and_listen_at_once_and_the_lock_taken_first() -> (
+    None
+):
+    store = SilentNetwork()
+    seen = store.seen
+
+    async def register_again() -> None:
+        seen.append("registered")
+
+    wakeups = Wakeups(store, ["mail", "sms"], lambda queue: seen.append(f"woke {queue}"))
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, list, lambda queue: None, register_again,
+        lambda: seen.append("may claim"), listen=wakeups,
+    )  # fmt: skip
+    await wakeups.start()
+    await liveness.start()
+    await liveness.check()
+    # One check finds both; no queue is woken (no claim made) before the lock is held again:
+    # a job claimed on a new connection meanwhile would be stopped and run again.
+    assert seen == [
+        "connections expired", "lock taken again", "registered", "may claim",
+        "woke mail", "woke sms",
+    ]  # fmt: skip
+    assert liveness.held
+    assert await wakeups.answers(1.0)
+    await liveness.check()  # both answer now: nothing more
+    assert len(seen) == 6
+    await liveness.stop()
+    await wakeups.stop()
+
+
+async def test_a_silent_listen_alone_is_opened_again_and_the_lock_kept() -> None:
+    store = SilentNetwork()
+    store.held = 1  # its first lock answers
+    woken: list[str] = []
+    wakeups = Wakeups(store, ["mail"], woken.append)
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still, listen=wakeups
+    )
+    await wakeups.start()
+    await liveness.start()
+    store.seen.clear()
+    await liveness.check()
+    assert store.seen == ["connections expired"]  # the lock was not taken again
+    assert woken == ["mail"]
+    assert liveness.held
+    await liveness.stop()
+    await wakeups.stop()
+
+
+async def test_a_worker_taking_its_lock_again_does_not_rescue_its_own_jobs() -> None:
+    """Taking the lock again ends the stale session first: for a moment the worker's own lock
+    is free, and its rescue (a task of its own) would give back jobs whose outcomes it is
+    about to write, to run them again."""
+    taking_again = asyncio.Event()
+    may_finish = asyncio.Event()
+
+    class Slow(Flaky):
+        rescues = 0
+
+        async def hold_liveness(self, worker_id: str) -> Cut:  # type: ignore[override]
+            if self.held:
+                taking_again.set()
+                await may_finish.wait()
+            return await super().hold_liveness(worker_id)
+
+        async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+            self.rescues += 1
+            return []
+
+    store = Slow()
+    liveness = Liveness(store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still)
+    await liveness.start()
+    check = asyncio.create_task(liveness.check())
+    await taking_again.wait()
+    await liveness.rescue()
+    assert store.rescues == 0
+    may_finish.set()
+    await check
+    await liveness.rescue()
+    assert store.rescues == 1
+    await liveness.stop()

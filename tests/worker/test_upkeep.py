@@ -124,7 +124,7 @@ async def test_a_rescue_too_slow_for_its_batch_takes_fewer_jobs_until_it_fits() 
 async def test_a_notification_wakes_its_queue_and_stop_closes_the_listener() -> None:
     store = MemoryStore()
     woken: list[str] = []
-    wakeups = Wakeups(store, ["mail", "sms"], woken.append, check_interval=60)
+    wakeups = Wakeups(store, ["mail", "sms"], woken.append)
     await wakeups.start()
     await store.insert_jobs(new_jobs(1, queue="mail"))
     await store.insert_jobs(new_jobs(1, queue="elsewhere"))
@@ -137,7 +137,7 @@ async def test_a_notification_wakes_its_queue_and_stop_closes_the_listener() -> 
 async def test_a_cancel_request_is_passed_on_with_the_attempts_lease_token() -> None:
     store = MemoryStore()
     asked: list[UUID] = []
-    wakeups = Wakeups(store, ["mail"], lambda _: None, check_interval=60, on_cancel=asked.append)
+    wakeups = Wakeups(store, ["mail"], lambda _: None, on_cancel=asked.append)
     await wakeups.start()
     [job_id] = await store.insert_jobs(new_jobs(1, queue="sms"))  # any worker's job
     [claim] = await store.claim_batch("sms", 1, "elsewhere", 30)
@@ -159,7 +159,7 @@ async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
         ) -> QueueListener:
             raise DatabaseUnavailableError("too many connections")
 
-    wakeups = Wakeups(NoListen(), ["mail"], lambda _: None, check_interval=60)
+    wakeups = Wakeups(NoListen(), ["mail"], lambda _: None)
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
         await wakeups.start()
     await wakeups.stop()
@@ -168,60 +168,33 @@ async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
     )
 
 
-class SilentOnce(MemoryStore):
-    """Its first listener stops answering; the connections are expired when that is found."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.listeners: list[QueueListener] = []
-        self.expired = 0
-
-    async def listen(
-        self,
-        queues: Sequence[str],
-        on_notify: Callable[[str], None],
-        on_cancel: Callable[[UUID], None] | None = None,
-        on_controls: Callable[[str], None] | None = None,
-    ) -> QueueListener:
-        listener = await super().listen(queues, on_notify, on_cancel, on_controls)
-        if not self.listeners:
-
-            async def silent(timeout: float) -> bool:
-                return False
-
-            listener.alive = silent  # type: ignore[method-assign]
-        self.listeners.append(listener)
-        return listener
-
-    async def expire_connections(self) -> None:
-        self.expired += 1
-
-
-async def test_a_silent_listener_is_replaced_and_every_queue_woken_for_what_it_missed(
+async def test_a_listener_opened_again_wakes_every_queue_for_what_it_missed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = SilentOnce()
+    store = MemoryStore()
     woken: list[str] = []
-    all_woken = asyncio.Event()
-
-    def wake(queue: str) -> None:
-        woken.append(queue)
-        if len(woken) == 2:
-            all_woken.set()
-
-    wakeups = Wakeups(store, ["mail", "sms"], wake, check_interval=0.01)
+    wakeups = Wakeups(store, ["mail", "sms"], woken.append)
+    await wakeups.start()
+    assert await wakeups.answers(1.0)
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
-        await wakeups.start()
-        try:
-            async with asyncio.timeout(5):
-                await all_woken.wait()
-        finally:
-            await wakeups.stop()
+        await wakeups.reopen()  # as after a check it did not answer
     assert woken == ["mail", "sms"]
-    assert len(store.listeners) == 2
-    assert store.expired == 1
     assert "the LISTEN connection stopped answering" in caplog.text
-    assert store._listeners == set()  # the new one closed at stop, the silent one terminated
+    assert len(store._listeners) == 1  # the old one terminated
+    await wakeups.stop()
+    assert store._listeners == set()
+    assert not await wakeups.answers(1.0)
+
+
+async def test_a_listener_stopped_while_a_check_reopens_it_stays_closed() -> None:
+    store = MemoryStore()
+    woken: list[str] = []
+    wakeups = Wakeups(store, ["mail"], woken.append)
+    await wakeups.start()
+    await wakeups.stop()
+    await wakeups.reopen()  # a liveness check that ended after the worker stopped it
+    assert store._listeners == set()
+    assert woken == []
 
 
 async def test_rescued_jobs_are_counted_by_queue_and_what_became_of_them() -> None:
