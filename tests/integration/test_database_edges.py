@@ -276,7 +276,9 @@ async def test_an_outcome_held_up_by_a_row_lock_keeps_its_result(
     """The same mechanism as the test above, with a shorter lock (between 2 and 3 server
     statement timeouts): the batch write and the one-by-one write are cancelled, the *stripped*
     write goes through: the job is `succeeded` with its result silently replaced by None."""
-    async with start_jobs(lease_duration=45) as jobs:  # worker statement timeout 10 s, server 8
+    # A short lease keeps the test short: worker statement timeout 3 s, server 2.4 s; the lock
+    # is held 6 s, less than the lease, which its renewals (blocked by the lock) cannot extend.
+    async with start_jobs(lease_duration=9) as jobs:
         job_id = await gated.enqueue(key="b")
         await asyncio.wait_for(started.setdefault("b", asyncio.Event()).wait(), 10)
         async with connection.transaction():
@@ -284,7 +286,7 @@ async def test_an_outcome_held_up_by_a_row_lock_keeps_its_result(
                 "SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", job_id
             )
             gates.setdefault("b", asyncio.Event()).set()
-            await asyncio.sleep(17)  # past 2 x 8 s
+            await asyncio.sleep(6)  # past 2 x 2.4 s
         await eventually(
             lambda: _status_is(connection, job_id, "succeeded"), "the outcome", timeout=10
         )
