@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ._errors import JobArgumentsError, WorkflowDefinitionError
 from ._job import HasEnqueuer, Job, started_enqueuer
+from ._workflow_graph import Graph, ordered_workflow
 from ._workflow_records import EnqueuedWorkflow, NewWorkflow, StepJob
 
 if TYPE_CHECKING:
@@ -225,74 +226,23 @@ class Workflow:
         return index
 
     def _new_workflow(self, trace_context: str | None) -> NewWorkflow:
-        """The steps in an order where each comes after those it waits for: the order they
-        were added when that is one (no step waits for one added after it), else a
-        topological order.
-
-        Raises:
-            WorkflowDefinitionError: no step, a step waiting for one not in the workflow, or
-                a cycle (named).
-        """
+        """What `enqueue` writes: see `_workflow_graph.ordered_workflow`."""
         if not self._names:
             raise WorkflowDefinitionError(f"workflow {self.name!r} has no step")
-        names, position = self._names, self._position
-        upstream: dict[int, list[int]] = {}
-        in_order = True
-        for step, waits_for in self._waits_for.items():
-            positions = []
-            for name in waits_for:
-                up = position.get(name)
-                if up is None:
-                    raise WorkflowDefinitionError(
-                        f"workflow {self.name!r}: step {names[step]!r} waits for {name!r}, "
-                        "which is not a step of this workflow"
-                    )
-                positions.append(up)
-            in_order = in_order and max(positions) < step
-            upstream[step] = positions
-        new_position: list[int] | None = None  # the order added: each step's own position
-        if not in_order:
-            order = _topological_order(
-                {n: self._waits_for.get(i, ()) for n, i in position.items()}, self.name
-            )
-            new_position = [0] * len(names)
-            for index, name in enumerate(order):
-                new_position[position[name]] = index
-        allowed_failures = {}
-        for step, positions in upstream.items():
-            at_least, always = self._policy.get(step, (None, False))
-            waited = len(positions)
-            if always:
-                allowed_failures[step] = waited
-            elif at_least is not None:
-                allowed_failures[step] = waited - at_least
-            else:
-                allowed_failures[step] = 0
-        jobs = [StepJob(j.name, j.queue, j.priority, j.retry.max_attempts) for j in self._jobs]
-        if new_position is None:
-            return NewWorkflow(
+        return ordered_workflow(
+            Graph(
                 name=self.name,
-                trace_context=trace_context,
-                steps=names,
+                steps=self._names,
+                position=self._position,
+                waits_for=self._waits_for,
+                policy=self._policy,
                 payloads=self._payloads,
-                jobs=jobs,
+                jobs=[
+                    StepJob(j.name, j.queue, j.priority, j.retry.max_attempts) for j in self._jobs
+                ],
                 job_of=self._job_of,
-                upstream={step: sorted(positions) for step, positions in upstream.items()},
-                allowed_failures=allowed_failures,
-            )
-        moved = sorted(range(len(names)), key=new_position.__getitem__)
-        return NewWorkflow(
-            name=self.name,
-            trace_context=trace_context,
-            steps=[names[i] for i in moved],
-            payloads=[self._payloads[i] for i in moved],
-            jobs=jobs,
-            job_of=[self._job_of[i] for i in moved],
-            upstream={
-                new_position[step]: sorted(new_position[up] for up in positions)
-                for step, positions in upstream.items()
-            },
-            allowed_failures={new_position[s]: a for s, a in allowed_failures.items()},
+            ),
+            trace_context,
         )
 
     async def enqueue(
@@ -368,38 +318,3 @@ def _check_step_name(name: str) -> str:
             f"invalid step name {name!r}: use 1 to 200 letters, digits or any of _ . : < > [ ] -"
         )
     return name
-
-
-def _topological_order(waits_for: Mapping[str, Sequence[str]], workflow: str) -> list[str]:
-    """The steps, each after those it waits for, in the order they were added otherwise.
-
-    Raises:
-        WorkflowDefinitionError: the steps wait for each other in a cycle (named).
-    """
-    order: list[str] = []
-    state: dict[str, int] = {}  # 1: being visited, 2: done
-    for start in waits_for:
-        if state.get(start) == 2:
-            continue
-        # Depth first without recursion: a chain of thousands of steps would exhaust the stack.
-        path: list[str] = [start]
-        iterators = [iter(waits_for[start])]
-        state[start] = 1
-        while iterators:
-            upstream = next(iterators[-1], None)
-            if upstream is None:
-                done = path.pop()
-                iterators.pop()
-                state[done] = 2
-                order.append(done)
-            elif state.get(upstream) == 1:
-                cycle = [*path[path.index(upstream) :], upstream]
-                raise WorkflowDefinitionError(
-                    f"workflow {workflow!r}: its steps wait for each other in a cycle "
-                    "(each waits for the next): " + " -> ".join(cycle)
-                )
-            elif upstream not in state:
-                state[upstream] = 1
-                path.append(upstream)
-                iterators.append(iter(waits_for[upstream]))
-    return order

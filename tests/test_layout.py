@@ -54,8 +54,10 @@ TESTED_ELSEWHERE = {
     "postgres._bulk": "contract/test_bulk_contract.py",
     # `jobs.drain`, through `Jobs` running jobs end to end.
     "_draining": "integration/test_enqueue_and_run.py",
-    # Workflows: `jobs.workflow`, through `Jobs` on both stores.
+    # Workflows: `jobs.workflow`, through `Jobs` on both stores; the graph's order and checks,
+    # through the `Workflow` builder.
     "_workflow_queries": "contract/test_workflows_contract.py",
+    "_workflow_graph": "test_workflows.py",
     # Steps a running step adds: the memory store's part, held by the contract suite.
     "memory._added_steps": "contract/test_added_steps_contract.py",
     # The queues' gauges: the record and the stores' reads, held by the contract suite.
