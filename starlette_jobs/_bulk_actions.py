@@ -10,8 +10,9 @@ from datetime import datetime
 from ._bulk_records import BULK_ACTIONS, BulkAction, BulkFilter, BulkRecord
 from ._errors import unavailable_as_error
 from ._options import check_queue_name
-from ._queries import check_time_bound
+from ._queries import check_time_bound, who_asked
 from ._records import JobStatus
+from ._storable import filter_text
 from .store._protocol import Store
 
 _MAX_BATCH = 10_000
@@ -58,6 +59,7 @@ class BulkActing:
         check_time_bound(finished_after)
         if action == "cancel" and finished_after is not None:
             raise ValueError("a bulk cancel acts on unfinished jobs: finished_after matches none")
+        filter_text(name, "name")
         filter = BulkFilter(
             check_queue_name(queue),
             None if status is None else JobStatus(status),
@@ -65,7 +67,7 @@ class BulkActing:
             finished_after,
         )
         with unavailable_as_error(f"begin a bulk {action} on queue {queue!r}"):
-            return await self._ready_store.begin_bulk(action, filter, by)
+            return await self._ready_store.begin_bulk(action, filter, who_asked(by))
 
     async def run_bulk(self, bulk_id: int, *, batch_size: int = 500) -> BulkRecord | None:
         """Runs the bulk action to its end, `batch_size` jobs at a time by id, each batch one

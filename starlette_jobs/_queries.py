@@ -11,6 +11,7 @@ from ._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
+from ._storable import filter_text, storable
 from ._trace_ids import trace_id_filter
 from .store._protocol import Store
 
@@ -68,6 +69,9 @@ class JobQueries:
             raise ValueError(f"after must be a job id, got {after!r}")
         trace = trace_id_filter(trace_id)
         check_time_bound(finished_after)
+        filter_text(queue, "queue")
+        filter_text(name, "name")
+        filter_text(correlation_id, "correlation_id")
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
                 None if status is None else JobStatus(status), queue, limit, name, below,
@@ -76,6 +80,7 @@ class JobQueries:
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:
         """How many jobs there are in each status (every status present, zeros included)."""
+        filter_text(queue, "queue")
         with unavailable_as_error("count jobs"):
             return await self._ready_store.count_by_status(queue)
 
@@ -95,6 +100,7 @@ class JobQueries:
         """
         if cap < 1:
             raise ValueError(f"cap must be at least 1, got {cap!r}")
+        filter_text(queue, "queue")
         with unavailable_as_error("count jobs"):
             return await self._ready_store.status_counts(queue, cap)
 
@@ -114,8 +120,10 @@ class JobQueries:
             JobNotFoundError: no job has this id.
         """
 
+        who = who_asked(by)
+
         async def cancel_row(row_id: int) -> bool:
-            return await self._ready_store.cancel_job(row_id, by) is not None
+            return await self._ready_store.cancel_job(row_id, who) is not None
 
         return await self._change(job_id, "cancel", cancel_row)
 
@@ -139,6 +147,7 @@ class JobQueries:
         if type(limit) is not int or not 1 <= limit <= _MAX_PEEK:
             raise ValueError(f"limit must be an integer from 1 to {_MAX_PEEK}, got {limit!r}")
         left_out = [row_id for job_id in exclude if (row_id := _row_id(job_id)) is not None]
+        filter_text(queue, "queue")
         with unavailable_as_error(f"peek at queue {queue!r}"):
             return await self._ready_store.peek_jobs(queue, limit, left_out)
 
@@ -151,8 +160,9 @@ class JobQueries:
             JobNotFoundError: no job has this id.
             UniqueKeyTakenError: another live job holds this job's unique key.
         """
+        who = who_asked(by)
         return await self._change(
-            job_id, "retry", lambda row_id: self._ready_store.retry_job(row_id, by)
+            job_id, "retry", lambda row_id: self._ready_store.retry_job(row_id, who)
         )
 
     async def release(self, job_id: JobId, *, by: str | None = None) -> bool:
@@ -167,8 +177,9 @@ class JobQueries:
         Raises:
             JobNotFoundError: no job has this id.
         """
+        who = who_asked(by)
         return await self._change(
-            job_id, "release", lambda row_id: self._ready_store.release_job(row_id, by)
+            job_id, "release", lambda row_id: self._ready_store.release_job(row_id, who)
         )
 
     async def release_worker_jobs(self, worker_id: str) -> builtins.list[JobId]:
@@ -198,6 +209,12 @@ class JobQueries:
 
 _MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
 _MAX_PEEK = 10_000
+
+
+def who_asked(by: str | None) -> str | None:
+    """Who asked, as the events keep it: a NUL character (which PostgreSQL cannot store) or a
+    lone surrogate written as an escape, on both stores alike, rather than the change refused."""
+    return None if by is None else storable(by)
 
 
 def _row_id(job_id: object) -> int | None:

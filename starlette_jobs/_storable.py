@@ -87,6 +87,17 @@ def unstorable(text: str) -> str | None:
     return None
 
 
+def filter_text(value: str | None, what: str) -> None:
+    """Refuses a filter's text that PostgreSQL cannot take (a NUL character, a lone surrogate),
+    on both stores alike: no job could match it.
+
+    Raises:
+        ValueError: it names why.
+    """
+    if value is not None and (why := unstorable(value)) is not None:
+        raise ValueError(f"{what} {value!r} {why}")
+
+
 def storable(text: str) -> str:
     """`text` with NUL characters and lone surrogates written as escapes, for text we write
     ourselves (error messages, ids) and would rather keep than refuse."""

@@ -8,6 +8,7 @@ import builtins
 from datetime import UTC, datetime, timedelta
 
 from ._errors import unavailable_as_error
+from ._storable import filter_text
 from ._throughput_records import THROUGHPUT_KEPT_MINUTES, ThroughputMinute, minute_start
 from .store._protocol import Store
 
@@ -38,6 +39,7 @@ class ThroughputQueries:
             raise ValueError(
                 f"minutes must be 1 to {THROUGHPUT_KEPT_MINUTES} (the counts kept), got {minutes!r}"
             )
+        filter_text(queue, "queue")
         since = minute_start(datetime.now(UTC)) - timedelta(minutes=minutes - 1)
         with unavailable_as_error("read the throughput"):
             return await self._ready_store.throughput(since, queue)

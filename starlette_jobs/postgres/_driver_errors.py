@@ -113,8 +113,15 @@ def raise_as_store_error(error: BaseException, *, connecting: bool = False) -> N
     or `error` itself. For an `except` clause at the store's boundary."""
     translated = unavailable(error, connecting=connecting)
     if translated is None:
+        if isinstance(error, _UNSTORABLE_TEXT):
+            # A NUL character, say, in text that reached a statement unchecked: the caller's
+            # mistake, told in the same words on both stores' side of the boundary.
+            raise ValueError(f"PostgreSQL cannot take this text: {error}") from error
         raise error
     raise translated from error
+
+
+_UNSTORABLE_TEXT = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 
 
 def connection_lost(error: BaseException) -> bool:

@@ -4,6 +4,8 @@ library's error, which is all the store's callers see)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 import pytest
 
@@ -105,3 +107,15 @@ def test_the_librarys_own_error_is_no_lost_connection_though_it_is_an_oserror() 
     refused = unavailable(NOT_ACCEPTING, connecting=True)
     assert isinstance(refused, OSError)
     assert (connection_lost(refused), no_answer(refused)) == (False, False)
+
+
+async def test_text_postgres_cannot_take_is_a_value_error_not_the_drivers(
+    connection: asyncpg.Connection[Any],
+) -> None:
+    """A statement given a NUL character that no check stopped: the caller's mistake, said
+    in the library's words at the store's boundary."""
+    with pytest.raises(asyncpg.CharacterNotInRepertoireError) as raw:
+        await connection.fetchval("SELECT $1::text", "a\x00b")
+    with pytest.raises(ValueError, match="PostgreSQL cannot take this text") as raised:
+        raise_as_store_error(raw.value)
+    assert raised.value.__cause__ is raw.value
