@@ -58,7 +58,9 @@ class MemoryRegistry(MemoryTables):
     async def hold_liveness(self, worker_id: str) -> NothingHeld:
         return NothingHeld()
 
-    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+    async def rescue_dead_workers(
+        self, limit: int, excluding: str | None = None
+    ) -> list[tuple[int, str, JobStatus]]:
         return []
 
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:

@@ -76,9 +76,11 @@ class WorkerRegistry(ConnectedStore):
         self._liveness_backends[worker_id] = connection.get_server_pid()
         return Listener(connection, self.worker_statement_timeout)
 
-    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+    async def rescue_dead_workers(
+        self, limit: int, excluding: str | None = None
+    ) -> list[tuple[int, str, JobStatus]]:
         rows = await self._worker_write(
-            "fetch", self._q["rescue_dead_workers"], limit, self.record_events
+            "fetch", self._q["rescue_dead_workers"], limit, self.record_events, excluding
         )
         return [(row["id"], row["queue"], JobStatus(row["status"])) for row in rows]
 

@@ -139,11 +139,14 @@ class RegistryStore(Protocol):
         In memory: nothing to hold, a store of one process."""
         ...
 
-    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+    async def rescue_dead_workers(
+        self, limit: int, excluding: str | None = None
+    ) -> list[tuple[int, str, JobStatus]]:
         """Up to `limit` running jobs of registered workers whose liveness lock is free (their
-        process died): back to pending, or failed, or cancelled, as `rescue_expired` decides;
-        deletes those workers' rows. Returns (id, queue, new status) of each. In memory: none (a
-        dead worker's process took the store with it)."""
+        process died), except worker `excluding`'s (the caller's own: a lock it lost a moment
+        ago its own check handles): back to pending, or failed, or cancelled, as
+        `rescue_expired` decides; deletes those workers' rows. Returns (id, queue, new status)
+        of each. In memory: none (a dead worker's process took the store with it)."""
         ...
 
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:

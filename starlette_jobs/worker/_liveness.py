@@ -204,7 +204,9 @@ class Liveness:
     async def rescue(self) -> None:
         if self._lost:
             return
-        rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT)
+        # Never its own jobs: a lock lost a moment ago, which its check has not seen yet,
+        # would make it look dead to itself (the check stops its attempts and gives them back).
+        rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT, excluding=self._worker_id)
         for job_id, queue, status in rescued:
             logger.warning(
                 "job %s on queue %r: its worker died, now %s", job_id, queue, status.value

@@ -89,7 +89,7 @@ EXPECTED: dict[str, list[str]] = {
     "prune_workers": ["float8"],
     "hold_liveness": ["text"],
     "end_stale_liveness": ["text", "int4"],
-    "rescue_dead_workers": ["int8", "bool"],
+    "rescue_dead_workers": ["int8", "bool", "text"],
     "insert_workflow": [
         *["text", "jsonb", "text", "jsonb", "text[]", "text[]", "int4[]", "int4[]", "text"],
         *["int4[]", "int4[]", "int4[]", "int4[]", "text", "text", "text", "text[]", "int4"],

@@ -147,7 +147,9 @@ async def test_a_worker_that_stops_without_its_lock_is_handed_the_jobs_it_stoppe
 class DeadWorker(MemoryStore):
     """A dead worker's jobs, as `rescue_dead_workers` ends them: those of an expired lease."""
 
-    async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+    async def rescue_dead_workers(
+        self, limit: int, excluding: str | None = None
+    ) -> list[tuple[int, str, JobStatus]]:
         return await self.rescue_expired(limit)
 
 
@@ -172,7 +174,9 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
 
 async def test_the_jobs_a_rescue_gives_back_are_counted() -> None:
     class DeadPeer(MemoryStore):
-        async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        async def rescue_dead_workers(
+            self, limit: int, excluding: str | None = None
+        ) -> list[tuple[int, str, JobStatus]]:
             return [(1, "mail", JobStatus.PENDING), (2, "mail", JobStatus.FAILED)]
 
     reader = InMemoryMetricReader()
@@ -282,6 +286,7 @@ async def test_a_worker_taking_its_lock_again_does_not_rescue_its_own_jobs() -> 
 
     class Slow(Flaky):
         rescues = 0
+        excluded: str | None = None
 
         async def hold_liveness(self, worker_id: str) -> Cut:  # type: ignore[override]
             if self.held:
@@ -289,8 +294,11 @@ async def test_a_worker_taking_its_lock_again_does_not_rescue_its_own_jobs() -> 
                 await may_finish.wait()
             return await super().hold_liveness(worker_id)
 
-        async def rescue_dead_workers(self, limit: int) -> list[tuple[int, str, JobStatus]]:
+        async def rescue_dead_workers(
+            self, limit: int, excluding: str | None = None
+        ) -> list[tuple[int, str, JobStatus]]:
             self.rescues += 1
+            self.excluded = excluding
             return []
 
     store = Slow()
@@ -304,4 +312,5 @@ async def test_a_worker_taking_its_lock_again_does_not_rescue_its_own_jobs() -> 
     await check
     await liveness.rescue()
     assert store.rescues == 1
+    assert store.excluded == "w"  # never its own jobs, even with its lock free a moment
     await liveness.stop()

@@ -696,7 +696,8 @@ SELECT pg_terminate_backend(lock.pid, 1000)
 -- decides) without waiting for their lease to expire. Each worker takes its lock before it
 -- registers and deletes its row before it lets the lock go, so a row whose lock is free is a
 -- dead worker's. Their rows are deleted with their jobs.
--- $1 how many jobs at most, $2 whether to record events
+-- $1 how many jobs at most, $2 whether to record events, $3 the calling worker's id (never
+-- rescued by itself: between losing its lock and taking it again it stops its attempts itself)
 WITH held AS (
     -- The advisory locks held on this database, as the bigint keys they were taken with.
     SELECT (lock.classid::int8 << 32) | lock.objid::int8 AS key
@@ -705,7 +706,8 @@ WITH held AS (
        AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 ), dead AS (
     SELECT worker.id FROM starlette_jobs_workers AS worker
-     WHERE NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
+     WHERE worker.id IS DISTINCT FROM $3::text
+       AND NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
 ), orphaned AS (
     SELECT id FROM starlette_jobs
      WHERE status = 'running' AND worker_id IN (SELECT id FROM dead)
