@@ -20,8 +20,8 @@ jobs of the workers whose lock is free.
 - The rescue, every `interval` seconds too: the running jobs of registered workers whose lock
   is free go back to pending (`Store.rescue_dead_workers`), within seconds of the death rather
   than a whole lease. Lease expiry stays the fallback, and the lease token fences out a late
-  outcome of the dead (or merely cut off) worker. It waits while this worker's own lock is lost:
-  taking it again frees it for a moment, when the worker would look dead to its own rescue.
+  outcome of the dead (or merely cut off) worker. Never this worker's own jobs: with its lock
+  lost (or freed for a moment while it is taken again) it would look dead to itself.
 
 The check and the rescue run in tasks of their own, apart from each other and from the heartbeat
 (`_leases.py`), so that none delays another.
@@ -83,10 +83,6 @@ class Liveness:
         self._lock: Listener | None = None
         # Whether the worker may claim and register: the lock is held, as of the last check.
         self.held = False
-        # From the check that finds the lock lost to the one that holds it again: meanwhile
-        # this worker's own lock may be free (its stale session ended, the new one not taken
-        # yet), and its own rescue would take its jobs for a dead worker's.
-        self._lost = False
         # The jobs of attempts stopped when the lock was lost, given back once it is held again.
         self._to_release: Held = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -169,7 +165,6 @@ class Liveness:
 
     def _lose_lock(self) -> None:
         self.held = False  # first: a claim that returns from now on hands its jobs back
-        self._lost = True
         if self._lock is not None:
             self._lock.terminate()
             self._lock = None
@@ -192,7 +187,6 @@ class Liveness:
                     self._worker_id, sorted(released),
                 )  # fmt: skip
         self.held = True  # no await since the loop's last look: nothing is left behind
-        self._lost = False
         logger.warning("worker %s: holds its liveness lock again", self._worker_id)
         self._resumed()
 
@@ -202,8 +196,6 @@ class Liveness:
         self._to_release += held
 
     async def rescue(self) -> None:
-        if self._lost:
-            return
         # Never its own jobs: a lock lost a moment ago, which its check has not seen yet,
         # would make it look dead to itself (the check stops its attempts and gives them back).
         rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT, excluding=self._worker_id)
