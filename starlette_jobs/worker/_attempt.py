@@ -12,7 +12,7 @@ from typing import Any
 
 from .._errors import JobArgumentsError, UnknownJobError, UnstorableResultError
 from .._job import Job, registered_job
-from .._records import Claim, JobStatus, Outcome
+from .._records import Claim, JobStatus, Outcome, outcome_of_attempt
 from .._retry import delay_after_failure
 from .._storable import MAX_ERROR_LENGTH, MAX_RESULT_BYTES, storable, storable_json
 from .._tracing import ProcessScope, Tracing
@@ -107,8 +107,8 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
         _uncancel()
         logger.info("job %s (%s) cancelled on request", claim.id, claim.name)
         return _outcome(claim, JobStatus.CANCELLED, None, _result_json(claim, result))
-    text = None if result is None else _result_json(claim, result)  # no call for the many Nones
-    return _outcome(claim, _SUCCEEDED, None, text)
+    stored = None if result is None else _result_json(claim, result)  # no call for the Nones
+    return _outcome(claim, _SUCCEEDED, None, stored)
 
 
 def _run(job: Job[..., Any], kwargs: dict[str, Any], control: AttemptControl) -> Awaitable[Any]:
@@ -174,11 +174,8 @@ def _outcome(
     *,
     retry_delay: float | None = None,
 ) -> Outcome:
-    # By position, in the order of Outcome's fields (id, lease_token, status, retry_delay,
-    # error, result, progress, of_workflow): one is built per attempt, and keywords cost more
-    # than twice as much.
-    return Outcome(
-        claim.id, claim.lease_token, status, retry_delay, error, result, None,
+    return outcome_of_attempt(
+        claim.id, claim.lease_token, status, retry_delay, error, result,
         claim.workflow_id is not None,
     )  # fmt: skip
 
