@@ -55,6 +55,14 @@ class Metrics:
     def recording(self) -> bool:
         """Whether an SDK's meter provider is in use. Asked per call: the global provider may be
         set after this `Jobs` was created."""
+        if (
+            self._provider is None
+            and not _PROVIDER_FROM_ENVIRONMENT
+            and getattr(_api, "_METER_PROVIDER", False) is None
+        ):
+            # No provider at all, the usual case, told here: the worker asks for every
+            # attempt, and the two calls of `provider()` cost as much as the rest.
+            return False
         return self.provider() is not None
 
     def provider(self) -> MeterProvider | None:

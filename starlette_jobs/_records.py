@@ -287,7 +287,8 @@ class Outcome:
     """How one attempt ended, to be written under the lease token it was claimed with. Not
     frozen: one is built per attempt, and a frozen dataclass sets each field through
     `object.__setattr__` (twice the cost, 0.6 us of the worker's time per job). Only the
-    worker changes one, before handing it to the outcome writer."""
+    worker changes one, before handing it to the outcome writer (built by
+    `outcome_of_attempt`)."""
 
     id: int
     lease_token: UUID
@@ -304,6 +305,33 @@ class Outcome:
     """Whether the job may be a workflow's step, whose outcome tells the steps waiting for it:
     False only when its claim said it is none. The PostgreSQL store writes a batch of successes
     of no step with a statement that leaves out the steps' part (`record_plain_successes`)."""
+
+
+_new_object = object.__new__
+
+
+def outcome_of_attempt(
+    id: int,
+    lease_token: UUID,
+    status: JobStatus,
+    retry_delay: float | None,
+    error: str | None,
+    result: str | None,
+    of_workflow: bool,
+) -> Outcome:
+    """`Outcome(id=id, ...)` with no progress, for the worker, which builds one per attempt:
+    the generated `__init__` called with seven keywords costs 360 ns, these plain stores 115
+    (tests/test_records.py holds it equal to the keyword-built one, field for field)."""
+    outcome = _new_object(Outcome)
+    outcome.id = id
+    outcome.lease_token = lease_token
+    outcome.status = status
+    outcome.retry_delay = retry_delay
+    outcome.error = error
+    outcome.result = result
+    outcome.progress = None
+    outcome.of_workflow = of_workflow
+    return outcome
 
 
 @dataclass(frozen=True, slots=True)

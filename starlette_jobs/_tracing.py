@@ -54,6 +54,10 @@ class Tracing:
         # Exact types: isinstance against these ABCs costs more than the rest of this together.
         provider = self._provider
         if provider is None or type(provider) is ProxyTracerProvider:
+            if not _PROVIDER_FROM_ENVIRONMENT and getattr(trace, "_TRACER_PROVIDER", False) is None:
+                # None set, the usual case (as `_global_tracer_provider` tells, without its
+                # call: an attempt asks once).
+                return False
             provider = _global_tracer_provider()
         return (
             type(provider) is not ProxyTracerProvider and type(provider) is not NoOpTracerProvider

@@ -14,7 +14,7 @@ from uuid import uuid4
 import pytest
 
 from starlette_jobs import JobRecord, JobStatus
-from starlette_jobs._records import Claim, NewJobs, Outcome
+from starlette_jobs._records import Claim, NewJobs, Outcome, outcome_of_attempt
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -112,3 +112,20 @@ def test_records_are_built_by_keyword_only_and_frozen() -> None:
         claim.attempts = 2  # type: ignore[misc]
     with pytest.raises(TypeError):
         NewJobs("n", "q", [], 0, None, None, 1, None, None, True)  # type: ignore[call-arg]
+
+
+def test_the_workers_outcome_is_the_one_built_by_keyword() -> None:
+    """`outcome_of_attempt` sets each field itself, for speed: a field added to `Outcome` and
+    not to it would be missing from every attempt's outcome."""
+    token = uuid4()
+    fast = outcome_of_attempt(7, token, JobStatus.PENDING, 1.5, "boom", None, True)
+    named = Outcome(
+        id=7, lease_token=token, status=JobStatus.PENDING, retry_delay=1.5, error="boom",
+        result=None, of_workflow=True,
+    )  # fmt: skip
+    assert fast == named
+    assert [getattr(fast, f.name) for f in dataclasses.fields(Outcome)] == [
+        getattr(named, f.name) for f in dataclasses.fields(Outcome)
+    ]
+    assert type(fast) is Outcome
+    assert outcome_of_attempt(1, token, JobStatus.SUCCEEDED, None, None, "1", False).result == "1"

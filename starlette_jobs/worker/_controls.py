@@ -162,7 +162,7 @@ class QueueControlsCopy:
     ) -> Callable[[], None] | None:
         """What to do once an outcome of `queue` is written: `then`, and for a limited queue,
         wake its workers for the room the job left."""
-        if not self.limited(queue):
+        if queue not in self._limited:  # not `limited()`: asked for every job's outcome
             return then
         return functools.partial(self._ended, queue, then)
 

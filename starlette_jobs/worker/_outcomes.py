@@ -58,13 +58,19 @@ class OutcomeWriter:
         """Queues `outcome` for the next write; `then` is called once it is written (not if
         the fence refused it). `completed`: the attempt wrote its success itself
         (`complete_in`), so a refusal means that success committed, not a lost lease."""
-        self._buffer.append(outcome)
+        buffer = self._buffer
+        buffer.append(outcome)
         if then is not None:
             self._after[outcome.lease_token] = then
         if completed:
             self._completed.add(outcome.lease_token)
-        self._idle.clear()
-        self._pending.set()
+        if len(buffer) == 1:
+            # The first since the buffer was taken (or put back after an outage): the others
+            # found the writer told already. While the buffer holds outcomes, `_pending` stays
+            # set (only taking the buffer clears it) and `_idle` clear (set only when the
+            # buffer is empty): two calls per outcome saved on a busy worker.
+            self._idle.clear()
+            self._pending.set()
 
     def completed(self, token: UUID) -> bool:
         """The attempt of `token` wrote its success itself and its outcome waits here."""

@@ -249,15 +249,12 @@ class Worker:
                 # The loop's own create_task: asyncio.create_task adds a call and a name.
                 create_task = asyncio.get_running_loop().create_task
                 for claim in claims:
+                    # report, loop_time, claim, progress, upstream, complete, steps: by
+                    # position, one per attempt (keywords cost more).
                     control = AttemptControl(
-                        None,
-                        self._loop_time,
-                        claim=claim,
-                        progress=self._report_progress,
-                        upstream=self._upstream_results,
-                        complete=self._complete_job,
-                        steps=self._store,
-                    )
+                        None, self._loop_time, claim, self._report_progress,
+                        self._upstream_results, self._complete_job, self._store,
+                    )  # fmt: skip
                     self._stops.register(claim.lease_token, control)
                     self._running.start(claim, create_task(self._execute(state, claim, control)))
                 state.may_have_more = len(claims) == wanted
