@@ -23,6 +23,7 @@ TESTED_ELSEWHERE = {
     "worker._drain": "worker/test_worker.py",
     "worker._cancels": "worker/test_worker.py",
     "worker._queues": "worker/test_worker.py",
+    "worker._duties": "worker/test_worker.py",
     # The memory store's answers to operators and users, held by the contract suite.
     "memory._queries": "contract/test_store_contract.py",
     # The memory store's tables, tested through the store built on them (and the contract suite).

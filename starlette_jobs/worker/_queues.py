@@ -1,10 +1,18 @@
 """What a worker's claim loop keeps about its queue: whether to claim again now, whether a failed
-claim may have left jobs behind, and the poll that claims anyway when no notification came."""
+claim may have left jobs behind (and giving them back: `release_lost_claims`), and the poll that
+claims anyway when no notification came."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from ..store._protocol import Store
+from ._leases import Held
+
+logger = logging.getLogger("starlette_jobs.worker")
 
 
 @dataclass(eq=False)
@@ -58,3 +66,23 @@ class QueueState:
             return
         self.polled = True
         self.wake.set()
+
+
+async def release_lost_claims(
+    store: Store, state: QueueState, worker_id: str, held: Callable[[], Held]
+) -> None:
+    """A claim of `state`'s queue failed on the client's side, yet may have committed: its jobs
+    would sit `running` under a lease nobody renews, and lose an attempt at rescue without
+    having run. Gives back every job of the queue held by `worker_id` under a token not among
+    those it `held`. No other claim of this queue is in flight meanwhile (its claim loop makes
+    them, and shutdown calls this once they are over)."""
+    began = asyncio.get_running_loop().time()
+    known = [token for _, token in held()]
+    released = await store.release_unknown_claims(state.name, worker_id, known)
+    if state.reconcile_until is not None and began > state.reconcile_until:
+        state.reconcile_until = None
+    if released:
+        logger.warning(
+            "queue %r: gave back %d job(s) of a claim whose answer was lost: %s",
+            state.name, len(released), released,
+        )  # fmt: skip

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from uuid import UUID
 
 from .._records import Claim
 from ..store._connectivity import worker_statement_timeout
 from ..store._protocol import Store
+from ._queues import QueueState
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -86,3 +87,24 @@ async def release_held(store: Store, held: list[tuple[int, UUID]]) -> None:
             await store.settle_steps()
         except Exception as error:
             logger.warning("could not tell the steps waiting for those released: %s", error)
+
+
+async def claims_settled(
+    claim_loops: Collection[asyncio.Task[None]],
+    queues: Iterable[QueueState],
+    release_lost_claims: Callable[[QueueState], Awaitable[None]],
+) -> None:
+    """Waits for the claim loops' claims in flight (their jobs are handed back at once), then
+    gives back what a claim that failed lately may have left behind."""
+    if claim_loops:
+        await asyncio.wait(claim_loops)
+    for state in queues:
+        if state.reconcile_until is not None:
+            try:
+                await release_lost_claims(state)
+            except Exception as error:  # shutdown goes on: the leases expire instead
+                logger.error(
+                    "queue %r: could not give back the jobs of a claim whose answer was "
+                    "lost (%s); once their lease expires they run again",
+                    state.name, error,
+                )  # fmt: skip

@@ -14,10 +14,8 @@ from time import perf_counter
 from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
-from .._job import registered_names
 from .._metrics import Metrics
 from .._records import Claim, Unfinished
-from .._schedules import registered_schedules
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
@@ -25,26 +23,25 @@ from ._attempt import run_attempt
 from ._cancels import AttemptStops, is_async_job
 from ._context import AttemptControl
 from ._controls import QueueControlsCopy
-from ._depths import DepthReporter, record_attempt
+from ._depths import record_attempt
 from ._drain import Draining, drain
+from ._duties import SharedDuties
 from ._leases import Held, LeaseKeeper
 from ._liveness import Liveness, liveness_interval
 from ._loop_lag import LoopLagGuard
 from ._loop_time import JobLoopTime
 from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
-from ._queues import QueueState
+from ._queues import QueueState, release_lost_claims
 from ._registry import Registration, new_worker
 from ._running import RunningAttempts
 from ._settings import (
     WorkerSettings,
     new_worker_id,
 )
-from ._shutdown import give_running_jobs_the_grace, release_held
-from ._strays import Strays, strays_interval
+from ._shutdown import claims_settled, give_running_jobs_the_grace, release_held
 from ._throughput import ThroughputCounter
-from ._ticker import Ticker
-from ._upkeep import Upkeep, Wakeups
+from ._upkeep import Wakeups
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -114,23 +111,15 @@ class Worker:
             self._statement_timeout,
             lambda: self._liveness.held,
         )
-        self._upkeep = Upkeep(
-            store, settings.lease_duration / 3, settings.retention, self.wake, self._metrics
-        )
-        self._ticker = Ticker(store, registered_schedules(), self.worker_id, metrics=self._metrics)
-        # The queues' gauges, read by one worker of those sharing the database.
-        self.depths = DepthReporter(
-            store, self.worker_id, self._metrics, settings.lease_duration / 3
-        )
         self._controls = QueueControlsCopy(
             store, list(self._queues), settings.limits, settings.poll_interval, self.wake
         )
-        # Which job names it claims: those it declares, and strays (docs/workers.md).
-        self._strays = Strays(
-            store, list(self._queues), registered_names, settings.unknown_job_grace,
-            strays_interval(settings.lease_duration, settings.unknown_job_grace),
-            self.wake, self._controls.paused,
-        )  # fmt: skip
+        # Upkeep, periodic ticks, gauges, and which job names it claims.
+        self._shared = SharedDuties(
+            store, settings, self.worker_id, self._metrics, self.wake, self._controls.paused
+        )
+        self._strays = self._shared.strays
+        self.depths = self._shared.depths
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
         self._tasks: list[asyncio.Task[None]] = []
@@ -156,10 +145,7 @@ class Worker:
                     )
                 )
             self._leases.start()
-            self._upkeep.start()
-            self._strays.start()
-            self._ticker.start()
-            self.depths.start()
+            self._shared.start()
             self.throughput.start()
             self._guard.start()
         except BaseException:
@@ -169,10 +155,7 @@ class Worker:
             await self._leases.stop()
             await self._registration.stop()
             self._liveness.terminate()
-            await self._upkeep.stop()
-            await self._strays.stop()
-            await self._ticker.stop()
-            await self.depths.stop()
+            await self._shared.stop()
             await self.throughput.stop(None)
             await self._controls.stop()
             await self._outcomes.stop(timeout=0)
@@ -205,7 +188,7 @@ class Worker:
                 started = perf_counter() if self._metrics.recording() else None
                 try:
                     if state.reconcile_until is not None:
-                        await self._release_lost_claims(state)
+                        await release_lost_claims(self._store, state, self.worker_id, self._held)
                     # The store's claim_batch, unless the queue has limits.
                     claims = await self._controls.claim(
                         state.name, wanted, self.worker_id, settings.lease_duration,
@@ -276,23 +259,6 @@ class Worker:
         """The loop caught up and `queue` may run more jobs: claim if it may have some."""
         if self._queues[queue].may_have_more:
             self._queues[queue].wake.set()
-
-    async def _release_lost_claims(self, state: QueueState) -> None:
-        """A claim of this queue failed on the client's side, yet may have committed: its jobs
-        would sit `running` under a lease nobody renews, and lose an attempt at rescue without
-        having run. Give back every job of the queue held under a token this worker does not
-        know. No other claim of this queue is in flight meanwhile (this loop makes them, and
-        shutdown calls this once they are over)."""
-        began = asyncio.get_running_loop().time()
-        known = [token for _, token in self._held()]
-        released = await self._store.release_unknown_claims(state.name, self.worker_id, known)
-        if state.reconcile_until is not None and began > state.reconcile_until:
-            state.reconcile_until = None
-        if released:
-            logger.warning(
-                "queue %r: gave back %d job(s) of a claim whose answer was lost: %s",
-                state.name, len(released), released,
-            )  # fmt: skip
 
     async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
         token = claim.lease_token
@@ -413,7 +379,11 @@ class Worker:
         settled = asyncio.gather(
             release_held(self._store, to_release + self._liveness.take_unreleased()),
             self._outcomes.stop(timeout=budget),
-            self._claims_settled(),
+            claims_settled(
+                self._tasks,
+                self._queues.values(),
+                lambda state: release_lost_claims(self._store, state, self.worker_id, self._held),
+            ),
             self._wakeups.stop(),
             self.throughput.stop(budget),
         )
@@ -436,27 +406,8 @@ class Worker:
         # Refreshed through the drain above, so no peer takes it for dead meanwhile.
         await self._registration.stop(max(0.0, deadline - asyncio.get_running_loop().time()))
         await self._liveness.stop()
-        await self._upkeep.stop()
-        await self._strays.stop()
-        await self._ticker.stop()
-        await self.depths.stop()
+        await self._shared.stop()
         await self._controls.stop()
         await self._progress.stop()
         self._wakeups.terminate()  # if closing it ran out of time
         logger.info("worker %s stopped", self.worker_id)
-
-    async def _claims_settled(self) -> None:
-        """Waits for the claims in flight (their jobs are handed back at once), then gives back
-        what a claim that failed lately may have left behind."""
-        if self._tasks:
-            await asyncio.wait(self._tasks)
-        for state in self._queues.values():
-            if state.reconcile_until is not None:
-                try:
-                    await self._release_lost_claims(state)
-                except Exception as error:  # shutdown goes on: the leases expire instead
-                    logger.error(
-                        "queue %r: could not give back the jobs of a claim whose answer was "
-                        "lost (%s); once their lease expires they run again",
-                        state.name, error,
-                    )  # fmt: skip
