@@ -413,10 +413,11 @@ WITH written AS (
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
-), announced AS (
-    SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
 )
-SELECT id FROM written, (SELECT count(*) FROM announced) AS sent;
+-- Whoever waits for one of these jobs (`jobs.wait`) is told by the NOTIFY in the rows returned:
+-- every row is sent, so each is evaluated. A CTE of its own would read `written` once more.
+SELECT id, CASE WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+  FROM written;
 
 -- name: complete_job
 -- A job's own success, written in the job's transaction (`current_job().complete_in`,
