@@ -243,14 +243,17 @@ async def answered_within(
     connection that gave no answer is cut and replaced anyway."""
     task = asyncio.ensure_future(statement)
     task.add_done_callback(_read_outcome)
+    cut = True  # unless it answers, or the caller gives up first (then cut all the same)
     try:
         await asyncio.wait({task}, timeout=timeout)
+        cut = not task.done()
     finally:
-        if not task.done():  # no answer in time, or the caller gave up
+        if not task.done():
             connection.terminate()
-    if not task.done() or task.cancelled():
-        with contextlib.suppress(BaseException):
-            await task
+    if cut:
+        # Cut, the statement fails at once; a cancellation of the caller meanwhile is not
+        # swallowed (a task stopped here would otherwise go on as if it had timed out).
+        await asyncio.wait({task})
         raise TimeoutError(f"PostgreSQL gave no answer within {timeout:g} s; connection cut")
     return task.result()
 

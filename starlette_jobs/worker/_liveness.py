@@ -143,15 +143,18 @@ class Liveness:
         """Takes the lock again if it was lost, stopping this worker's attempts first; once it
         is held, writes the row and gives back their jobs before the worker may claim again.
         Then opens LISTEN again if it stopped answering."""
+        lock_open = self._lock is not None
+        listen_open = self._listen is not None and self._listen.is_open
         lock_answers, listen_answers = await asyncio.gather(
             self._lock_answers(),
             self._listen.answers(self._check_timeout) if self._listen else _yes(),
         )
         if not lock_answers:
             self._lose_lock()
-        if not (lock_answers and listen_answers):
-            # The network likely went silent for every connection of the process, the idle
-            # pooled ones too: the registry row below is written on a new one.
+        if (lock_open and not lock_answers) or (listen_open and not listen_answers):
+            # An open connection went silent: likely every connection of the process did, the
+            # idle pooled ones too (the registry row below is written on a new one). Not when
+            # one failed to open: replacing them all each second would add to an overload.
             await self._store.expire_connections()
         if self._lock is None:
             self._lock = await self._store.hold_liveness(self._worker_id)

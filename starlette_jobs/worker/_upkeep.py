@@ -145,6 +145,11 @@ class Wakeups:
             self._listener.terminate()
             self._listener = None
 
+    @property
+    def is_open(self) -> bool:
+        """Whether it has a connection (none: it failed to open, or it was stopped)."""
+        return self._listener is not None
+
     async def answers(self, timeout: float) -> bool:
         """Whether the LISTEN connection answers within `timeout` seconds (no, if there is
         none: it failed to open, and polling stands in for it)."""

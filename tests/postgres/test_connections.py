@@ -13,7 +13,13 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
-from starlette_jobs.postgres._connections import Listener, SharedPool, channel_for, connect
+from starlette_jobs.postgres._connections import (
+    Listener,
+    SharedPool,
+    answered_within,
+    channel_for,
+    connect,
+)
 from tests.faultproxy import FaultProxy
 
 
@@ -132,3 +138,29 @@ async def test_a_silent_pool_statement_gives_up_in_time_without_a_cancel_request
         await pool.pool.close()
     assert waited < 2
     assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_caller_cancelled_while_its_cut_statement_winds_down_is_cancelled(
+    fault_proxy: FaultProxy,
+) -> None:
+    """A shutdown that cancels a task just as its silent statement was cut: the task must end
+    cancelled, not go on as if the statement had timed out (a loop that retries on a timeout
+    would then never stop, and the shutdown would hang)."""
+    listener = await Listener.open(fault_proxy.dsn, 5.0, {channel_for("emails"): print})
+    connection = listener._connection
+    assert await listener.alive(timeout=5)
+    fault_proxy.blackhole(where=lambda c: True)
+    cancelled: list[bool] = []
+
+    class CancelledAsItIsCut:
+        def terminate(self) -> None:
+            connection.terminate()
+            asyncio.get_running_loop().call_soon(lambda: cancelled.append(caller.cancel()))
+
+    caller = asyncio.ensure_future(
+        answered_within(CancelledAsItIsCut(), connection.execute("SELECT 1"), 0.3)  # type: ignore[arg-type]
+    )
+    [outcome] = await asyncio.gather(caller, return_exceptions=True)
+    await listener.close()
+    assert cancelled == [True]  # the cancel reached the caller while it still waited
+    assert isinstance(outcome, asyncio.CancelledError), f"cancel swallowed: {outcome!r}"

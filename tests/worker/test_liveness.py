@@ -293,3 +293,37 @@ async def test_a_workers_rescue_never_takes_its_own_jobs() -> None:
     liveness = Liveness(store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still)
     await liveness.rescue()
     assert excluded == ["w"]
+
+
+async def test_a_listen_that_cannot_open_expires_no_connection_at_each_check() -> None:
+    """Polling stands in for a LISTEN that failed to open (too many connections, say): replacing
+    every connection of the process at each check would add to that overload."""
+
+    class NoListen(MemoryStore):
+        expired = 0
+
+        async def listen(
+            self,
+            queues: Sequence[str],
+            on_notify: Callable[[str], None],
+            on_cancel: Callable[[UUID], None] | None = None,
+            on_controls: Callable[[str], None] | None = None,
+        ) -> QueueListener:
+            raise DatabaseUnavailableError("sorry, too many clients already")
+
+        async def expire_connections(self) -> None:
+            self.expired += 1
+
+    store = NoListen()
+    wakeups = Wakeups(store, ["q"], lambda queue: None)
+    await wakeups.start()  # fails: polling stands in
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still, listen=wakeups
+    )
+    await liveness.start()
+    for _ in range(3):
+        await liveness.check()  # tries LISTEN again each time
+    await liveness.stop()
+    await wakeups.stop()
+    assert liveness.held
+    assert store.expired == 0
