@@ -243,12 +243,11 @@ async def answered_within(
     connection that gave no answer is cut and replaced anyway."""
     task = asyncio.ensure_future(statement)
     task.add_done_callback(_read_outcome)
-    cut = True  # unless it answers, or the caller gives up first (then cut all the same)
     try:
         await asyncio.wait({task}, timeout=timeout)
-        cut = not task.done()
     finally:
-        if not task.done():
+        cut = not task.done()  # no answer in time, or the caller gave up: cut all the same
+        if cut:
             connection.terminate()
     if cut:
         # Cut, the statement fails at once; a cancellation of the caller meanwhile is not

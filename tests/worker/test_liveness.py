@@ -23,6 +23,7 @@ from starlette_jobs.worker._liveness import Liveness, liveness_interval
 from starlette_jobs.worker._upkeep import Wakeups
 from tests.records import new_jobs
 from tests.test_metrics import points
+from tests.worker.test_upkeep import NoListen
 
 
 class Cut:
@@ -298,21 +299,6 @@ async def test_a_workers_rescue_never_takes_its_own_jobs() -> None:
 async def test_a_listen_that_cannot_open_expires_no_connection_at_each_check() -> None:
     """Polling stands in for a LISTEN that failed to open (too many connections, say): replacing
     every connection of the process at each check would add to that overload."""
-
-    class NoListen(MemoryStore):
-        expired = 0
-
-        async def listen(
-            self,
-            queues: Sequence[str],
-            on_notify: Callable[[str], None],
-            on_cancel: Callable[[UUID], None] | None = None,
-            on_controls: Callable[[str], None] | None = None,
-        ) -> QueueListener:
-            raise DatabaseUnavailableError("sorry, too many clients already")
-
-        async def expire_connections(self) -> None:
-            self.expired += 1
 
     store = NoListen()
     wakeups = Wakeups(store, ["q"], lambda queue: None)

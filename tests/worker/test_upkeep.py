@@ -146,19 +146,27 @@ async def test_a_cancel_request_is_passed_on_with_the_attempts_lease_token() -> 
     await wakeups.stop()
 
 
+class NoListen(MemoryStore):
+    """LISTEN cannot open (too many connections); counts how often the connections expire."""
+
+    expired = 0
+
+    async def listen(
+        self,
+        queues: Sequence[str],
+        on_notify: Callable[[str], None],
+        on_cancel: Callable[[UUID], None] | None = None,
+        on_controls: Callable[[str], None] | None = None,
+    ) -> QueueListener:
+        raise DatabaseUnavailableError("too many connections")
+
+    async def expire_connections(self) -> None:
+        self.expired += 1
+
+
 async def test_a_listen_that_fails_at_start_leaves_polling_and_does_not_raise(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    class NoListen(MemoryStore):
-        async def listen(
-            self,
-            queues: Sequence[str],
-            on_notify: Callable[[str], None],
-            on_cancel: Callable[[UUID], None] | None = None,
-            on_controls: Callable[[str], None] | None = None,
-        ) -> QueueListener:
-            raise DatabaseUnavailableError("too many connections")
-
     wakeups = Wakeups(NoListen(), ["mail"], lambda _: None)
     with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
         await wakeups.start()
