@@ -8,24 +8,21 @@ worker was frozen) while a stale copy of it still runs here.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from time import perf_counter
 from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
 from .._metrics import Metrics
-from .._records import Claim, Unfinished
+from .._records import Unfinished
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
-from ._attempt import run_attempt
 from ._cancels import AttemptStops, is_async_job
-from ._context import AttemptControl
 from ._controls import QueueControlsCopy
-from ._depths import record_attempt
 from ._drain import Draining, drain
 from ._duties import SharedDuties
+from ._launch import AttemptLauncher
 from ._leases import Held, LeaseKeeper
 from ._liveness import Liveness, liveness_interval
 from ._loop_lag import LoopLagGuard
@@ -59,24 +56,19 @@ class Worker:
         self.worker_id = new_worker_id()
         self._store = store
         self._settings = settings
-        self._tracing = tracing
         self._metrics = Metrics() if metrics is None else metrics
         self._queues = {name: QueueState(name) for name in settings.queues}
         self._running: RunningAttempts[asyncio.Task[None]] = RunningAttempts(settings.queues)
         # How long the jobs hold the loop, counted only for the guard that needs it.
-        self._loop_time = None if settings.loop_lag_target is None else JobLoopTime()
+        loop_time = None if settings.loop_lag_target is None else JobLoopTime()
         self._guard = LoopLagGuard(
             settings.queues, settings.loop_lag_target, self._running.count, self._may_claim,
-            held_by_jobs=None if self._loop_time is None else self._loop_time.take,
+            held_by_jobs=None if loop_time is None else loop_time.take,
         )  # fmt: skip
         self._outcomes = OutcomeWriter(store, self._metrics)
         self._progress = ProgressWriter(store)
         # The attempts it ends, per queue and minute, added to the store's every few seconds.
         self.throughput = ThroughputCounter(store)
-        self._count_ended = self.throughput.ended  # one bound method for every attempt
-        self._report_progress = self._progress.report  # one bound method for every attempt
-        self._upstream_results = store.upstream_results  # a workflow's step reads them
-        self._complete_job = store.complete_job  # a job's `complete_in` writes through it
         # The worker's statements wait at most this long (see _connectivity); the liveness
         # check waits half as long for the lock's and LISTEN's connections, at least every
         # second, so that a silent one is found within about as long.
@@ -92,17 +84,11 @@ class Worker:
         # The lock whose release tells the other workers this one died, taken before it
         # registers, let go once its row is deleted. Its check asks LISTEN's connection too.
         self._liveness = Liveness(
-            store,
-            self.worker_id,
-            liveness_interval(settings.lease_duration),
-            self._statement_timeout / 2,
-            self._stop_every_attempt,
-            self.wake,
+            store, self.worker_id, liveness_interval(settings.lease_duration),
+            self._statement_timeout / 2, self._stop_every_attempt, self.wake,
             lambda: self._registration.register_again(),  # made just below
-            self._wake_every_queue,
-            self._metrics,
-            listen=self._wakeups,
-        )
+            self._wake_every_queue, self._metrics, listen=self._wakeups,
+        )  # fmt: skip
         # The worker's row in the registry, refreshed as often as the leases, while it holds
         # its liveness lock.
         self._registration = Registration(
@@ -119,6 +105,11 @@ class Worker:
             store, settings, self.worker_id, self._metrics, self.wake, self._controls.paused
         )
         self._strays = self._shared.strays
+        # Each claimed job's task, and its outcome handed to the writer.
+        self._launcher = AttemptLauncher(
+            store, tracing, self._metrics, self._running, self._stops, self._outcomes,
+            self._progress, self._controls, self.throughput.ended, loop_time, self.wake,
+        )  # fmt: skip
         self.depths = self._shared.depths
         self._stopping = False
         self._stopped = asyncio.Event()  # set with _stopping: ends the claim loops' backoff
@@ -229,17 +220,7 @@ class Worker:
                     # these jobs now. Given back once it is held again; not run.
                     self._liveness.hand_back([(c.id, c.lease_token) for c in claims])
                     continue
-                # The loop's own create_task: asyncio.create_task adds a call and a name.
-                create_task = asyncio.get_running_loop().create_task
-                for claim in claims:
-                    # report, loop_time, claim, progress, upstream, complete, steps: by
-                    # position, one per attempt (keywords cost more).
-                    control = AttemptControl(
-                        None, self._loop_time, claim, self._report_progress,
-                        self._upstream_results, self._complete_job, self._store,
-                    )  # fmt: skip
-                    self._stops.register(claim.lease_token, control)
-                    self._running.start(claim, create_task(self._execute(state, claim, control)))
+                self._launcher.launch(state, claims)
                 state.may_have_more = len(claims) == wanted
                 if state.may_have_more:
                     room = self._guard.room(state.name)
@@ -259,49 +240,6 @@ class Worker:
         """The loop caught up and `queue` may run more jobs: claim if it may have some."""
         if self._queues[queue].may_have_more:
             self._queues[queue].wake.set()
-
-    async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
-        token = claim.lease_token
-        started = perf_counter() if self._metrics.recording() else None
-        try:
-            outcome = await run_attempt(claim, self._tracing, control)
-        finally:
-            self._stops.forget(token)
-            self._running.end(claim)
-            # The last progress not written yet goes with the outcome, so it is never lost.
-            progress = self._progress.take(token)
-            if state.may_have_more:
-                state.wake.set()
-        # A limited queue's workers are told of the room the job leaves, once it is written.
-        after = self._controls.after_outcome
-        if progress is not None:
-            outcome.progress = progress
-        if started is not None:
-            record_attempt(self._metrics, claim, outcome, perf_counter() - started, control)
-        self._count_ended(state.name, outcome.status)
-        delay = outcome.retry_delay
-        # An attempt that wrote its success in its own transaction (`complete_in`) is written
-        # like any other: if that transaction committed, the fence refuses this write, as it
-        # should; if it rolled back and the job returned anyway, this is its outcome (not a
-        # job left running until its lease ran out).
-        completed = control.completed
-        if delay is None:
-            self._outcomes.add(outcome, after(state.name, None), completed=completed)
-        else:
-            # Wake when the retry comes due instead of at the next poll. A hint only: any worker
-            # may claim it, and the poll still covers a retry whose wake-up is lost.
-            wake = functools.partial(self._wake_after, delay, state.name)
-            self._outcomes.add(outcome, after(state.name, wake), completed=completed)
-
-    def _wake_after(self, delay: float, queue: str) -> None:
-        """Called once a retry's outcome is written. The store counts the delay from that write
-        (PostgreSQL's clock), which can be well after the attempt ended: the first write of a
-        fresh worker prepares its statement, and a busy worker's outcome waits for the write in
-        flight. So the wake-up counts from the reply, which comes after that clock was read:
-        woken any earlier, the claim finds the retry not due yet, and the queue sleeps a whole
-        poll."""
-        if not self._stopping:
-            asyncio.get_running_loop().call_later(delay, self.wake, queue)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -363,7 +301,7 @@ class Worker:
         timeout for the last writes (releases, outcomes, a claim in flight): on a network that
         went silent, the jobs not released are left to lease expiry (see `_shutdown.py`).
         """
-        self._stopping = True
+        self._stopping = self._launcher.stopping = True
         self._stopped.set()
         self._guard.stop()
         for state in self._queues.values():

@@ -1,0 +1,121 @@
+"""From a claim to a written outcome: each claimed job runs in a task of its own, and its
+outcome goes to the outcome writer.
+
+The claim loops (`_worker.py`) decide what to claim; this decides what happens to each job they
+claimed. Everything it tracks belongs to the attempt's lease token (see `_running.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from time import perf_counter
+
+from .._metrics import Metrics
+from .._records import Claim, JobStatus
+from .._tracing import Tracing
+from ..store._protocol import Store
+from ._attempt import run_attempt
+from ._cancels import AttemptStops
+from ._context import AttemptControl
+from ._controls import QueueControlsCopy
+from ._depths import record_attempt
+from ._loop_time import JobLoopTime
+from ._outcomes import OutcomeWriter
+from ._progress import ProgressWriter
+from ._queues import QueueState
+from ._running import RunningAttempts
+
+
+class AttemptLauncher:
+    """Starts the claimed jobs and hands each one's outcome to the writer."""
+
+    def __init__(
+        self,
+        store: Store,
+        tracing: Tracing,
+        metrics: Metrics,
+        running: RunningAttempts[asyncio.Task[None]],
+        stops: AttemptStops,
+        outcomes: OutcomeWriter,
+        progress: ProgressWriter,
+        controls: QueueControlsCopy,
+        count_ended: Callable[[str, JobStatus], None],
+        loop_time: JobLoopTime | None,
+        wake: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._tracing = tracing
+        self._metrics = metrics
+        self._running = running
+        self._stops = stops
+        self._outcomes = outcomes
+        self._progress = progress
+        self._wake = wake
+        self._loop_time = loop_time
+        # Bound once: one attribute lookup less for every attempt.
+        self._count_ended = count_ended
+        self._after_outcome = controls.after_outcome
+        self._report_progress = progress.report
+        self._upstream_results = store.upstream_results  # a workflow's step reads them
+        self._complete_job = store.complete_job  # a job's `complete_in` writes through it
+        # Set once the worker stops: a retry's wake-up is not scheduled any more.
+        self.stopping = False
+
+    def launch(self, state: QueueState, claims: list[Claim]) -> None:
+        """Starts one task per claim, each registered where a stop can reach it."""
+        # The loop's own create_task: asyncio.create_task adds a call and a name.
+        create_task = asyncio.get_running_loop().create_task
+        for claim in claims:
+            # report, loop_time, claim, progress, upstream, complete, steps: by position, one
+            # per attempt (keywords cost more).
+            control = AttemptControl(
+                None, self._loop_time, claim, self._report_progress,
+                self._upstream_results, self._complete_job, self._store,
+            )  # fmt: skip
+            self._stops.register(claim.lease_token, control)
+            self._running.start(claim, create_task(self._execute(state, claim, control)))
+
+    async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
+        token = claim.lease_token
+        started = perf_counter() if self._metrics.recording() else None
+        try:
+            outcome = await run_attempt(claim, self._tracing, control)
+        finally:
+            self._stops.forget(token)
+            self._running.end(claim)
+            # The last progress not written yet goes with the outcome, so it is never lost.
+            progress = self._progress.take(token)
+            if state.may_have_more:
+                state.wake.set()
+        # A limited queue's workers are told of the room the job leaves, once it is written.
+        after = self._after_outcome
+        if progress is not None:
+            outcome.progress = progress
+        if started is not None:
+            record_attempt(self._metrics, claim, outcome, perf_counter() - started, control)
+        self._count_ended(state.name, outcome.status)
+        delay = outcome.retry_delay
+        # An attempt that wrote its success in its own transaction (`complete_in`) is written
+        # like any other: if that transaction committed, the fence refuses this write, as it
+        # should; if it rolled back and the job returned anyway, this is its outcome (not a
+        # job left running until its lease ran out).
+        completed = control.completed
+        if delay is None:
+            self._outcomes.add(outcome, after(state.name, None), completed=completed)
+        else:
+            # Wake when the retry comes due instead of at the next poll. A hint only: any worker
+            # may claim it, and the poll still covers a retry whose wake-up is lost.
+            wake = functools.partial(self._wake_after, delay, state.name)
+            self._outcomes.add(outcome, after(state.name, wake), completed=completed)
+
+    def _wake_after(self, delay: float, queue: str) -> None:
+        """Called once a retry's outcome is written. The store counts the delay from that write
+        (PostgreSQL's clock), which can be well after the attempt ended: the first write of a
+        fresh worker prepares its statement, and a busy worker's outcome waits for the write in
+        flight. So the wake-up counts from the reply, which comes after that clock was read:
+        woken any earlier, the claim finds the retry not due yet, and the queue sleeps a whole
+        poll."""
+        if not self.stopping:
+            asyncio.get_running_loop().call_later(delay, self._wake, queue)
