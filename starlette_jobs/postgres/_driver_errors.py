@@ -53,6 +53,9 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
 REFUSED_CONNECTION: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.ObjectNotInPrerequisiteStateError,
 )
+# A lock not granted within the statement's `lock_timeout` (a worker's liveness lock, taken over
+# from its stale session: `_registry.WorkerRegistry.hold_liveness`).
+LOCK_NOT_AVAILABLE: tuple[type[BaseException], ...] = (asyncpg.exceptions.LockNotAvailableError,)
 _REFUSING: tuple[type[BaseException], ...] = (
     *REFUSED_CONNECTION,
     asyncpg.exceptions.TooManyConnectionsError,

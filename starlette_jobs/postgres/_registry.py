@@ -5,6 +5,7 @@ built on it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,8 +13,12 @@ from .._errors import DatabaseUnavailableError
 from .._records import JobStatus
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
-from ._connections import Listener, connect
-from ._driver_errors import raise_as_store_error
+from ._connections import Connection, Listener, answered_within, connect
+from ._driver_errors import LOCK_NOT_AVAILABLE, raise_as_store_error
+
+LIVENESS_TAKEOVER_WAIT = "2s"
+"""How long a worker's new liveness session waits for the lock its stale session gives up (the
+end of that session is awaited for up to a second); a PostgreSQL interval."""
 
 
 class WorkerRegistry(ConnectedStore):
@@ -48,21 +53,24 @@ class WorkerRegistry(ConnectedStore):
 
     async def hold_liveness(self, worker_id: str) -> Listener:
         # Keepalives of a few seconds: a host that vanished (no FIN) frees the lock within
-        # about 11 s rather than the system's default of two hours.
+        # about 11 s rather than the system's default of two hours. Its statements keep their
+        # own time (`answered_within`): no cancel request crosses a network gone silent.
+        within = self.worker_statement_timeout
         connection = await connect(
-            self.dsn, self.worker_statement_timeout, "liveness",
+            self.dsn, within, "liveness",
             {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2",
              "tcp_keepalives_count": "3"},
+            client_timeout=False,
         )  # fmt: skip
         try:
-            held = await connection.fetchval(self._q["hold_liveness"], worker_id)
+            statement = connection.fetchval(self._q["hold_liveness"], worker_id)
+            held = await answered_within(connection, statement, within)
             earlier = self._liveness_backends.get(worker_id)
             if not held and earlier is not None:
                 # Most likely this worker's own earlier connection, which the network dropped
                 # without the server noticing: it still holds the lock, and would free it
                 # (for the others to rescue this worker's jobs) whenever the server notices.
-                await connection.fetchval(self._q["end_stale_liveness"], worker_id, earlier)
-                held = await connection.fetchval(self._q["hold_liveness"], worker_id)
+                held = await self._take_over_liveness(connection, worker_id, earlier)
         except BaseException as error:
             connection.terminate()
             raise_as_store_error(error)
@@ -74,7 +82,41 @@ class WorkerRegistry(ConnectedStore):
                 "claims nothing until it holds the lock"
             )
         self._liveness_backends[worker_id] = connection.get_server_pid()
-        return Listener(connection, self.worker_statement_timeout)
+        return Listener(connection, within)
+
+    async def _take_over_liveness(
+        self, connection: Connection, worker_id: str, earlier: int
+    ) -> bool:
+        """Ends the worker's `earlier` liveness session once `connection` waits for the lock it
+        holds, so that the server hands the lock straight over. False: still not held after
+        `LIVENESS_TAKEOVER_WAIT`, or held by a session not the worker's (a hash collision)."""
+        within = self.worker_statement_timeout
+        statement = connection.fetchval(
+            self._q["wait_for_liveness"], worker_id, LIVENESS_TAKEOVER_WAIT
+        )
+        waiting = asyncio.ensure_future(answered_within(connection, statement, within))
+        try:
+            pid = connection.get_server_pid()
+            while not waiting.done():
+                held, ended = await self._worker_write(
+                    "fetchrow", self._q["end_stale_liveness"], worker_id, earlier, pid
+                )
+                if held is None:  # not waiting yet: in a moment
+                    await asyncio.wait({waiting}, timeout=0.005)
+                elif held or ended is not None:
+                    break  # held, or handed over as the earlier session exits
+                else:
+                    return False  # another session holds it
+            await waiting
+        except LOCK_NOT_AVAILABLE:
+            return False
+        finally:
+            if not waiting.done():  # this failed meanwhile: the wait ends with the connection
+                connection.terminate()
+                await asyncio.wait({waiting})
+            if not waiting.cancelled():
+                waiting.exception()  # read: raised above if it mattered
+        return True
 
     async def rescue_dead_workers(
         self, limit: int, excluding: str | None = None

@@ -5,9 +5,16 @@ processes/test_registry.py."""
 
 from __future__ import annotations
 
-from starlette_jobs import JobStatus
+import asyncio
+from typing import Any
+
+import asyncpg
+import pytest
+
+from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs.postgres._store import PostgresStore
 from tests.contract.test_workers_contract import new_worker
+from tests.faultproxy import FaultProxy, named
 from tests.records import new_jobs
 from tests.records import outcome as ended
 
@@ -49,3 +56,72 @@ async def _rescued(store: PostgresStore) -> None:
     assert again.id == lost.id
     assert await store.rescue_dead_workers(100) == []
     await alive.close()
+
+
+async def test_a_stale_liveness_session_hands_its_lock_straight_to_the_new_one(
+    fault_proxy: FaultProxy, database_dsn: str
+) -> None:
+    """A worker whose liveness connection the network dropped ends that stale session and takes
+    its lock again. The lock must pass straight from the one to the other: a moment in which it
+    is free is a moment in which a peer's rescue takes the worker's jobs (each loses its attempt;
+    one without an attempt left fails). The worker's network is slow here (50 ms each way),
+    which made that moment at least 100 ms long; a peer rescues in a loop meanwhile."""
+    store = await PostgresStore.open(fault_proxy.dsn, min_size=1, max_size=2)
+    peer = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    rescued: list[tuple[int, str, JobStatus]] = []
+    stop_rescuing = asyncio.Event()
+
+    async def rescue_in_a_loop() -> None:
+        while not stop_rescuing.is_set():
+            rescued.extend(await peer.rescue_dead_workers(100, excluding="peer"))
+
+    try:
+        await store.insert_jobs(new_jobs(1, queue="handover", max_attempts=1))
+        stale = await store.hold_liveness("w")
+        await store.register_worker(new_worker("w"))
+        [claim] = await store.claim_batch("handover", 1, "w", 60.0)
+        assert len(fault_proxy.blackhole(where=named("starlette_jobs liveness"))) == 1
+        fault_proxy.set_delay(0.05)
+        rescuing = asyncio.create_task(rescue_in_a_loop())
+        try:
+            again = await store.hold_liveness("w")
+        finally:
+            stop_rescuing.set()
+            await rescuing
+        assert rescued == []
+        assert await store.job_status(claim.id) is JobStatus.RUNNING
+        fault_proxy.set_delay(0.0)
+        # The new session holds the lock: the worker is not taken for dead.
+        assert await peer.rescue_dead_workers(100, excluding="peer") == []
+        await again.close()
+        stale.terminate()
+    finally:
+        await store.close()
+        await peer.close()
+
+
+async def test_a_liveness_lock_held_by_another_session_is_not_taken_from_it(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The key held by a session that is not the worker's own earlier one (a hash collision):
+    the worker claims nothing, and never ends that session."""
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    try:
+        first = await store.hold_liveness("w")  # the worker's earlier session, then closed
+        await first.close()
+        await connection.execute("SELECT pg_advisory_lock(hashtextextended('w', 0))")
+        with pytest.raises(DatabaseUnavailableError, match="held by another session"):
+            await store.hold_liveness("w")
+        assert await connection.fetchval("SELECT 1") == 1  # not ended
+        assert await _advisory_locks_it_holds(connection) == 1
+    finally:
+        await store.close()
+
+
+async def _advisory_locks_it_holds(connection: asyncpg.Connection[Any]) -> int:
+    return int(
+        await connection.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND pid = pg_backend_pid()"
+        )
+    )

@@ -680,18 +680,36 @@ SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 -- $1 worker id
 SELECT pg_try_advisory_lock(hashtextextended($1, 0));
 
+-- name: wait_for_liveness
+-- The worker's liveness lock, waited for (at most $2) while `end_stale_liveness` ends the
+-- session of its own that still holds it: the server grants the lock to this waiting session
+-- as that one exits, so it is never free in between (a peer's `rescue_dead_workers` would take
+-- the worker's jobs in that moment). The wait's bound is this statement's alone.
+-- $1 worker id, $2 the longest wait, as a lock_timeout ('2s')
+WITH bounded AS MATERIALIZED (SELECT set_config('lock_timeout', $2, true))
+SELECT pg_advisory_lock(hashtextextended($1, 0)) FROM bounded;
+
 -- name: end_stale_liveness
 -- The worker's own earlier liveness connection, when it still holds the lock although the worker
 -- can no longer reach it (a network that dropped it silently: the server does not know it is
--- gone). Ended, waiting up to a second for it to exit, so that the lock can be taken again;
--- nothing is ended unless that backend holds this very key.
--- $1 worker id, $2 the backend pid of its earlier liveness connection
-SELECT pg_terminate_backend(lock.pid, 1000)
-  FROM pg_locks AS lock
- WHERE lock.locktype = 'advisory' AND lock.granted AND lock.objsubid = 1
-   AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND ((lock.classid::int8 << 32) | lock.objid::int8) = hashtextextended($1, 0)
-   AND lock.pid = $2;
+-- gone). Ended, waiting up to a second for it to exit, once the new session waits for the lock
+-- (`wait_for_liveness`), which the server then hands over; nothing is ended unless that backend
+-- holds this very key. `held`: NULL while the new session is not waiting yet (ask again in a
+-- moment), true once it holds the lock. `ended`: whether the earlier backend, found holding the
+-- lock, exited; NULL when it does not hold it (with `held` false: another session does).
+-- $1 worker id, $2 the backend pid of its earlier liveness connection, $3 the new one's
+WITH lock AS (
+    SELECT lock.pid, lock.granted
+      FROM pg_locks AS lock
+     WHERE lock.locktype = 'advisory' AND lock.objsubid = 1
+       AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND ((lock.classid::int8 << 32) | lock.objid::int8) = hashtextextended($1, 0)
+)
+SELECT mine.granted AS held,
+       CASE WHEN NOT mine.granted
+            THEN (SELECT pg_terminate_backend($2, 1000) FROM lock
+                   WHERE lock.pid = $2 AND lock.granted) END AS ended
+  FROM (SELECT) AS one LEFT JOIN lock AS mine ON mine.pid = $3;
 
 -- name: rescue_dead_workers
 -- The running jobs of registered workers whose liveness lock (`hold_liveness`) is free: their
