@@ -99,13 +99,18 @@ class Liveness:
                                 name="starlette_jobs rescue"),
         ]  # fmt: skip
 
-    async def stop(self) -> None:
-        """Lets the lock go: call once the worker's row is deleted and its jobs released (those
-        of `take_unreleased` among them)."""
+    async def stop_checking(self) -> None:
+        """No check or rescue from now on, the lock still held: call before the worker deletes
+        its row, which a check taking a lost lock again would write back."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+    async def stop(self) -> None:
+        """Lets the lock go: call once the worker's row is deleted and its jobs released (those
+        of `take_unreleased` among them)."""
+        await self.stop_checking()
         if self._lock is not None:
             lock, self._lock = self._lock, None
             await lock.close()

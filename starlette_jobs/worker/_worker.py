@@ -341,7 +341,9 @@ class Worker:
         for state in self._queues.values():
             state.stop_polling()
         await self._leases.stop()
-        # Refreshed through the drain above, so no peer takes it for dead meanwhile.
+        # Refreshed through the drain above, so no peer takes it for dead meanwhile; the lock
+        # held until it is deleted, but no check may take a lost lock again and write it back.
+        await self._liveness.stop_checking()
         await self._registration.stop(max(0.0, deadline - asyncio.get_running_loop().time()))
         await self._liveness.stop()
         await self._shared.stop()

@@ -5,8 +5,11 @@ processes/test_registry.py."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -15,15 +18,19 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs._metrics import Metrics
+from starlette_jobs._tracing import Tracing
+from starlette_jobs._worker_records import NewWorker
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.memory._rows import QueueListener
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held
 from starlette_jobs.worker._liveness import Liveness, liveness_interval
 from starlette_jobs.worker._upkeep import Wakeups
+from starlette_jobs.worker._worker import Worker
 from tests.records import new_jobs
 from tests.test_metrics import points
 from tests.worker.test_upkeep import NoListen
+from tests.worker.test_worker import settings
 
 
 class Cut:
@@ -313,3 +320,69 @@ async def test_a_listen_that_cannot_open_expires_no_connection_at_each_check() -
     await wakeups.stop()
     assert liveness.held
     assert store.expired == 0
+
+
+class LostAtShutdown(MemoryStore):
+    """The liveness lock's connection is lost as the worker deletes its row at shutdown, and a
+    registry write, once sent, lands even if its sender is cancelled (as a statement that
+    reached the server does), after the deletion."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
+        self.lock_cut = False
+        self.retaken = asyncio.Event()
+        self.deleted = asyncio.Event()
+        self.late_writes: list[asyncio.Task[None]] = []
+
+    async def hold_liveness(self, worker_id: str) -> Any:
+        if self.stopping:
+            self.retaken.set()
+        return CutWhen(self)
+
+    async def register_worker(self, worker: NewWorker) -> None:
+        if not self.stopping:
+            return await super().register_worker(worker)
+        self.late_writes.append(asyncio.ensure_future(self._after_deletion(worker)))
+        await asyncio.shield(self.late_writes[-1])
+
+    async def _after_deletion(self, worker: NewWorker) -> None:
+        await self.deleted.wait()
+        await super().register_worker(worker)
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        self.stopping = self.lock_cut = True
+        # Time for a liveness check (every 0.5 s with a lease of 1.5 s) to find the lock lost
+        # and take it again, within the second shutdown gives this deletion: no check may run
+        # any more, so on a sound worker it never comes.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.retaken.wait(), 0.7)
+        await super().unregister_worker(worker_id)
+        self.deleted.set()
+
+
+class CutWhen:
+    def __init__(self, store: LostAtShutdown) -> None:
+        self._store = store
+
+    async def alive(self, timeout: float) -> bool:
+        return not self._store.lock_cut
+
+    async def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+
+async def test_a_lock_lost_as_the_worker_stops_does_not_write_its_row_again() -> None:
+    """Once the worker deletes its row at shutdown, no liveness check runs to take a lost lock
+    again: that would write the row back after its deletion (a stray row, a worker listed as
+    live after it stopped, until another worker's rescue deletes it)."""
+    store = LostAtShutdown()
+    worker = Worker(store, settings(lease_duration=1.5), Tracing())
+    await worker.start()
+    assert [w.id for w in await store.list_workers()] == [worker.worker_id]
+    await worker.stop()
+    await asyncio.gather(*store.late_writes)
+    assert await store.list_workers() == []
