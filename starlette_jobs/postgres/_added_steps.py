@@ -20,7 +20,7 @@ class AddedStepStatements(ConnectedStore):
 
     async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
+            async with self._shared.transaction() as connection:
                 await connection.execute(self._q["lock_step_workflow"], job_id)
                 running = await connection.fetchrow(
                     self._q["lock_adding_step"], job_id, lease_token

@@ -54,7 +54,7 @@ class BulkStatements(WorkflowStatements):
     async def _retry_batch(self, bulk_id: int, limit: int) -> BulkRecord | None:
         """A batch of a bulk retry and the steps it reopens, in one transaction."""
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
+            async with self._shared.transaction() as connection:
                 row = await connection.fetchrow(
                     self._q["bulk_retry_batch"], bulk_id, limit, self.record_events
                 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeAlias, TypeGuard, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -158,6 +158,45 @@ class SharedPool:
         up after `timeout` seconds (default: the pool's). A connection that is gone, did not
         answer or whose caller gave up is closed at once, not handed back: the pool would wait
         for asyncpg's cancel request first, which cannot cross a network that went silent."""
+        async with self._fresh() as connection:
+            timed = TimedConnection(connection, self._within(timeout))
+            try:
+                return await timed.run(method, query, *args)
+            except (TimeoutError, asyncio.CancelledError):
+                raise  # `answered_within` cut the connection (unless it had answered)
+            except BaseException as error:
+                if no_answer(error):  # gone: not handed back
+                    connection.terminate()
+                raise
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, timeout: float | None = None) -> AsyncIterator[TimedConnection]:
+        """A transaction on a pool connection that is not expired, committed when the block
+        ends, rolled back if it raises; each of its statements (BEGIN and COMMIT too) given up
+        after `timeout` seconds (default: the pool's) like `run`'s, its connection cut then."""
+        async with self._fresh() as connection:
+            timed = TimedConnection(connection, self._within(timeout))
+            try:
+                await timed.execute("BEGIN")
+                yield timed
+                await timed.execute("COMMIT")
+            except BaseException as error:
+                if isinstance(error, (TimeoutError, asyncio.CancelledError)) or no_answer(error):
+                    _cut(connection)  # silent, gone, or its caller gone: not handed back
+                else:
+                    try:
+                        await timed.execute("ROLLBACK")
+                    except BaseException:
+                        _cut(connection)
+                        raise
+                raise
+
+    def _within(self, timeout: float | None) -> float:
+        return self._statement_timeout if timeout is None else timeout
+
+    @contextlib.asynccontextmanager
+    async def _fresh(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
+        """A pool connection opened since the pool was last expired."""
         for _ in range(self.pool.get_max_size() + 1):
             async with self.pool.acquire() as connection:
                 # The pool hands out a proxy of our connection class: its methods pass through.
@@ -166,18 +205,44 @@ class SharedPool:
                 ):
                     connection.terminate()
                     continue
-                within = self._statement_timeout if timeout is None else timeout
-                # asyncpg's own clock later than ours (see `answered_within`).
-                statement = getattr(connection, method)(query, *args, timeout=within * 2)
-                try:
-                    return await answered_within(connection, statement, within)
-                except (TimeoutError, asyncio.CancelledError):
-                    raise  # `answered_within` cut the connection (unless it had answered)
-                except BaseException as error:
-                    if no_answer(error):  # gone: not handed back
-                        connection.terminate()
-                    raise
+                yield connection
+                return
         raise AssertionError("unreachable: the pool had more connections than its size")
+
+
+def _cut(connection: asyncpg.pool.PoolConnectionProxy[Any]) -> None:
+    """Closes a pool connection at once, unless `answered_within` cut it already (a cut
+    connection leaves its proxy, which then refuses every call)."""
+    with contextlib.suppress(asyncpg.InterfaceError):
+        connection.terminate()
+
+
+class TimedConnection:
+    """A connection whose statements each keep their own time (`answered_within`): one that
+    gets no answer within `within` seconds is cut, without asyncpg's cancel request."""
+
+    def __init__(
+        self, connection: Connection | asyncpg.pool.PoolConnectionProxy[Any], within: float
+    ) -> None:
+        self._connection = connection
+        self._within = within
+
+    async def run(self, method: str, query: str, *args: Any) -> Any:
+        # asyncpg's own clock later than ours (see `answered_within`).
+        statement = getattr(self._connection, method)(query, *args, timeout=self._within * 2)
+        return await answered_within(self._connection, statement, self._within)
+
+    async def execute(self, query: str, *args: Any) -> str:
+        return cast(str, await self.run("execute", query, *args))
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]:
+        return cast("list[Any]", await self.run("fetch", query, *args))
+
+    async def fetchrow(self, query: str, *args: Any) -> Any:
+        return await self.run("fetchrow", query, *args)
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self.run("fetchval", query, *args)
 
 
 class Listener:

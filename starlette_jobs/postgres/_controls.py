@@ -84,11 +84,9 @@ class ControlledStore(ConnectedStore):
         # in a transaction that takes the turn first.
         timeout = self.worker_statement_timeout
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                await connection.execute(self._q["lock_queue"], queue, timeout=timeout)
-                rows = await connection.fetch(
-                    self._q["claim_limited_batch"], *claiming, timeout=timeout
-                )
+            async with self._shared.transaction(timeout) as connection:
+                await connection.execute(self._q["lock_queue"], queue)
+                rows = await connection.fetch(self._q["claim_limited_batch"], *claiming)
         except Exception as error:
             raise_as_store_error(error)
         return [Claim(*row[:-1]) for row in rows if not row["stale"]]

@@ -67,7 +67,7 @@ class ScheduleStatements(ConnectedStore):
         job that the tick decided before it enqueued (a first statement waiting on the lock
         would not)."""
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
+            async with self._shared.transaction() as connection:
                 locked = await connection.fetchval(
                     self._q["lock_schedule"], tick.schedule, tick.definition_hash
                 )

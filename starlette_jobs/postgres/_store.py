@@ -127,7 +127,7 @@ class PostgresStore(
             # Fresh ids and no key: nothing can conflict.
             return {row[0] for row in await self._producer.fetch(query, *args)}
         try:  # a key may have been taken meanwhile: all or nothing
-            async with self.pool.acquire() as connection, connection.transaction():
+            async with self._shared.transaction() as connection:
                 rows = await connection.fetch(query, *args)
                 if len(rows) < len(args[0]):
                     raise UniqueKeyTakenError("a key of the batch is taken")  # rolls back

@@ -66,7 +66,7 @@ class WorkflowStatements(ConnectedStore):
             UniqueViolationError: a live job holds the job's unique key.
         """
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
+            async with self._shared.transaction() as connection:
                 row = await connection.fetchrow(
                     self._q["retry_job"], job_id, self.record_events, by
                 )
@@ -92,7 +92,7 @@ class WorkflowStatements(ConnectedStore):
 
     async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
+            async with self._shared.transaction() as connection:
                 # After a running step's addition of steps (which holds this lock), so that
                 # the steps it added are in this statement's snapshot, and cancelled too.
                 await connection.execute(self._q["lock_workflow"], workflow_id)

@@ -164,3 +164,58 @@ async def test_a_caller_cancelled_while_its_cut_statement_winds_down_is_cancelle
     await listener.close()
     assert cancelled == [True]  # the cancel reached the caller while it still waited
     assert isinstance(outcome, asyncio.CancelledError), f"cancel swallowed: {outcome!r}"
+
+
+async def test_a_silent_transaction_gives_up_in_time_without_a_cancel_request(
+    fault_proxy: FaultProxy,
+) -> None:
+    """A statement of a transaction (a workflow's retry, a bulk batch, a schedule's tick) on a
+    connection gone silent: cut within its timeout, like a single statement, and not handed
+    back; no cancel request tries to cross the silent network."""
+    pool = await SharedPool.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=5.0)
+
+    async def silent_midway() -> None:
+        async with pool.transaction(timeout=0.3) as connection:
+            assert await connection.fetchval("SELECT 1") == 1
+            fault_proxy.blackhole(where=lambda connection: True)
+            await connection.execute("SELECT 2")
+
+    try:
+        first = await pool.run("fetchval", "SELECT pg_backend_pid()")
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await silent_midway()
+        waited = time.monotonic() - started
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") != first
+    finally:
+        await pool.pool.close()
+    assert waited < 2
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_transaction_commits_what_it_did_and_rolls_back_on_an_error(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    await connection.execute("DROP TABLE IF EXISTS tx_seen; CREATE TABLE tx_seen (n int)")
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+
+    async def insert(*values: int, then_fail: bool = False) -> None:
+        async with pool.transaction() as tx:
+            for value in values:
+                await tx.execute("INSERT INTO tx_seen VALUES ($1)", value)
+            if then_fail:
+                raise ZeroDivisionError
+
+    try:
+        await insert(1)
+        with pytest.raises(ZeroDivisionError):
+            await insert(2, then_fail=True)
+        await connection.execute("CREATE UNIQUE INDEX ON tx_seen (n)")
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await insert(3, 1)  # the second insert fails: the first is rolled back with it
+        assert await pool.run("fetch", "SELECT n FROM tx_seen ORDER BY n") == [(1,)]
+        # Handed back out of any transaction, the one connection serves the next caller.
+        assert await pool.run("fetchval", "SELECT count(*) FROM tx_seen") == 1
+    finally:
+        await pool.pool.close()
+        await connection.execute("DROP TABLE tx_seen")

@@ -7,15 +7,17 @@ contract/test_workflows_contract.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 
-from starlette_jobs import EventKind, JobStatus
+from starlette_jobs import DatabaseUnavailableError, EventKind, JobStatus
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
+from tests.faultproxy import FaultProxy
 from tests.records import outcome
 
 
@@ -144,3 +146,27 @@ async def test_a_job_of_no_workflow_writes_no_workflow_column(
         "SELECT count(*) FROM starlette_jobs WHERE dependents IS NOT NULL AND NOT settled"
     )
     assert index_rows == 0
+
+
+async def test_a_workflow_retry_on_a_silent_network_gives_up_in_time_without_a_cancel_request(
+    fault_proxy: FaultProxy,
+) -> None:
+    """Statements in a transaction of the pool keep their own time, as single ones do: on a
+    network gone silent the caller hears that the database is unavailable within the
+    statement timeout, and no cancel request tries to cross it (when that failed, its error
+    was left where nobody reads it)."""
+    store = await PostgresStore.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=0.5)
+    try:
+        enqueued = await store.insert_workflow(fan_in(2))
+        fault_proxy.blackhole(where=lambda connection: True)  # those open now
+        fault_proxy.set_delay(60.0)  # and those opened later: nothing gets through
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError):
+            await store.retry_job(enqueued.steps["part[0]"])
+        waited = time.monotonic() - started
+    finally:
+        fault_proxy.heal()
+        fault_proxy.set_delay(0.0)
+        await store.close()
+    assert waited < 3
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
