@@ -58,8 +58,9 @@ class ConnectedStore:
         self.dsn = dsn
         self.worker_statement_timeout = worker_statement_timeout
         self.record_events = True
-        # The backend of each worker's liveness connection (`_registry.hold_liveness`).
-        self._liveness_backends: dict[str, int] = {}
+        # The backends of each worker's liveness sessions that may hold its lock: the one that
+        # took it, and any whose takeover was cut short (`_registry.hold_liveness`).
+        self._liveness_backends: dict[str, set[int]] = {}
         # `Jobs(schema=...)`: every connection opened here has its `search_path` (see _schema).
         self.schema = schema
         self._settings = search_path_settings(schema)

@@ -65,12 +65,12 @@ class WorkerRegistry(ConnectedStore):
         try:
             statement = connection.fetchval(self._q["hold_liveness"], worker_id)
             held = await answered_within(connection, statement, within)
-            earlier = self._liveness_backends.get(worker_id)
-            if not held and earlier is not None:
+            own = self._liveness_backends.setdefault(worker_id, set())
+            if not held and own:
                 # Most likely this worker's own earlier connection, which the network dropped
                 # without the server noticing: it still holds the lock, and would free it
                 # (for the others to rescue this worker's jobs) whenever the server notices.
-                held = await self._take_over_liveness(connection, worker_id, earlier)
+                held = await self._take_over_liveness(connection, worker_id, own)
         except BaseException as error:
             connection.terminate()
             raise_as_store_error(error)
@@ -81,26 +81,32 @@ class WorkerRegistry(ConnectedStore):
                 "collision, or a connection of its own the server has not ended yet); it "
                 "claims nothing until it holds the lock"
             )
-        self._liveness_backends[worker_id] = connection.get_server_pid()
+        self._liveness_backends[worker_id] = {connection.get_server_pid()}
         return Listener(connection, within)
 
     async def _take_over_liveness(
-        self, connection: Connection, worker_id: str, earlier: int
+        self, connection: Connection, worker_id: str, own: set[int]
     ) -> bool:
-        """Ends the worker's `earlier` liveness session once `connection` waits for the lock it
-        holds, so that the server hands the lock straight over. False: still not held after
-        `LIVENESS_TAKEOVER_WAIT`, or held by a session not the worker's (a hash collision)."""
+        """Ends the one of the worker's `own` earlier liveness sessions that holds the lock,
+        once `connection` waits for it, so that the server hands the lock straight over. False:
+        still not held after `LIVENESS_TAKEOVER_WAIT`, or held by a session not the worker's (a
+        hash collision). `own` keeps `connection`'s backend unless it is known not to hold the
+        lock: a wait cut short here may still be granted, to a session the worker no longer
+        reaches (behind a proxy that still answers, for good), which the next attempt ends."""
         within = self.worker_statement_timeout
+        pid = connection.get_server_pid()
+        earlier = [str(backend) for backend in sorted(own)]
+        own.add(pid)
         statement = connection.fetchval(
             self._q["wait_for_liveness"], worker_id, LIVENESS_TAKEOVER_WAIT
         )
         waiting = asyncio.ensure_future(answered_within(connection, statement, within))
         try:
-            pid = connection.get_server_pid()
             while not waiting.done():
-                held, ended = await self._worker_write(
+                held, ended, alive = await self._worker_write(
                     "fetchrow", self._q["end_stale_liveness"], worker_id, earlier, pid
                 )
+                own.intersection_update([*map(int, alive), pid])  # one gone holds nothing
                 if held is None:  # not waiting yet: in a moment
                     await asyncio.wait({waiting}, timeout=0.005)
                 elif held or ended is not None:

@@ -88,7 +88,7 @@ EXPECTED: dict[str, list[str]] = {
     "unrunnable_jobs": ["text[]", "int8"],
     "prune_workers": ["float8"],
     "hold_liveness": ["text"],
-    "end_stale_liveness": ["text", "int4", "int4"],
+    "end_stale_liveness": ["text", "text[]", "int4"],
     "wait_for_liveness": ["text", "text"],
     "rescue_dead_workers": ["int8", "bool", "text"],
     "insert_workflow": [

@@ -13,6 +13,7 @@ import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs.postgres._store import PostgresStore
+from tests.conftest import eventually
 from tests.contract.test_workers_contract import new_worker
 from tests.faultproxy import FaultProxy, named
 from tests.records import new_jobs
@@ -125,3 +126,59 @@ async def _advisory_locks_it_holds(connection: asyncpg.Connection[Any]) -> int:
             " AND pid = pg_backend_pid()"
         )
     )
+
+
+class SilentAsItTakesOver(PostgresStore):
+    """The worker's network goes silent again in the middle of a takeover: once its new
+    liveness session waits for the lock, that session's connection is blackholed too, just
+    before the pool's statement ends the stale session (which the server then hands the lock
+    to the new, now unreachable one)."""
+
+    fault_proxy: FaultProxy
+    looking: asyncpg.Connection[Any]
+    silenced = False
+
+    async def _worker_write(self, method: str, query: str, *args: Any) -> Any:
+        if query == self._q["end_stale_liveness"] and not self.silenced:
+
+            async def waits() -> bool:
+                return bool(
+                    await self.looking.fetchval(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    )
+                )
+
+            await eventually(waits, "the new session's wait reaches the server")
+            self.silenced = True
+            self.fault_proxy.blackhole(where=named("starlette_jobs liveness"))
+        return await super()._worker_write(method, query, *args)
+
+
+async def test_a_takeover_cut_short_leaves_no_lock_the_worker_cannot_take_back(
+    fault_proxy: FaultProxy, database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """A takeover whose new session is cut (no answer in time) after the stale session was
+    ended: the server grants the lock to that new session, which the worker no longer reaches,
+    and behind a proxy or a NAT that still answers it keeps the lock for good. It is a session
+    of the worker's own, so the worker's next attempt ends it and holds the lock; before, every
+    attempt failed with "held by another session" and the worker never claimed again."""
+    store = await SilentAsItTakesOver.open(
+        fault_proxy.dsn, min_size=1, max_size=2, worker_statement_timeout=1.0
+    )
+    store.fault_proxy, store.looking = fault_proxy, connection
+    try:
+        stale = await store.hold_liveness("w")
+        fault_proxy.blackhole(where=named("starlette_jobs liveness"))
+        with pytest.raises(DatabaseUnavailableError):
+            await store.hold_liveness("w")
+        assert store.silenced
+        # The server granted the lock to the session cut short, which the proxy keeps open.
+        assert await connection.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        )
+        again = await store.hold_liveness("w")  # the liveness check's next attempt
+        assert await again.alive(1.0)
+        await again.close()
+        stale.terminate()
+    finally:
+        await store.close()

@@ -696,8 +696,13 @@ SELECT pg_advisory_lock(hashtextextended($1, 0)) FROM bounded;
 -- (`wait_for_liveness`), which the server then hands over; nothing is ended unless that backend
 -- holds this very key. `held`: NULL while the new session is not waiting yet (ask again in a
 -- moment), true once it holds the lock. `ended`: whether the earlier backend, found holding the
--- lock, exited; NULL when it does not hold it (with `held` false: another session does).
--- $1 worker id, $2 the backend pid of its earlier liveness connection, $3 the new one's
+-- lock, exited; NULL when none of them holds it (with `held` false: another session does).
+-- `alive`: those of the earlier backends that still exist (the others hold nothing).
+-- $1 worker id, $2 the backend pids of its earlier liveness sessions (the one that held the
+-- lock, and any whose takeover was cut short: the server may have granted one the lock as the
+-- worker stopped waiting for it), as text: the driver knows text[] without asking the server
+-- (int4[] costs a look-up of several round trips on each new connection, this statement's
+-- first on a pooled connection replaced after the network went silent), $3 the new one's
 WITH lock AS (
     SELECT lock.pid, lock.granted
       FROM pg_locks AS lock
@@ -707,8 +712,10 @@ WITH lock AS (
 )
 SELECT mine.granted AS held,
        CASE WHEN NOT mine.granted
-            THEN (SELECT pg_terminate_backend($2, 1000) FROM lock
-                   WHERE lock.pid = $2 AND lock.granted) END AS ended
+            THEN (SELECT pg_terminate_backend(lock.pid, 1000) FROM lock
+                   WHERE lock.pid = ANY($2::text[]::int4[]) AND lock.granted) END AS ended,
+       ARRAY(SELECT pid::text FROM pg_stat_activity
+              WHERE pid = ANY($2::text[]::int4[])) AS alive
   FROM (SELECT) AS one LEFT JOIN lock AS mine ON mine.pid = $3;
 
 -- name: rescue_dead_workers
