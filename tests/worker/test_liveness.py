@@ -27,10 +27,12 @@ from starlette_jobs.worker._leases import Held
 from starlette_jobs.worker._liveness import Liveness, liveness_interval
 from starlette_jobs.worker._upkeep import Wakeups
 from starlette_jobs.worker._worker import Worker
+from tests.conftest import eventually
 from tests.records import new_jobs
 from tests.test_metrics import points
 from tests.worker.test_upkeep import NoListen
-from tests.worker.test_worker import settings
+from tests.worker.test_worker import Gate, at_least, enqueue, settings
+from tests.worker.test_worker import gate as gate  # a fixture
 
 
 class Cut:
@@ -386,3 +388,48 @@ async def test_a_lock_lost_as_the_worker_stops_does_not_write_its_row_again() ->
     await worker.stop()
     await asyncio.gather(*store.late_writes)
     assert await store.list_workers() == []
+
+
+class CutOnDemand(MemoryStore):
+    """A liveness lock whose connection is lost when the test says so; the next one holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut = False
+
+    async def hold_liveness(self, worker_id: str) -> Any:
+        self.cut = False
+        return CutIf(self)
+
+
+class CutIf:
+    def __init__(self, store: CutOnDemand) -> None:
+        self._store = store
+
+    async def alive(self, timeout: float) -> bool:
+        return not self._store.cut
+
+    async def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+
+async def test_a_lock_lost_in_the_grace_of_a_shutdown_still_stops_the_attempts(
+    gate: Gate,
+) -> None:
+    """The liveness checks run on through the grace period of a shutdown (they end only as the
+    row is deleted): a lock lost then stops the running attempts at once, as the others may
+    be taking their jobs, rather than let them run out a long grace."""
+    store = CutOnDemand()
+    [job_id] = await enqueue(store, 1)
+    worker = Worker(store, settings(lease_duration=1.5, shutdown_grace=60.0), Tracing())
+    await worker.start()
+    await eventually(at_least(1, gate), "the job running")
+    stopping = asyncio.create_task(worker.stop())
+    store.cut = True
+    await asyncio.wait_for(stopping, 10.0)  # not the 60 s grace
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
