@@ -81,7 +81,10 @@ class WorkerRegistry(ConnectedStore):
                 "collision, or a connection of its own the server has not ended yet); it "
                 "claims nothing until it holds the lock"
             )
-        self._liveness_backends[worker_id] = {connection.get_server_pid()}
+        # Added, not in place of the others: a session of an attempt cut short a moment ago
+        # may still wait for the lock, and get it if this one loses it (a takeover forgets
+        # those gone).
+        own.add(connection.get_server_pid())
         return Listener(connection, within)
 
     async def _take_over_liveness(
