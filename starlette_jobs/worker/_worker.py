@@ -144,6 +144,7 @@ class Worker:
             for task in self._tasks:
                 task.cancel()
             await self._leases.stop()
+            await self._liveness.stop_checking()  # no check may write the row back (see stop)
             await self._registration.stop()
             self._liveness.terminate()
             await self._shared.stop()
