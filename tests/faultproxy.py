@@ -150,9 +150,15 @@ def _through(dsn: str, port: int) -> str:
 class _StatementSniffer:
     """Reads the SQL text out of the frontend messages a client sends (Query and Parse)."""
 
-    def __init__(self, into: list[str], on_statement: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        into: list[str],
+        on_statement: Callable[[], None],
+        on_each: Callable[[bytes], None] = lambda text: None,
+    ) -> None:
         self._into = into
         self._on_statement = on_statement
+        self._on_each = on_each  # every statement, repeated ones too, before it is forwarded
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> None:
@@ -164,12 +170,15 @@ class _StatementSniffer:
                 return
             body = bytes(self._buffer[5 : 1 + length])
             del self._buffer[: 1 + length]
-            if len(self._into) >= _STATEMENTS_KEPT:
-                continue
             if kind == ord("Q"):
-                self._add(body.split(b"\0", 1)[0])
+                text = body.split(b"\0", 1)[0]
             elif kind == ord("P"):  # statement name, then the query
-                self._add(body.split(b"\0", 2)[1])
+                text = body.split(b"\0", 2)[1]
+            else:
+                continue
+            self._on_each(text)
+            if len(self._into) < _STATEMENTS_KEPT:
+                self._add(text)
 
     def _add(self, text: bytes) -> None:
         statement = text.decode(errors="replace")
@@ -190,6 +199,7 @@ class FaultProxy:
         self._blackhole_new = False
         self._new_delay = 0.0
         self._new_close_delay = 0.0
+        self._blackhole_at: list[bytes] = []
         self._server: asyncio.Server | None = None
         # Set (and replaced) whenever a connection opens, closes or sends SQL: `wait_for` wakes.
         self._activity = asyncio.Event()
@@ -235,9 +245,16 @@ class FaultProxy:
             connection.blackhole()
         return hit
 
+    def blackhole_at(self, text: str) -> None:
+        """Silence each connection, open or new, as its client sends a statement containing
+        `text` (that statement held too), until `heal`: a fault at an exact point, say after
+        a COMMIT was answered and before the pool's reset (`RESET ALL`) of that connection."""
+        self._blackhole_at.append(text.encode())
+
     def heal(self) -> None:
         """Everything flows again, held bytes included."""
         self._blackhole_new = False
+        self._blackhole_at.clear()
         for connection in self.connections:
             connection.heal()
 
@@ -271,6 +288,10 @@ class FaultProxy:
             while not (found := self.matching(where)):
                 await self._activity.wait()
             return found[0]
+
+    def _held_at(self, connection: ProxiedConnection, statement: bytes) -> None:
+        if any(text in statement for text in self._blackhole_at):
+            connection.blackhole()
 
     def _changed(self) -> None:
         self._activity.set()
@@ -334,7 +355,9 @@ class FaultProxy:
             server_in, server = await asyncio.open_connection(self._host, self._port)
         connection._sockets.append(server)
         server.write(startup)
-        sniffer = _StatementSniffer(connection.statements, self._changed)
+        sniffer = _StatementSniffer(
+            connection.statements, self._changed, lambda text: self._held_at(connection, text)
+        )
         directions = [
             asyncio.create_task(self._pump(connection, client_in, server, sniffer.feed)),
             asyncio.create_task(self._pump(connection, server_in, client, None)),

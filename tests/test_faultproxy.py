@@ -62,6 +62,23 @@ async def test_a_blackhole_of_old_connections_lets_new_ones_through(
         await new.close()
 
 
+async def test_a_blackhole_at_a_statement_holds_it_and_what_follows(
+    fault_proxy: FaultProxy,
+) -> None:
+    connection: asyncpg.Connection[Any] = await asyncpg.connect(fault_proxy.dsn)
+    try:
+        fault_proxy.blackhole_at("SELECT 'marked'")
+        assert await connection.fetchval("SELECT 1") == 1  # other statements flow
+        query = asyncio.create_task(connection.fetchval("SELECT 'marked'"))
+        done, _ = await asyncio.wait([query], timeout=1.0)
+        assert not done, "the marked statement got through"
+        fault_proxy.heal()
+        assert await asyncio.wait_for(query, timeout=5) == "marked"
+        assert await connection.fetchval("SELECT 'marked'") == "marked"  # healed: no trap
+    finally:
+        await connection.close()
+
+
 async def test_a_reset_drops_the_connection_on_the_client(fault_proxy: FaultProxy) -> None:
     connection: asyncpg.Connection[Any] = await asyncpg.connect(fault_proxy.dsn)
     try:

@@ -219,3 +219,50 @@ async def test_a_transaction_commits_what_it_did_and_rolls_back_on_an_error(
     finally:
         await pool.pool.close()
         await connection.execute("DROP TABLE tx_seen")
+
+
+async def test_a_transaction_committed_as_its_connection_goes_silent_is_told_so_in_time(
+    fault_proxy: FaultProxy, connection: asyncpg.Connection[Any]
+) -> None:
+    """The network goes silent once COMMIT was answered, before the pool's reset of the
+    connection (`RESET ALL`, on its way back to the pool) is: the caller learns that its
+    transaction committed within its own timeout, not an error after the pool's longer one
+    (which a caller would take for a transaction that may not have happened)."""
+    await connection.execute("CREATE TABLE tx_done (n int)")
+    pool = await SharedPool.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        fault_proxy.blackhole_at("RESET ALL")
+        started = time.monotonic()
+        async with pool.transaction(timeout=0.3) as tx:
+            await tx.execute("INSERT INTO tx_done VALUES (1)")
+        waited = time.monotonic() - started
+        fault_proxy.heal()
+        assert await pool.run("fetchval", "SELECT count(*) FROM tx_done") == 1
+    finally:
+        fault_proxy.heal()
+        await pool.pool.close()
+    assert waited < 2
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_statement_answered_as_its_connection_goes_silent_returns_in_time(
+    fault_proxy: FaultProxy, connection: asyncpg.Connection[Any]
+) -> None:
+    """The same for a single statement: its answer is the caller's within its timeout, though
+    the connection goes silent before the pool's reset of it; the connection is cut."""
+    await connection.execute("CREATE TABLE run_done (n int)")
+    pool = await SharedPool.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        first = await pool.run("fetchval", "SELECT pg_backend_pid()")
+        fault_proxy.blackhole_at("RESET ALL")
+        started = time.monotonic()
+        assert await pool.run("execute", "INSERT INTO run_done VALUES (1)", timeout=0.3)
+        waited = time.monotonic() - started
+        fault_proxy.heal()
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") != first
+        assert await connection.fetchval("SELECT count(*) FROM run_done") == 1
+    finally:
+        fault_proxy.heal()
+        await pool.pool.close()
+    assert waited < 2
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
