@@ -158,7 +158,7 @@ class SharedPool:
         up after `timeout` seconds (default: the pool's). A connection that is gone, did not
         answer or whose caller gave up is closed at once, not handed back: the pool would wait
         for asyncpg's cancel request first, which cannot cross a network that went silent."""
-        async with self._fresh() as connection:
+        async with self._fresh(self._within(timeout)) as connection:
             timed = TimedConnection(connection, self._within(timeout))
             try:
                 return await timed.run(method, query, *args)
@@ -174,7 +174,7 @@ class SharedPool:
         """A transaction on a pool connection that is not expired, committed when the block
         ends, rolled back if it raises; each of its statements (BEGIN and COMMIT too) given up
         after `timeout` seconds (default: the pool's) like `run`'s, its connection cut then."""
-        async with self._fresh() as connection:
+        async with self._fresh(self._within(timeout)) as connection:
             timed = TimedConnection(connection, self._within(timeout))
             try:
                 await timed.execute("BEGIN")
@@ -195,19 +195,43 @@ class SharedPool:
         return self._statement_timeout if timeout is None else timeout
 
     @contextlib.asynccontextmanager
-    async def _fresh(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
-        """A pool connection opened since the pool was last expired."""
+    async def _fresh(self, within: float) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
+        """A pool connection opened since the pool was last expired, handed back within
+        `within` seconds (`_hand_back`)."""
         for _ in range(self.pool.get_max_size() + 1):
-            async with self.pool.acquire() as connection:
-                # The pool hands out a proxy of our connection class: its methods pass through.
-                if cast(_PooledConnection, connection).opened_in(self._generation) < (
-                    self._generation
-                ):
-                    connection.terminate()
-                    continue
+            connection = await self.pool.acquire()
+            # The pool hands out a proxy of our connection class: its methods pass through.
+            if cast(_PooledConnection, connection).opened_in(self._generation) < self._generation:
+                connection.terminate()  # which hands it back to the pool too
+                continue
+            try:
                 yield connection
-                return
+            finally:
+                await self._hand_back(connection, within)
+            return
         raise AssertionError("unreachable: the pool had more connections than its size")
+
+    async def _hand_back(
+        self, connection: asyncpg.pool.PoolConnectionProxy[Any], within: float
+    ) -> None:
+        """Hands `connection` back to the pool, which first resets it with a statement of its
+        own (`RESET ALL`, `UNLISTEN *`) on asyncpg's clock: on a network gone silent right
+        after the caller's last answer, the caller would wait the pool's whole timeout, then
+        hear an error for work that was done. Here the reset keeps the caller's time, its
+        connection cut when silent; a reset that fails is no error of the caller's either
+        (asyncpg's pool closes that connection itself)."""
+        # Ahead of asyncpg's own clock for the reset (the pool's `command_timeout`).
+        within = min(within, self._statement_timeout / 2)
+        release = asyncio.ensure_future(self.pool.release(connection))
+        release.add_done_callback(_read_outcome)
+        try:
+            await asyncio.wait({release}, timeout=within)
+        finally:
+            silent = not release.done()  # or the caller gave up meanwhile: cut all the same
+            if silent:
+                _cut(connection)
+        if silent:
+            await asyncio.wait({release})  # cut, the reset fails at once
 
 
 def _cut(connection: asyncpg.pool.PoolConnectionProxy[Any]) -> None:
