@@ -266,3 +266,29 @@ async def test_a_statement_answered_as_its_connection_goes_silent_returns_in_tim
         await pool.pool.close()
     assert waited < 2
     assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_transaction_whose_rollback_gets_no_answer_raises_its_own_error(
+    fault_proxy: FaultProxy, connection: asyncpg.Connection[Any]
+) -> None:
+    """A key taken (a unique violation, which the store's callers catch by name) and then no
+    answer to the ROLLBACK: the caller hears of the key, in time; nothing was committed (the
+    connection is cut, and the server rolls back what it had), so a timeout would only hide
+    what happened."""
+    await connection.execute("CREATE TABLE tx_keys (n int UNIQUE); INSERT INTO tx_keys VALUES (1)")
+    pool = await SharedPool.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        fault_proxy.blackhole_at("ROLLBACK")
+        started = time.monotonic()
+        with pytest.raises(asyncpg.UniqueViolationError):
+            async with pool.transaction(timeout=0.3) as tx:
+                await tx.execute("INSERT INTO tx_keys VALUES (2)")
+                await tx.execute("INSERT INTO tx_keys VALUES (1)")
+        waited = time.monotonic() - started
+        fault_proxy.heal()
+        assert await pool.run("fetchval", "SELECT count(*) FROM tx_keys") == 1
+    finally:
+        fault_proxy.heal()
+        await pool.pool.close()
+    assert waited < 2
+    assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
