@@ -186,9 +186,13 @@ class SharedPool:
                 else:
                     try:
                         await timed.execute("ROLLBACK")
-                    except BaseException:
+                    except asyncio.CancelledError:
                         _cut(connection)
                         raise
+                    except BaseException:
+                        # Cut, the transaction cannot commit: what failed is the caller's
+                        # error (a key taken, which callers catch by name), not the ROLLBACK.
+                        _cut(connection)
                 raise
 
     def _within(self, timeout: float | None) -> float:

@@ -277,13 +277,17 @@ async def test_a_transaction_whose_rollback_gets_no_answer_raises_its_own_error(
     what happened."""
     await connection.execute("CREATE TABLE tx_keys (n int UNIQUE); INSERT INTO tx_keys VALUES (1)")
     pool = await SharedPool.open(fault_proxy.dsn, min_size=1, max_size=1, statement_timeout=5.0)
+
+    async def take_a_key_taken() -> None:
+        async with pool.transaction(timeout=0.3) as tx:
+            await tx.execute("INSERT INTO tx_keys VALUES (2)")
+            await tx.execute("INSERT INTO tx_keys VALUES (1)")
+
     try:
         fault_proxy.blackhole_at("ROLLBACK")
         started = time.monotonic()
         with pytest.raises(asyncpg.UniqueViolationError):
-            async with pool.transaction(timeout=0.3) as tx:
-                await tx.execute("INSERT INTO tx_keys VALUES (2)")
-                await tx.execute("INSERT INTO tx_keys VALUES (1)")
+            await take_a_key_taken()
         waited = time.monotonic() - started
         fault_proxy.heal()
         assert await pool.run("fetchval", "SELECT count(*) FROM tx_keys") == 1
