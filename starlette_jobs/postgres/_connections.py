@@ -158,8 +158,9 @@ class SharedPool:
         up after `timeout` seconds (default: the pool's). A connection that is gone, did not
         answer or whose caller gave up is closed at once, not handed back: the pool would wait
         for asyncpg's cancel request first, which cannot cross a network that went silent."""
-        async with self._fresh(self._within(timeout)) as connection:
-            timed = TimedConnection(connection, self._within(timeout))
+        within = self._statement_timeout if timeout is None else timeout
+        async with self._fresh(within) as connection:
+            timed = TimedConnection(connection, within)
             try:
                 return await timed.run(method, query, *args)
             except (TimeoutError, asyncio.CancelledError):
@@ -174,8 +175,9 @@ class SharedPool:
         """A transaction on a pool connection that is not expired, committed when the block
         ends, rolled back if it raises; each of its statements (BEGIN and COMMIT too) given up
         after `timeout` seconds (default: the pool's) like `run`'s, its connection cut then."""
-        async with self._fresh(self._within(timeout)) as connection:
-            timed = TimedConnection(connection, self._within(timeout))
+        within = self._statement_timeout if timeout is None else timeout
+        async with self._fresh(within) as connection:
+            timed = TimedConnection(connection, within)
             try:
                 await timed.execute("BEGIN")
                 yield timed
@@ -194,9 +196,6 @@ class SharedPool:
                         # error (a key taken, which callers catch by name), not the ROLLBACK.
                         _cut(connection)
                 raise
-
-    def _within(self, timeout: float | None) -> float:
-        return self._statement_timeout if timeout is None else timeout
 
     @contextlib.asynccontextmanager
     async def _fresh(self, within: float) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
@@ -226,16 +225,8 @@ class SharedPool:
         (asyncpg's pool closes that connection itself)."""
         # Ahead of asyncpg's own clock for the reset (the pool's `command_timeout`).
         within = min(within, self._statement_timeout / 2)
-        release = asyncio.ensure_future(self.pool.release(connection))
-        release.add_done_callback(_read_outcome)
-        try:
-            await asyncio.wait({release}, timeout=within)
-        finally:
-            silent = not release.done()  # or the caller gave up meanwhile: cut all the same
-            if silent:
-                _cut(connection)
-        if silent:
-            await asyncio.wait({release})  # cut, the reset fails at once
+        with contextlib.suppress(Exception):  # silent (cut), or the reset failed
+            await answered_within(connection, self.pool.release(connection), within)
 
 
 def _cut(connection: asyncpg.pool.PoolConnectionProxy[Any]) -> None:

@@ -340,7 +340,7 @@ class LostAtShutdown(MemoryStore):
     async def hold_liveness(self, worker_id: str) -> Any:
         if self.stopping:
             self.retaken.set()
-        return CutWhen(self)
+        return CutWhen(lambda: self.lock_cut)
 
     async def register_worker(self, worker: NewWorker) -> None:
         if not self.stopping:
@@ -364,11 +364,13 @@ class LostAtShutdown(MemoryStore):
 
 
 class CutWhen:
-    def __init__(self, store: LostAtShutdown) -> None:
-        self._store = store
+    """A liveness lock whose connection answers until `is_cut()` says it was lost."""
+
+    def __init__(self, is_cut: Callable[[], bool]) -> None:
+        self._is_cut = is_cut
 
     async def alive(self, timeout: float) -> bool:
-        return not self._store.lock_cut
+        return not self._is_cut()
 
     async def close(self) -> None:
         pass
@@ -399,21 +401,7 @@ class CutOnDemand(MemoryStore):
 
     async def hold_liveness(self, worker_id: str) -> Any:
         self.cut = False
-        return CutIf(self)
-
-
-class CutIf:
-    def __init__(self, store: CutOnDemand) -> None:
-        self._store = store
-
-    async def alive(self, timeout: float) -> bool:
-        return not self._store.cut
-
-    async def close(self) -> None:
-        pass
-
-    def terminate(self) -> None:
-        pass
+        return CutWhen(lambda: self.cut)
 
 
 async def test_a_lock_lost_in_the_grace_of_a_shutdown_still_stops_the_attempts(
