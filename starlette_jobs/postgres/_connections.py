@@ -229,9 +229,10 @@ class SharedPool:
             await answered_within(connection, self.pool.release(connection), within)
 
 
-def _cut(connection: asyncpg.pool.PoolConnectionProxy[Any]) -> None:
-    """Closes a pool connection at once, unless `answered_within` cut it already (a cut
-    connection leaves its proxy, which then refuses every call)."""
+def _cut(connection: Connection | asyncpg.pool.PoolConnectionProxy[Any]) -> None:
+    """Closes a connection at once. A pool connection that was cut already, or whose release
+    got as far as the pool, has left its proxy, which then refuses every call, `terminate`
+    included: nothing is left to cut then."""
     with contextlib.suppress(asyncpg.InterfaceError):
         connection.terminate()
 
@@ -332,7 +333,8 @@ async def answered_within(
     finally:
         cut = not task.done()  # no answer in time, or the caller gave up: cut all the same
         if cut:
-            connection.terminate()
+            # Quietly: an error raised here would replace the caller's CancelledError.
+            _cut(connection)
     if cut:
         # Cut, the statement fails at once; a cancellation of the caller meanwhile is not
         # swallowed (a task stopped here would otherwise go on as if it had timed out).

@@ -166,6 +166,36 @@ async def test_a_caller_cancelled_while_its_cut_statement_winds_down_is_cancelle
     assert isinstance(outcome, asyncio.CancelledError), f"cancel swallowed: {outcome!r}"
 
 
+async def test_a_caller_cancelled_while_its_connection_is_handed_back_is_cancelled(
+    database_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop that cancels a task while its answered statement's connection goes back to the
+    pool: the pool has already taken the connection from its proxy, which refuses every call,
+    `terminate` included. The task must end cancelled: it returned the statement's answer
+    instead, and a worker's loop around it (upkeep, the queues' controls) never stopped, so
+    the shutdown hung (seen in 1 stop of about 30, two workers starting and stopping)."""
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    release = asyncpg.pool.Pool.release
+    handed_back = asyncio.Event()
+
+    async def release_then_linger(self: Any, connection: Any, **kwargs: Any) -> None:
+        await release(self, connection, **kwargs)  # the proxy is empty from here on
+        handed_back.set()
+        await asyncio.sleep(0.2)  # what is left of asyncpg's release, made long enough to land in
+
+    monkeypatch.setattr(asyncpg.pool.Pool, "release", release_then_linger)
+    caller = asyncio.ensure_future(pool.run("fetchval", "SELECT 1"))
+    await handed_back.wait()
+    caller.cancel()
+    [outcome] = await asyncio.gather(caller, return_exceptions=True)
+    monkeypatch.undo()
+    try:
+        assert isinstance(outcome, asyncio.CancelledError), f"cancel swallowed: {outcome!r}"
+        assert await pool.run("fetchval", "SELECT 2") == 2  # the pool still works
+    finally:
+        await pool.pool.close()
+
+
 async def test_a_silent_transaction_gives_up_in_time_without_a_cancel_request(
     fault_proxy: FaultProxy,
 ) -> None:
