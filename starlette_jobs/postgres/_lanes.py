@@ -120,8 +120,9 @@ class Lane:
         connection.terminate()  # the statement's caller gets the error, `_run` the TimeoutError
 
     def _silence_as_timeout(self, connection: Connection, error: BaseException) -> BaseException:
-        """`error`, or a `TimeoutError` if the watchdog cut `connection` for want of an answer."""
-        if self._cut_for_silence is not connection:
+        """`error`, or a `TimeoutError` if the watchdog cut `connection` for want of an answer.
+        A cancellation stays one: the caller's stop must not be taken for a timeout."""
+        if self._cut_for_silence is not connection or isinstance(error, asyncio.CancelledError):
             return error
         self._cut_for_silence = None
         return TimeoutError(

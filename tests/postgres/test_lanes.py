@@ -54,6 +54,32 @@ async def test_a_lane_cuts_a_statement_that_gets_no_answer_and_works_again_after
         lane.terminate()
 
 
+async def test_a_caller_cancelled_as_the_watchdog_cuts_its_statement_is_cancelled(
+    fault_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop that cancels the caller in the moment the watchdog cuts its silent statement:
+    the caller ends cancelled, not with the timeout's `DatabaseUnavailableError`, which a
+    worker's loop takes for an outage to wait out, going on after its stop."""
+    lane = Lane(fault_proxy.dsn, "test", 0.3, no_pool, nothing)
+    look = lane._look_at_statement_in_flight
+
+    def look_then_cancel() -> None:
+        look()
+        if lane._cut_for_silence is not None:
+            caller.cancel()
+
+    monkeypatch.setattr(lane, "_look_at_statement_in_flight", look_then_cancel)
+    try:
+        assert await lane.fetchval("SELECT 1") == 1
+        fault_proxy.blackhole()
+        caller = asyncio.ensure_future(lane.fetchval("SELECT 2"))
+        [outcome] = await asyncio.gather(caller, return_exceptions=True)
+        assert isinstance(outcome, asyncio.CancelledError), f"cancel swallowed: {outcome!r}"
+    finally:
+        fault_proxy.heal()
+        lane.terminate()
+
+
 async def test_a_second_caller_goes_to_the_pool_while_the_lane_is_busy(database_dsn: str) -> None:
     pooled: list[str] = []
 
