@@ -187,6 +187,7 @@ async def test_a_caller_cancelled_while_its_connection_is_handed_back_is_cancell
     caller = asyncio.ensure_future(pool.run("fetchval", "SELECT 1"))
     await handed_back.wait()
     caller.cancel()
+    outcome: object
     [outcome] = await asyncio.gather(caller, return_exceptions=True)
     monkeypatch.undo()
     try:

@@ -73,6 +73,7 @@ async def test_a_caller_cancelled_as_the_watchdog_cuts_its_statement_is_cancelle
         assert await lane.fetchval("SELECT 1") == 1
         fault_proxy.blackhole()
         caller = asyncio.ensure_future(lane.fetchval("SELECT 2"))
+        outcome: object
         [outcome] = await asyncio.gather(caller, return_exceptions=True)
         assert isinstance(outcome, asyncio.CancelledError), f"cancel swallowed: {outcome!r}"
     finally:
