@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from starlette_jobs import (
     current_job,
     job,
 )
+from starlette_jobs.testing import _fixtures as fixtures
 from starlette_jobs.testing import (
     assert_enqueued,
     assert_enqueued_now,
@@ -289,3 +291,19 @@ def test_the_sessions_server_is_database_urls_unless_that_names_no_server(
     else:
         monkeypatch.setenv("DATABASE_URL", configured)
     assert configured_server() == server
+
+
+def test_the_embedded_test_servers_data_lives_in_memory_only_where_there_is_room(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where the session's embedded server keeps its data: the memory-backed directory when it
+    has the room asked for, else the temporary directory (None)."""
+    monkeypatch.setattr(fixtures, "MEMORY_BACKED_DIR", tmp_path)
+    free = shutil.disk_usage(tmp_path).free
+    monkeypatch.setattr(fixtures, "MEMORY_NEEDED", free // 2)
+    assert fixtures._in_memory() == str(tmp_path)
+    monkeypatch.setattr(fixtures, "MEMORY_NEEDED", free * 2)
+    assert fixtures._in_memory() is None
+    monkeypatch.setattr(fixtures, "MEMORY_NEEDED", 0)
+    monkeypatch.setattr(fixtures, "MEMORY_BACKED_DIR", tmp_path / "missing")
+    assert fixtures._in_memory() is None
