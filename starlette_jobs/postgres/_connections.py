@@ -167,7 +167,7 @@ class SharedPool:
                 raise  # `answered_within` cut the connection (unless it had answered)
             except BaseException as error:
                 if no_answer(error):  # gone: not handed back
-                    connection.terminate()
+                    _cut(connection)  # quietly: the error raised is the statement's
                 raise
 
     @contextlib.asynccontextmanager
