@@ -91,7 +91,7 @@ class JobQueries:
         does not grow with the finished jobs (the dashboard's overview, `starlette-jobs status`).
         Pending, running and waiting jobs are counted exactly; each finished status up to
         `cap`, past which it reads "10,000+" (`StatusCounts.capped`). `count_by_status` counts
-        every row instead: a scan that grows with the table.
+        every job exactly instead, at a cost that grows with the finished jobs kept.
 
         ```python
         counts = await jobs.status_counts(queue="emails")

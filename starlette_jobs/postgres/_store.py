@@ -271,7 +271,11 @@ class PostgresStore(
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:
         counts = dict.fromkeys(JobStatus, 0)
-        for status, jobs in await self._read("fetch", self._q["count_by_status"], queue):
+        if queue is None:
+            rows = await self._read("fetch", self._q["count_by_status"])
+        else:
+            rows = await self._read("fetch", self._q["count_by_status_of_queue"], queue)
+        for status, jobs in rows:
             counts[JobStatus(status)] = jobs
         return counts
 

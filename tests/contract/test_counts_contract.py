@@ -73,6 +73,8 @@ async def test_waiting_steps_are_counted_per_queue(jobs_dsn: str) -> None:
         await flow.enqueue(jobs=jobs)
         counts = await jobs.status_counts(queue="counted")
         assert (counts["pending"], counts["waiting"]) == (1, 1)
+        assert await jobs.count_by_status(queue="counted") == dict(counts.counts)
+        assert await jobs.count_by_status() == dict(counts.counts)
         assert isinstance(counts, StatusCounts)
         assert counts.cap == 10_000
 
