@@ -181,7 +181,7 @@ class SharedPool:
             try:
                 await timed.execute("BEGIN")
                 yield timed
-                await timed.execute("COMMIT")
+                ended = await timed.execute("COMMIT")
             except BaseException as error:
                 if isinstance(error, (TimeoutError, asyncio.CancelledError)) or no_answer(error):
                     _cut(connection)  # silent, gone, or its caller gone: not handed back
@@ -196,6 +196,11 @@ class SharedPool:
                         # error (a key taken, which callers catch by name), not the ROLLBACK.
                         _cut(connection)
                 raise
+            if ended == "ROLLBACK":
+                raise TransactionRolledBackError(
+                    "the transaction was rolled back at COMMIT: a statement in it failed, and "
+                    "its block went on as if it had not; nothing it wrote was kept"
+                )
 
     @contextlib.asynccontextmanager
     async def _fresh(self, within: float) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy[Any]]:
@@ -227,6 +232,13 @@ class SharedPool:
         within = min(within, self._statement_timeout / 2)
         with contextlib.suppress(Exception):  # silent (cut), or the reset failed
             await answered_within(connection, self.pool.release(connection), within)
+
+
+class TransactionRolledBackError(RuntimeError):
+    """A `SharedPool.transaction` block ended normally after one of its statements had failed:
+    PostgreSQL then rolls the whole transaction back at COMMIT, and says so only in the
+    command's answer ("ROLLBACK"), not as an error. A block must let the error through (or
+    undo it with a savepoint); this one would have lost its writes unheard."""
 
 
 def _cut(connection: Connection | asyncpg.pool.PoolConnectionProxy[Any]) -> None:

@@ -6,6 +6,7 @@ callback. How the driver's errors are classified is in test_driver_errors.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from starlette_jobs import DatabaseUnavailableError
 from starlette_jobs.postgres._connections import (
     Listener,
     SharedPool,
+    TransactionRolledBackError,
     answered_within,
     channel_for,
     connect,
@@ -250,6 +252,31 @@ async def test_a_transaction_commits_what_it_did_and_rolls_back_on_an_error(
     finally:
         await pool.pool.close()
         await connection.execute("DROP TABLE tx_seen")
+
+
+async def test_a_transaction_whose_block_swallowed_a_server_error_does_not_pass_for_committed(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    # After an error, PostgreSQL rolls the whole transaction back at COMMIT and answers
+    # "ROLLBACK", not an error: a block that caught the error and ended normally would lose
+    # what it wrote before it, unheard.
+    await connection.execute("DROP TABLE IF EXISTS tx_lost; CREATE TABLE tx_lost (n int UNIQUE)")
+    await connection.execute("INSERT INTO tx_lost VALUES (1)")
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+
+    async def write_two_swallowing_the_second() -> None:
+        async with pool.transaction() as tx:
+            await tx.execute("INSERT INTO tx_lost VALUES (2)")
+            with contextlib.suppress(asyncpg.UniqueViolationError):
+                await tx.execute("INSERT INTO tx_lost VALUES (1)")
+
+    try:
+        with pytest.raises(TransactionRolledBackError, match="rolled back"):
+            await write_two_swallowing_the_second()
+        assert await pool.run("fetch", "SELECT n FROM tx_lost ORDER BY n") == [(1,)]
+    finally:
+        await pool.pool.close()
+        await connection.execute("DROP TABLE tx_lost")
 
 
 async def test_a_transaction_committed_as_its_connection_goes_silent_is_told_so_in_time(
