@@ -809,8 +809,9 @@ SELECT * FROM starlette_jobs
 -- one count a status, each through the partial index that holds that status's rows
 -- (claim_idx, lease_idx, status_idx) where the planner finds it cheaper than the table. A
 -- `GROUP BY status` over the table read every row and every version an update left behind,
--- and hashed each status: with a million finished jobs kept, 150 ms against 46 through the
--- indexes (docs/performance.md, "Counting jobs by status"). One statement: one snapshot.
+-- and hashed each status: with a million finished jobs kept, 183 ms against 72 through the
+-- indexes (benchmarks/counts.py; docs/performance.md, "Counting jobs by status"). One
+-- statement: one snapshot.
 SELECT 'pending' AS status, count(*) AS jobs FROM starlette_jobs
  WHERE status = 'pending'
 UNION ALL
