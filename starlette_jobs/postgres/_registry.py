@@ -16,9 +16,10 @@ from ._connected import ConnectedStore
 from ._connections import Connection, Listener, answered_within, connect
 from ._driver_errors import LOCK_NOT_AVAILABLE, raise_as_store_error
 
-LIVENESS_TAKEOVER_WAIT = "2s"
-"""How long a worker's new liveness session waits for the lock its stale session gives up (the
-end of that session is awaited for up to a second); a PostgreSQL interval."""
+LIVENESS_TAKEOVER_WAIT = 2.0
+"""How long (seconds) a worker's new liveness session waits for the lock its stale session
+gives up (the end of that session is awaited for up to a second); at most half the worker's
+statement timeout, so that the wait ends by its own bound, before the statement's."""
 
 
 class WorkerRegistry(ConnectedStore):
@@ -92,16 +93,20 @@ class WorkerRegistry(ConnectedStore):
     ) -> bool:
         """Ends the one of the worker's `own` earlier liveness sessions that holds the lock,
         once `connection` waits for it, so that the server hands the lock straight over. False:
-        still not held after `LIVENESS_TAKEOVER_WAIT`, or held by a session not the worker's (a
-        hash collision). `own` keeps `connection`'s backend unless it is known not to hold the
-        lock: a wait cut short here may still be granted, to a session the worker no longer
-        reaches (behind a proxy that still answers, for good), which the next attempt ends."""
+        still not held after its wait (`LIVENESS_TAKEOVER_WAIT`), or held by a session not the
+        worker's (a hash collision). `own` keeps `connection`'s backend unless it is known not
+        to hold the lock: a wait cut short here may still be granted, to a session the worker
+        no longer reaches (behind a proxy that still answers, for good), which the next attempt
+        ends."""
         within = self.worker_statement_timeout
         pid = connection.get_server_pid()
         earlier = [str(backend) for backend in sorted(own)]
         own.add(pid)
+        # Ended by its lock_timeout (LOCK_NOT_AVAILABLE: "held by another session"), never by
+        # the server's statement timeout (0.8 of `within`) or the client's.
+        wait = min(LIVENESS_TAKEOVER_WAIT, within / 2)
         statement = connection.fetchval(
-            self._q["wait_for_liveness"], worker_id, LIVENESS_TAKEOVER_WAIT
+            self._q["wait_for_liveness"], worker_id, f"{max(1, int(wait * 1000))}ms"
         )
         waiting = asyncio.ensure_future(answered_within(connection, statement, within))
         try:

@@ -119,6 +119,42 @@ async def test_a_liveness_lock_held_by_another_session_is_not_taken_from_it(
         await store.close()
 
 
+async def test_a_takeover_lost_to_another_waiter_says_so_under_a_short_statement_timeout(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The worker's stale session is ended, but a session that queued for the lock first is
+    granted it: the takeover's wait ends at its own bound and the worker hears that another
+    session holds the lock. With a worker statement timeout of 1 s the server's statement
+    timeout (0.8 s) ended that wait before its bound (2 s), and the error said otherwise."""
+    store = await PostgresStore.open(
+        database_dsn, min_size=1, max_size=2, worker_statement_timeout=1.0
+    )
+    first = await store.hold_liveness("w")  # the worker's earlier session: holds the lock
+    try:
+        queued = asyncio.ensure_future(
+            connection.execute("SELECT pg_advisory_lock(hashtextextended('w', 0))")
+        )
+        await eventually(_someone_waits_for_an_advisory_lock(store), "the session to queue")
+        with pytest.raises(DatabaseUnavailableError, match="held by another session"):
+            await store.hold_liveness("w")
+        await queued  # granted as the earlier session ended
+        assert await _advisory_locks_it_holds(connection) == 1
+    finally:
+        await first.close()
+        await store.close()
+
+
+def _someone_waits_for_an_advisory_lock(store: PostgresStore) -> Any:
+    async def waits() -> bool:
+        return bool(
+            await store.pool.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
+        )
+
+    return waits
+
+
 async def _advisory_locks_it_holds(connection: asyncpg.Connection[Any]) -> int:
     return int(
         await connection.fetchval(

@@ -685,7 +685,7 @@ SELECT pg_try_advisory_lock(hashtextextended($1, 0));
 -- session of its own that still holds it: the server grants the lock to this waiting session
 -- as that one exits, so it is never free in between (a peer's `rescue_dead_workers` would take
 -- the worker's jobs in that moment). The wait's bound is this statement's alone.
--- $1 worker id, $2 the longest wait, as a lock_timeout ('2s')
+-- $1 worker id, $2 the longest wait, as a lock_timeout ('2000ms')
 WITH bounded AS MATERIALIZED (SELECT set_config('lock_timeout', $2, true))
 SELECT pg_advisory_lock(hashtextextended($1, 0)) FROM bounded;
 
