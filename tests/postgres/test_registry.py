@@ -6,6 +6,7 @@ processes/test_registry.py."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -144,7 +145,7 @@ async def test_a_takeover_lost_to_another_waiter_says_so_under_a_short_statement
         await store.close()
 
 
-def _someone_waits_for_an_advisory_lock(store: PostgresStore) -> Any:
+def _someone_waits_for_an_advisory_lock(store: PostgresStore) -> Callable[[], Awaitable[bool]]:
     async def waits() -> bool:
         return bool(
             await store.pool.fetchval(
