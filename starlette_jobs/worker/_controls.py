@@ -29,6 +29,7 @@ from .._job import registered_jobs
 from .._queue import QueueControls, QueueLimits
 from .._records import Claim
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -208,6 +209,7 @@ class QueueControlsCopy:
                 logger.warning("could not wake the workers of queues %s: %s", queues, error)
 
     async def _run(self) -> None:
+        failures = FailureLog(logger, "reading the queues' controls")
         while True:
             try:
                 async with asyncio.timeout(self._interval):
@@ -217,10 +219,10 @@ class QueueControlsCopy:
             self._changed.clear()
             try:
                 await self.refresh()
-            except DatabaseUnavailableError as error:
-                logger.warning("could not read the queues' controls, retrying: %s", error)
-            except Exception:
-                logger.exception("could not read the queues' controls, retrying")
+            except Exception as error:
+                failures.failed(error)
+            else:
+                failures.succeeded()
 
 
 def warn_of_unkeyed_jobs(declared: Mapping[str, QueueLimits]) -> None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .._errors import DatabaseUnavailableError
 from .._metrics import Metrics
 from .._records import Claim, JobStatus, Outcome
 from ..store._protocol import Store
 from ._context import AttemptControl
+from ._failures import FailureLog
 from ._registry import MISSED_HEARTBEATS
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -65,13 +65,14 @@ class DepthReporter:
         self._metrics.depths = []  # a stopped worker reports nothing
 
     async def _run(self) -> None:
+        failures = FailureLog(logger, "reading the queues' depths")
         while True:
             try:
                 await self.round()
-            except DatabaseUnavailableError as error:
-                logger.warning("queue depths: %s; trying again in %.1f s", error, self._interval)
-            except Exception:
-                logger.exception("queue depths: a read failed; trying again")
+            except Exception as error:
+                failures.failed(error)
+            else:
+                failures.succeeded()
             await asyncio.sleep(self._interval)
 
     async def round(self) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .._errors import DatabaseUnavailableError
 from .._records import Unfinished
 from ..store._protocol import Store
+from ._failures import FailureLog
 from ._outcomes import OutcomeWriter
 from ._settings import check_drain_durations, drain_horizon, log_left_pending
 
@@ -53,6 +54,7 @@ async def drain(
     wait = math.inf if include_scheduled else 0.0
     retry_wait = math.inf if include_scheduled else max(retry_wait, 0.0)
     paused_told: set[str] = set()
+    failures = FailureLog(logger, "drain: counting the jobs left")
     async with asyncio.timeout_at(deadline if math.isfinite(deadline) else None):
         while True:
             for queue in worker.queue_names:
@@ -74,9 +76,10 @@ async def drain(
                         working, drain_horizon(remaining, wait), retry_horizon, worker.known_names
                     )
                 except DatabaseUnavailableError as error:  # e.g. PostgreSQL restarting: keep going
-                    logger.warning("drain: counting the jobs left failed, retrying: %s", error)
+                    failures.failed(error)
                     await asyncio.sleep(0.5)
                 else:
+                    failures.succeeded()
                     if left.waited == 0:
                         log_left_pending(left, retry_horizon)
                         return left

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
-from .._errors import DatabaseUnavailableError
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -54,20 +54,18 @@ class LeaseKeeper:
     async def _run(self) -> None:
         interval = self._lease_duration / 3
         backoff = Backoff(cap=interval)
+        failures = FailureLog(logger, "renewing leases")
         while True:
             try:
                 await self.renew()
-            except DatabaseUnavailableError as error:
+            except Exception as error:
                 # The lane opens a new connection for the next try: try again soon rather than
                 # a whole interval later, while the leases still hold.
-                logger.warning("renewing leases failed, retrying: %s", error)
-                await backoff.wait()
-                continue
-            except Exception:
-                logger.exception("renewing leases failed, retrying")
+                failures.failed(error)
                 await backoff.wait()
                 continue
             backoff.reset()
+            failures.succeeded()
             await asyncio.sleep(interval)
 
     async def renew(self) -> None:

@@ -33,10 +33,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from .._errors import DatabaseUnavailableError
 from .._metrics import Metrics
 from .._records import FINISHED
 from ..store._protocol import Listener, Store
+from ._failures import FailureLog
 from ._leases import Held
 from ._upkeep import Wakeups
 
@@ -128,21 +128,15 @@ class Liveness:
             self._lock.terminate()
 
     async def _every_interval(self, duty: Callable[[], Awaitable[None]], what: str) -> None:
-        failing = False
+        failures = FailureLog(logger, what)
         while True:
             await asyncio.sleep(self._interval)
             try:
                 await duty()
-            except DatabaseUnavailableError as error:
-                # Every second through an outage: said once, until it answers again.
-                level = logging.DEBUG if failing else logging.WARNING
-                logger.log(level, "%s failed, retrying every %g s: %s",
-                           what, self._interval, error)  # fmt: skip
-                failing = True
-            except Exception:
-                logger.exception("%s failed, retrying", what)
+            except Exception as error:
+                failures.failed(error)
             else:
-                failing = False
+                failures.succeeded()
 
     async def check(self) -> None:
         """Takes the lock again if it was lost, stopping this worker's attempts first; once it

@@ -25,6 +25,7 @@ from .._records import Outcome
 from .._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -102,6 +103,7 @@ class OutcomeWriter:
 
     async def _run(self) -> None:
         backoff = Backoff()
+        failures = FailureLog(logger, "recording job outcomes")
         while True:
             await self._pending.wait()
             self._pending.clear()
@@ -114,12 +116,11 @@ class OutcomeWriter:
                 self._buffer[:0] = self._in_flight
                 self._in_flight = []
                 self._pending.set()
-                logger.warning(
-                    "could not record %d job outcome(s), retrying: %s", len(self._buffer), error
-                )
+                failures.failed(error)
                 await backoff.wait()
                 continue
             backoff.reset()
+            failures.succeeded()
             self._most = None  # the batch that was too slow is written
             if not self._buffer:
                 self._idle.set()

@@ -21,6 +21,7 @@ from .._errors import DatabaseUnavailableError
 from .._storable import MAX_STATEMENT_LENGTH
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -98,17 +99,20 @@ class ProgressWriter:
 
     async def _run(self) -> None:
         backoff = Backoff()
+        failures = FailureLog(logger, "recording job progress")
         while True:
             await self._has_pending.wait()
             self._has_pending.clear()
             try:
                 await self.write_pending()
             except DatabaseUnavailableError as error:
-                logger.warning("could not record job progress, retrying: %s", error)
+                failures.failed(error)
                 await backoff.wait()
                 continue
             except Exception:
                 logger.exception("could not record job progress; these values are dropped")
+            else:
+                failures.succeeded()
             backoff.reset()
             # The bound on statements: nothing is written for an interval after a write.
             await asyncio.sleep(self._interval)

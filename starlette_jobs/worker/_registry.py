@@ -14,12 +14,12 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 
-from .._errors import DatabaseUnavailableError
 from .._job import registered_names
 from .._version import __version__
 from .._worker_records import NewWorker
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -87,17 +87,17 @@ class Registration:
     async def _run(self) -> None:
         interval = self._worker.heartbeat_seconds
         backoff = Backoff(cap=interval)
+        failures = FailureLog(logger, "refreshing the worker registry")
         while True:
             await asyncio.sleep(interval)
             while True:
                 try:
                     await self.refresh()
-                except DatabaseUnavailableError as error:
-                    logger.warning("refreshing the worker registry failed, retrying: %s", error)
-                except Exception:
-                    logger.exception("refreshing the worker registry failed, retrying")
+                except Exception as error:
+                    failures.failed(error)
                 else:
                     backoff.reset()
+                    failures.succeeded()
                     break
                 await backoff.wait()
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .._errors import DatabaseUnavailableError
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -53,20 +53,17 @@ class Retention:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        failures = FailureLog(logger, "retention")
         while True:
             await asyncio.sleep(self._interval)
             behind = True
             while behind:
                 try:
                     behind = await self.prune_round()
-                except DatabaseUnavailableError as error:
-                    logger.warning(
-                        "retention failed, retrying in %.1f s: %s", self._interval, error
-                    )
+                except Exception as error:
+                    failures.failed(error)
                     break
-                except Exception:
-                    logger.exception("retention failed, retrying in %.1f s", self._interval)
-                    break
+                failures.succeeded()
                 if behind:
                     await asyncio.sleep(BEHIND_PAUSE)
 

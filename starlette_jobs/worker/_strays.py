@@ -21,8 +21,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from .._errors import DatabaseUnavailableError
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -106,14 +106,15 @@ class Strays:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        failures = FailureLog(logger, "looking for unrunnable jobs")
         while True:
             await asyncio.sleep(self._interval)
             try:
                 await self.look()
-            except DatabaseUnavailableError as error:
-                logger.warning("looking for unrunnable jobs failed, retrying: %s", error)
-            except Exception:
-                logger.exception("looking for unrunnable jobs failed, retrying")
+            except Exception as error:
+                failures.failed(error)
+            else:
+                failures.succeeded()
 
     async def look(self) -> None:
         """Finds the unrunnable jobs of this worker's queues (a paused queue's are left), and

@@ -17,10 +17,10 @@ import asyncio
 import logging
 from time import time
 
-from .._errors import DatabaseUnavailableError
 from .._records import JobStatus
 from .._throughput_records import THROUGHPUT_KEPT_MINUTES, ThroughputMinute, minute_of
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -47,6 +47,7 @@ class ThroughputCounter:
         self._minute = _current_minute()
         self._task: asyncio.Task[None] | None = None
         self._tick: asyncio.TimerHandle | None = None
+        self._failures = FailureLog(logger, "writing the throughput counts")
 
     def ended(self, queue: str, status: JobStatus) -> None:
         """One attempt of `queue` ended now with `status` (a retry's is PENDING; a cancelled
@@ -111,10 +112,10 @@ class ThroughputCounter:
         """`flush`, its failure logged rather than raised: the counts wait for the next."""
         try:
             await self.flush()
-        except DatabaseUnavailableError as error:
-            logger.warning("throughput: %s; trying again in %.1f s", error, self._interval)
-        except Exception:
-            logger.exception("throughput: the counts were not written; trying again")
+        except Exception as error:
+            self._failures.failed(error)
+        else:
+            self._failures.succeeded()
 
     async def _run(self) -> None:
         while True:

@@ -24,11 +24,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._cron import plan_ticks
-from .._errors import DatabaseUnavailableError
 from .._metrics import Metrics
 from .._schedule_records import DeclaredSchedule, StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
+from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -96,15 +96,15 @@ class Ticker:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        failures = FailureLog(logger, "ticking the schedules")
         while True:
             try:
                 wait = await self.round()
-            except DatabaseUnavailableError as error:
-                logger.warning("schedules: %s; trying again in %.0f s", error, RETRY_AFTER)
+            except Exception as error:
+                failures.failed(error)
                 wait = RETRY_AFTER
-            except Exception:
-                logger.exception("schedules: a round failed; trying again in %.0f s", RETRY_AFTER)
-                wait = RETRY_AFTER
+            else:
+                failures.succeeded()
             await self._sleep(wait)
 
     async def _sleep(self, wait: float | None) -> None:

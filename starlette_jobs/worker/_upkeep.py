@@ -20,9 +20,10 @@ import logging
 from collections.abc import Callable, Sequence
 from uuid import UUID
 
-from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
+from .._errors import DatabaseTooSlowError
 from .._metrics import Metrics
 from ..store._protocol import Listener, Store
+from ._failures import FailureLog
 from ._registry import MISSED_HEARTBEATS
 from ._retention import Retention
 
@@ -60,16 +61,17 @@ class Upkeep:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
+        failures = FailureLog(logger, "upkeep")
         while True:
             await asyncio.sleep(self._interval)
             try:
                 await self.rescue_expired()
                 await self.settle_steps()
                 await self.prune_workers()
-            except DatabaseUnavailableError as error:
-                logger.warning("upkeep failed, retrying in %.1f s: %s", self._interval, error)
-            except Exception:
-                logger.exception("upkeep failed, retrying in %.1f s", self._interval)
+            except Exception as error:
+                failures.failed(error)
+            else:
+                failures.succeeded()
 
     async def rescue_expired(self) -> None:
         """Rescues up to `_RESCUE_LIMIT` jobs. A rescue rewrites each job's `errors` (up to

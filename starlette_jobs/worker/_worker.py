@@ -12,7 +12,6 @@ import logging
 from time import perf_counter
 from uuid import UUID
 
-from .._errors import DatabaseUnavailableError
 from .._metrics import Metrics
 from .._records import Unfinished
 from .._tracing import Tracing
@@ -22,6 +21,7 @@ from ._cancels import AttemptStops, is_async_job
 from ._controls import QueueControlsCopy
 from ._drain import Draining, drain
 from ._duties import SharedDuties
+from ._failures import FailureLog
 from ._launch import AttemptLauncher
 from ._leases import Held, LeaseKeeper
 from ._liveness import Liveness, liveness_interval
@@ -169,6 +169,7 @@ class Worker:
 
     async def _claim_loop(self, state: QueueState) -> None:
         backoff = Backoff()
+        failures = FailureLog(logger, f"claiming from queue {state.name!r}")
         settings = self._settings
         while not self._stopping:
             # Cleared before claiming, so a NOTIFY that arrives during the claim is not lost.
@@ -195,18 +196,14 @@ class Worker:
                         raise  # cancelled: shutdown gave up on this claim
                     if started is not None:
                         self._metrics.claimed(state.name, 0, perf_counter() - started, error)
-                    if isinstance(error, DatabaseUnavailableError):
-                        logger.warning(
-                            "claiming from queue %r failed, retrying: %s", state.name, error
-                        )
-                    else:
-                        # E.g. a read-only server after a failover, or too many connections:
-                        # the loop must outlive them, or the process looks healthy and never
-                        # claims.
-                        logger.exception("claiming from queue %r failed, retrying", state.name)
+                    # Any error, e.g. a read-only server after a failover, or too many
+                    # connections: the loop must outlive them, or the process looks healthy
+                    # and never claims.
+                    failures.failed(error)
                     await backoff.wait(self._stopped)
                     continue
                 backoff.reset()
+                failures.succeeded()
                 if started is not None:
                     self._metrics.claimed(state.name, len(claims), perf_counter() - started, None)
                 if claims and logger.isEnabledFor(logging.DEBUG):  # nothing to format otherwise

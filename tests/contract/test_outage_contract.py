@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -64,7 +66,7 @@ async def test_through_an_outage_producers_are_told_and_no_job_is_lost_or_run_tw
     caplog.set_level(logging.WARNING, logger="starlette_jobs.worker")
 
     async def outcome_kept_for_later() -> bool:
-        return any(m.startswith("could not record") for m in caplog.messages)
+        return any(m.startswith("recording job outcomes failed") for m in caplog.messages)
 
     async with Jobs(jobs_dsn, queues={"outage": 4}, poll_interval=0.05) as jobs:
         running = await counted.enqueue(n=0, hold=True)
@@ -84,3 +86,46 @@ async def test_through_an_outage_producers_are_told_and_no_job_is_lost_or_run_tw
             assert record.status is JobStatus.SUCCEEDED, record
         assert len(await jobs.list(queue="outage")) == 20  # the refused enqueue wrote nothing
     assert sorted(runs) == list(range(20))  # each once: none lost, none run twice
+
+
+FAILED = re.compile(r"(.+) failed, retrying")
+REPEATED = re.compile(r"(.+) failed again, retrying")
+BACK = re.compile(r"(.+) works again, after \d+ failed tr(y|ies)")
+
+
+def _duties(caplog: pytest.LogCaptureFixture, said: re.Pattern[str]) -> list[str]:
+    """The duties whose lines match `said`, one entry per line."""
+    return [m.group(1) for m in map(said.match, caplog.messages) if m is not None]
+
+
+async def test_each_part_of_the_worker_tells_an_outage_once_and_its_end_once(
+    jobs_dsn: str, outage: Outage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every part of the worker tries again every second or so while the database is away; an
+    outage of an hour must not be thousands of warnings, in which its start and end are lost."""
+    caplog.set_level(logging.DEBUG, logger="starlette_jobs.worker")
+
+    async def tried_again_and_again() -> bool:
+        tries = Counter(_duties(caplog, FAILED) + _duties(caplog, REPEATED))
+        return sum(tries.values()) >= 6 and max(tries.values()) >= 3
+
+    def told_failed() -> Counter[str]:
+        """Each part's lines at WARNING or above that say it failed."""
+        lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        return Counter(m.group(1) for m in map(FAILED.match, lines) if m is not None)
+
+    async with Jobs(jobs_dsn, queues={"outage": 2}, poll_interval=0.05, lease_duration=3) as jobs:
+        async with outage(jobs):
+            await eventually(tried_again_and_again, "the worker to fail, again and again")
+        told = told_failed()
+        assert told, "no part of the worker said the database was away"
+        assert all(count == 1 for count in told.values()), told
+
+        async def each_part_back() -> bool:
+            return set(told) <= set(_duties(caplog, BACK))
+
+        await eventually(each_part_back, "each part that failed to say it works again")
+        job_id = await counted.enqueue(n=1)
+        assert (await jobs.wait(job_id, timeout=30)).status is JobStatus.SUCCEEDED
+    assert told_failed() == told  # and no part said it again after the outage
+    assert all(count == 1 for count in Counter(_duties(caplog, BACK)).values())

@@ -178,7 +178,7 @@ async def test_after_a_database_error_the_values_are_kept_and_written_again(
     writer.report(claim.id, claim.lease_token, "1")
     await eventually(lambda: _progress_is(store, claim.id, 1), "the value written after the error")
     assert [batch[0][2] for batch in store.batches] == ["1", "1"]
-    assert "could not record job progress, retrying: connection reset by peer" in caplog.messages
+    assert "recording job progress failed, retrying: connection reset by peer" in caplog.messages
     await writer.stop()
 
 

@@ -332,7 +332,7 @@ async def test_a_round_the_database_fails_is_tried_again(
         await eventually(lambda: has_ticks(store), "the tick recorded after the failures")
     finally:
         await worker.stop()
-    assert "schedules: connection refused; trying again" in caplog.text
+    assert "ticking the schedules failed, retrying: connection refused" in caplog.text
 
 
 async def has_ticks(store: MemoryStore) -> bool:
