@@ -20,6 +20,7 @@ from ._storable import (
     any_may_be_unstorable,
     json_problems,
     may_be_unstorable,
+    python_non_finite,
     python_text_problems,
 )
 
@@ -79,6 +80,10 @@ class ArgumentsSchema:
         self._validate_many: Callable[[Any], list[dict[str, Any]]] | None = None
         self._parameter_of_field = {field: name for name, field in self.field_of_parameter.items()}
         self._parse_json = _keyed_by_parameter(adapter.core_schema, self._parameter_of_field)
+        # A pydantic model (or dataclass) among the parameters' types keeps its own settings:
+        # it takes NaN and infinity, and writes them as null, which the text then cannot show.
+        # Where one is, a text with a null takes the checked path, which looks at the values.
+        self._may_hide_non_finite = _has_own_settings(adapter.core_schema)
 
     def _bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -99,9 +104,13 @@ class ArgumentsSchema:
         except (pydantic.ValidationError, ValueError, TypeError):
             pass
         else:
-            if not may_be_unstorable(text, _ARGUMENTS_LEVELS):
+            if not may_be_unstorable(text, _ARGUMENTS_LEVELS) and not self._may_hide(text):
                 return text.decode()
         return self._serialize_checked(arguments)
+
+    def _may_hide(self, text: bytes) -> bool:
+        """Whether a null in `text` may stand for a NaN or an infinity (see `__init__`)."""
+        return self._may_hide_non_finite and b"null" in text
 
     def _serialize_checked(self, arguments: Mapping[str, Any]) -> str:
         try:
@@ -130,6 +139,8 @@ class ArgumentsSchema:
             # pydantic-core writes a lone surrogate in the key of a typed dict as replacement
             # characters: the text no longer shows it, the values themselves do.
             problems += python_text_problems(self._to_python(validated, by_alias=True))
+        if self._may_hide(text):
+            problems += python_non_finite(self._to_python(validated, by_alias=True))
         if problems:
             raise JobArgumentsError(self.job_name, _problem_errors(problems))
         return text.decode()
@@ -148,7 +159,7 @@ class ArgumentsSchema:
             return None
         # What `serialize` would refuse shows in the text (a string that merely holds "NaN", say,
         # also takes the slow path, which is right).
-        if any_may_be_unstorable(texts, _ARGUMENTS_LEVELS):
+        if any_may_be_unstorable(texts, _ARGUMENTS_LEVELS) or any(map(self._may_hide, texts)):
             return None
         return [text.decode() for text in texts]
 
@@ -191,6 +202,17 @@ def _keyed_by_parameter(
 
 # The arguments object, then up to MAX_DEPTH levels inside each argument.
 _ARGUMENTS_LEVELS = MAX_DEPTH + 1
+
+
+def _has_own_settings(schema: Any) -> bool:
+    """Whether a core schema holds a model or dataclass with settings of its own."""
+    if isinstance(schema, dict):
+        if schema.get("type") in ("model", "dataclass") and "config" in schema:
+            return True
+        return any(_has_own_settings(value) for value in schema.values())
+    if isinstance(schema, list):
+        return any(_has_own_settings(value) for value in schema)
+    return False
 
 
 def _json_values_for_any(hint: Any) -> Any:

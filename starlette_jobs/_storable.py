@@ -28,6 +28,8 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300
 """The most digits an integer may have: Python's default limit for converting text to int."""
 
+NON_FINITE = "NaN and infinity are not storable as JSON"
+
 MAX_DELAY = 10 * 365 * 24 * 3600.0
 """The longest delay, retry delay or timeout, in seconds (10 years): far inside what a
 PostgreSQL interval or timestamp holds, and far beyond any sensible wait."""
@@ -204,7 +206,7 @@ def _problems(
             yield loc, reason
     elif isinstance(value, float):
         if not math.isfinite(value):
-            yield loc, "NaN and infinity are not storable as JSON"
+            yield loc, NON_FINITE
     elif isinstance(value, _HugeInt):
         yield loc, f"an integer of more than {MAX_INT_DIGITS} digits cannot be read back"
     elif isinstance(value, dict | list):
@@ -243,6 +245,24 @@ def python_text_problems(
     elif isinstance(value, list | tuple | set | frozenset):
         for index, item in enumerate(value):
             yield from python_text_problems(item, (*loc, index))
+
+
+def python_non_finite(
+    value: Any, loc: tuple[Any, ...] = ()
+) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """NaN and infinity among the floats of plain Python containers: where a value whose JSON
+    text shows them as null (a pydantic model's own serialization) holds them."""
+    if len(loc) > MAX_DEPTH:
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield loc, NON_FINITE
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from python_non_finite(item, (*loc, key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for index, item in enumerate(value):
+            yield from python_non_finite(item, (*loc, index))
 
 
 def storable_json(value: object, max_bytes: int) -> bytes:

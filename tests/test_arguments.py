@@ -5,6 +5,7 @@ same through `@job` and `enqueue` is in test_job.py."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Annotated, Any
@@ -147,6 +148,54 @@ def test_what_postgresql_or_json_cannot_hold_is_refused_where_it_is(
     [error] = refused.value.errors
     assert error["loc"][:2] == ("items", 1)
     assert reason.lower() in error["msg"].lower()
+
+
+class Reading(pydantic.BaseModel):
+    """A model keeps settings of its own: it takes NaN and writes it as null."""
+
+    value: float
+    note: str | None = None
+
+
+@pydantic.dataclasses.dataclass
+class Sample:
+    value: float
+
+
+def measured(
+    reading: Reading, history: list[Reading] | None = None, sample: Sample | None = None
+) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("arguments", "loc"),
+    [
+        ({"reading": {"value": float("nan")}}, ("reading", "value")),
+        ({"reading": Reading(value=float("inf"))}, ("reading", "value")),
+        (
+            {"reading": {"value": 1}, "history": [{"value": 2}, {"value": -math.inf}]},
+            ("history", 1, "value"),
+        ),
+        ({"reading": {"value": 1}, "sample": {"value": float("nan")}}, ("sample", "value")),
+    ],
+)
+def test_nan_inside_a_model_is_refused_where_it_is_not_stored_as_null(
+    arguments: dict[str, Any], loc: tuple[Any, ...]
+) -> None:
+    """Stored as null, it failed the job when it ran: a float field takes no null."""
+    checked = schema(measured)
+    with pytest.raises(JobArgumentsError) as refused:
+        checked.serialize((), arguments)
+    [error] = refused.value.errors
+    assert (error["loc"], error["msg"]) == (loc, "NaN and infinity are not storable as JSON")
+    assert checked.serialize_batch([arguments]) is None  # item by item, then: refused the same
+
+
+def test_a_models_own_nulls_are_stored() -> None:
+    checked = schema(measured)
+    arguments = {"reading": {"value": 1.5, "note": None}, "history": None}
+    stored = checked.serialize((), arguments)
+    assert json.loads(stored) == {"reading": {"value": 1.5, "note": None}, "history": None}
 
 
 def test_a_lone_surrogate_in_a_dict_key_is_refused_and_located() -> None:
