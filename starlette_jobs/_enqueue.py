@@ -13,7 +13,12 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
 
-from ._errors import DatabaseUnavailableError, JobArgumentsError, while_doing
+from ._errors import (
+    DatabaseUnavailableError,
+    IdempotencyKeyReusedError,
+    JobArgumentsError,
+    while_doing,
+)
 from ._held_jobs import request_jobs
 from ._job import EnqueueOptions, Job, JobId, registered_job
 from ._metrics import Metrics
@@ -102,6 +107,12 @@ class Enqueuer:
         connection = options.connection
         if options.on_success:
             held = request_jobs(store)
+            holder = held.holder(new)
+            if holder is not None:  # this request enqueued the key's job already
+                job_id, arguments_differ = holder
+                if arguments_differ and new.idempotency_key is not None:
+                    raise IdempotencyKeyReusedError(new.name, job_id, new.idempotency_key)
+                return [job_id]
             try:
                 ids, taken = await store.reserve_ids(new)
             except DatabaseUnavailableError as error:

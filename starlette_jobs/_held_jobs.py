@@ -9,6 +9,7 @@ middleware. See docs/requests.md.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,20 @@ class RequestJobs:
         if after_write is not None and after_write not in self._after_write:
             self._after_write.append(after_write)
 
+    def holder(self, new: NewJobs) -> tuple[int, bool] | None:
+        """The job held here already that `new`'s key names, as the store would find a written
+        one: one of its name with its idempotency key (that holder first), else one with its
+        unique key. Its id, and whether it holds the idempotency key with other arguments."""
+        by_unique_key = None
+        for _, held in self._held:
+            key = held.name, held.idempotency_key
+            if new.idempotency_key is not None and key == (new.name, new.idempotency_key):
+                return held.ids[0], _as_json(held.payloads[0]) != _as_json(new.payloads[0])
+            taken = new.unique_key is not None and held.unique_key == new.unique_key
+            if taken and by_unique_key is None:
+                by_unique_key = held.ids[0], False
+        return by_unique_key
+
     def check_database(self, store: Store) -> None:
         """Raises `OnSuccessError` if the jobs held are for another database than `store`'s."""
         if self._held and self._held[0][0].database != store.database:
@@ -145,3 +160,9 @@ class RequestJobs:
         if self._held:
             logger.info("jobs %s of a request that did not succeed are not written", self.ids)
         self._held.clear()
+
+
+def _as_json(payload: str) -> str:
+    """The arguments' JSON in one spelling: key order and spacing are no difference, as
+    PostgreSQL's jsonb compares them."""
+    return json.dumps(json.loads(payload), sort_keys=True)

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from starlette_jobs import (
     DatabaseUnavailableError,
+    IdempotencyKeyReusedError,
     JobArgumentsError,
     Jobs,
     JobStatus,
@@ -257,6 +258,48 @@ async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs)
     assert response.status_code == 409
     [(_, arguments)] = await stored(jobs)
     assert arguments == {"order": 2}  # the other request's; none of this one's
+
+
+async def test_a_key_given_twice_in_one_request_names_one_job(jobs: Jobs) -> None:
+    """As without on_success: the second enqueue gets the first's job (it answered 409 for
+    ever, both ids reserved and the second refused by the key's index at the write)."""
+
+    async def twice(request: Request) -> Response:
+        keyed = receipt.configure(on_success=True, idempotency_key="k")
+        unique = receipt.configure(on_success=True, unique_key="u")
+        ids = [
+            await keyed.enqueue(order=1),
+            await keyed.enqueue(order=1),
+            await unique.enqueue(order=2),
+            await unique.enqueue(order=3),  # a unique key's holder, whatever its arguments
+        ]
+        return JSONResponse({"ids": ids}, status_code=202)
+
+    response = await get_once(twice)
+    assert response.status_code == 202
+    first, again, holder, also = response.json()["ids"]
+    assert (again, also) == (first, holder)
+    assert sorted(await stored(jobs)) == [(first, {"order": 1}), (holder, {"order": 2})]
+
+
+async def test_a_key_given_again_in_one_request_with_other_arguments_is_refused(
+    jobs: Jobs,
+) -> None:
+    refused: list[IdempotencyKeyReusedError] = []
+
+    async def twice(request: Request) -> Response:
+        keyed = receipt.configure(on_success=True, idempotency_key="k")
+        first = await keyed.enqueue(order=1)
+        try:
+            await keyed.enqueue(order=2)
+        except IdempotencyKeyReusedError as error:
+            refused.append(error)
+        return JSONResponse({"id": first}, status_code=202)
+
+    response = await get_once(twice)
+    [error] = refused
+    assert error.job_id == response.json()["id"]
+    assert await stored(jobs) == [(response.json()["id"], {"order": 1})]
 
 
 async def test_in_eager_mode_a_held_job_runs_once_written_and_a_dropped_one_never(
