@@ -109,9 +109,10 @@ class RequestJobs:
         """Raises `OnSuccessError` if the jobs held are for another database than `store`'s."""
         if self._held and self._held[0][0].database != store.database:
             raise OnSuccessError(
-                "this request holds on_success=True jobs for another database already: they "
-                "are written all or none, in one transaction, which cannot span two databases; "
-                "enqueue the jobs of one request through Jobs on one database (the same dsn)"
+                "this request holds on_success=True jobs for another database (or schema) "
+                "already: they are written all or none, in one transaction, which cannot span "
+                "two databases or schemas; enqueue the jobs of one request through Jobs on one "
+                "database (the same dsn and schema)"
             )
 
     @property

@@ -93,7 +93,9 @@ class ConnectedStore:
 
     @property
     def database(self) -> object:
-        return self.dsn
+        # The schema too: one transaction on a connection of one schema's `search_path` writes
+        # that schema's tables only (another's jobs would land in it, under ids of its own).
+        return self.dsn, self.schema
 
     @classmethod
     async def open(

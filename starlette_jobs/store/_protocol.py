@@ -45,8 +45,9 @@ class Store(
 
     @property
     def database(self) -> object:
-        """Equal for two stores on the same jobs (the DSN; one memory store's data): either can
-        write, in one transaction, what the other reserved (`insert_reserved`)."""
+        """Equal for two stores on the same jobs (the DSN and the schema; one memory store's
+        data): either can write, in one transaction, what the other reserved
+        (`insert_reserved`)."""
         ...
 
     # -- the schema ----------------------------------------------------------------------------

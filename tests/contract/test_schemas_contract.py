@@ -8,9 +8,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
+import httpx2
 import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-from starlette_jobs import JobDefinitionError, Jobs, JobStatus, job
+from starlette_jobs import (
+    JobDefinitionError,
+    Jobs,
+    JobStatus,
+    OnSuccessError,
+    OnSuccessMiddleware,
+    job,
+)
 
 ran: list[tuple[str, int]] = []
 
@@ -87,3 +100,30 @@ async def test_an_app_without_a_schema_does_not_see_a_schemas_jobs(jobs_dsn: str
 def test_a_schema_name_that_is_not_a_plain_identifier_is_refused(name: object) -> None:
     with pytest.raises(JobDefinitionError, match="schema name"):
         Jobs("memory://", schema=name)  # type: ignore[arg-type]
+
+
+async def test_on_success_jobs_for_two_schemas_in_one_request_are_refused_as_enqueued(
+    two_apps: tuple[Jobs, Jobs],
+) -> None:
+    """One request's jobs are written in one transaction, on one schema's connection: the
+    second schema's were written into the first's tables (where its worker never looked, under
+    ids the first's sequence then handed out again)."""
+    billing, mail = two_apps
+    refused: list[str] = []
+
+    async def both(request: Request) -> Response:
+        await billed.configure(jobs=billing, on_success=True).enqueue(app="billing", n=1)
+        try:
+            await billed.configure(jobs=mail, on_success=True).enqueue(app="mail", n=2)
+        except OnSuccessError as error:
+            refused.append(str(error))
+            raise
+        return Response(status_code=202)
+
+    app = Starlette(routes=[Route("/", both)], middleware=[Middleware(OnSuccessMiddleware)])
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.get("/")).status_code == 500
+    assert (await billing.list(), await mail.list()) == ([], [])
+    [message] = refused
+    assert "schema" in message
