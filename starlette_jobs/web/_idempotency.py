@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,13 +78,31 @@ def idempotency_key(
 
 
 def _endpoint(scope: Mapping[str, Any]) -> str:
-    """The route's path template (FastAPI's routes give it), else the endpoint function's
-    name (Starlette's), else the request's path."""
-    path = getattr(scope.get("route"), "path", None)
+    """The route's path template, after the prefix it is mounted or included under (Starlette
+    and FastAPI give the template, without it), else the endpoint function's name, else the
+    request's path."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
     if isinstance(path, str):
-        return path
+        return _prefix(scope, getattr(route, "path_regex", None)) + path
     endpoint = scope.get("endpoint")
     if endpoint is not None:
         name = getattr(endpoint, "__qualname__", type(endpoint).__qualname__)
         return f"{getattr(endpoint, '__module__', '')}.{name}"
     return str(scope.get("root_path", "")) + str(scope["path"])
+
+
+def _prefix(scope: Mapping[str, Any], pattern: re.Pattern[str] | None) -> str:
+    """What comes before the route's own path: the root path of a `Mount` or a mounted app,
+    and a router's prefix (FastAPI's `include_router(prefix=...)` leaves it out of both the
+    template and the root path), found as the part of the request's path before the part the
+    route's pattern matches. Without a pattern, the root path alone."""
+    root = str(scope.get("root_path", ""))
+    path = str(scope.get("path", ""))
+    rest = path[len(root) :] if path.startswith(root) else path
+    if pattern is None or pattern.match(rest):
+        return root
+    for start in range(1, len(rest)):
+        if rest[start] == "/" and pattern.match(rest[start:]):
+            return root + rest[:start]
+    return root

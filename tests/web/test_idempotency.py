@@ -11,12 +11,13 @@ from typing import Any
 
 import httpx2
 import pytest
+from fastapi import APIRouter, FastAPI
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from starlette_jobs import (
     JobArgumentsError,
@@ -212,6 +213,60 @@ def test_the_key_is_scoped_by_method_endpoint_and_scope() -> None:
     assert idempotency_key(request(key('k"]')), scope="a") != idempotency_key(
         request(key("k")), scope='a"],["k'
     )
+
+
+async def key_of(request: Request) -> Response:
+    return JSONResponse(idempotency_key(request))
+
+
+async def other_key_of(request: Request) -> Response:
+    return JSONResponse(idempotency_key(request))
+
+
+async def keys_at(app: Any, paths: list[str]) -> list[str]:
+    """The key each path's endpoint makes of one header value."""
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        return [(await client.post(path, headers=key("k"))).json() for path in paths]
+
+
+async def test_the_prefix_a_route_is_mounted_under_is_part_of_its_endpoint() -> None:
+    """Two endpoints of one path template under two mounts got one key, and so one job."""
+    app = Starlette(
+        routes=[
+            Mount("/v1", routes=[Route("/pay/{order}", key_of, methods=["POST"])]),
+            Mount("/v2", routes=[Route("/pay/{order}", other_key_of, methods=["POST"])]),
+            Mount("/v3", app=Starlette(routes=[Route("/pay/{order}", key_of, methods=["POST"])])),
+            Route("/pay/{order}", key_of, methods=["POST"]),
+        ]
+    )
+    keys = await keys_at(app, ["/v1/pay/7", "/v2/pay/7", "/v3/pay/7", "/pay/7", "/v1/pay/8"])
+    assert keys == [
+        '["POST","/v1/pay/{order}",null,"k"]',
+        '["POST","/v2/pay/{order}",null,"k"]',
+        '["POST","/v3/pay/{order}",null,"k"]',
+        '["POST","/pay/{order}",null,"k"]',
+        '["POST","/v1/pay/{order}",null,"k"]',  # another order, the same endpoint
+    ]
+
+
+async def test_the_prefix_a_fastapi_router_is_included_under_is_part_of_its_endpoint() -> None:
+    router = APIRouter()
+
+    @router.post("/pay/{order}")
+    async def pay(order: int, request: Request) -> Any:
+        return idempotency_key(request)
+
+    app = FastAPI()
+    app.include_router(router, prefix="/c")
+    app.include_router(router, prefix="/d/{tenant}")
+    app.include_router(router)
+    keys = await keys_at(app, ["/c/pay/7", "/d/acme/pay/7", "/pay/7"])
+    assert keys == [
+        '["POST","/c/pay/{order}",null,"k"]',
+        '["POST","/d/acme/pay/{order}",null,"k"]',
+        '["POST","/pay/{order}",null,"k"]',
+    ]
 
 
 def test_a_key_too_long_to_store_is_hashed() -> None:
