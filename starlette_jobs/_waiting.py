@@ -29,6 +29,7 @@ from ._errors import (
     NotStartedError,
     unavailable_as_error,
 )
+from ._failures import FailureLog
 from ._job import Job, JobId
 from ._queries import _row_id
 from ._records import FINISHED, JobRecord, JobStatus
@@ -65,6 +66,7 @@ class OutcomeWaiters:
     def __init__(self, store: Store, recheck_interval: float = RECHECK_INTERVAL) -> None:
         self._store = store
         self._recheck_interval = recheck_interval
+        self._failures = FailureLog(logger, "looking at the jobs waited for")
         self._listener: Listener | None = None
         self._listener_checked_at = 0.0
         self._refresh: asyncio.Task[bool] | None = None
@@ -130,8 +132,9 @@ class OutcomeWaiters:
             except DatabaseUnavailableError as error:
                 if first:  # the caller learns at once that the database is not there
                     raise
-                logger.warning("job %s: cannot look at it while waiting: %s", job_id, error)
+                self._failures.failed(error)  # once for every wait, not once a look of each
             else:
+                self._failures.succeeded()
                 if status is None or status in FINISHED:
                     return status
                 watch.status = status

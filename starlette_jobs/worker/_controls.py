@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
+from .._failures import FailureLog
 from .._job import registered_jobs
 from .._queue import QueueControls, QueueLimits
 from .._records import Claim
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .._failures import FailureLog
 from .._metrics import Metrics
 from .._records import Claim, JobStatus, Outcome
 from ..store._protocol import Store
 from ._context import AttemptControl
-from ._failures import FailureLog
 from ._registry import MISSED_HEARTBEATS
 
 logger = logging.getLogger("starlette_jobs.worker")

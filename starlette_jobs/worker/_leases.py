@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from uuid import UUID
 
+from .._failures import FailureLog
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -33,10 +33,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from .._failures import FailureLog
 from .._metrics import Metrics
 from .._records import FINISHED
 from ..store._protocol import Listener, Store
-from ._failures import FailureLog
 from ._leases import Held
 from ._upkeep import Wakeups
 

@@ -20,12 +20,12 @@ from time import perf_counter
 from uuid import UUID
 
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
+from .._failures import FailureLog
 from .._metrics import Metrics
 from .._records import Outcome
 from .._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -18,10 +18,10 @@ import threading
 from uuid import UUID
 
 from .._errors import DatabaseUnavailableError
+from .._failures import FailureLog
 from .._storable import MAX_STATEMENT_LENGTH
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

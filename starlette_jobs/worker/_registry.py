@@ -14,12 +14,12 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 
+from .._failures import FailureLog
 from .._job import registered_names
 from .._version import __version__
 from .._worker_records import NewWorker
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .._failures import FailureLog
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -21,8 +21,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from .._failures import FailureLog
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

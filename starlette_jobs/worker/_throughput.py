@@ -17,10 +17,10 @@ import asyncio
 import logging
 from time import time
 
+from .._failures import FailureLog
 from .._records import JobStatus
 from .._throughput_records import THROUGHPUT_KEPT_MINUTES, ThroughputMinute, minute_of
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

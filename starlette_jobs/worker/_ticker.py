@@ -24,11 +24,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._cron import plan_ticks
+from .._failures import FailureLog
 from .._metrics import Metrics
 from .._schedule_records import DeclaredSchedule, StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
-from ._failures import FailureLog
 
 logger = logging.getLogger("starlette_jobs.worker")
 

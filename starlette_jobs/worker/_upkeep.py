@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from .._errors import DatabaseTooSlowError
+from .._failures import FailureLog
 from .._metrics import Metrics
 from ..store._protocol import Listener, Store
-from ._failures import FailureLog
 from ._registry import MISSED_HEARTBEATS
 from ._retention import Retention
 

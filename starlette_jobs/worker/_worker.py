@@ -12,6 +12,7 @@ import logging
 from time import perf_counter
 from uuid import UUID
 
+from .._failures import FailureLog
 from .._metrics import Metrics
 from .._records import Unfinished
 from .._tracing import Tracing
@@ -21,7 +22,6 @@ from ._cancels import AttemptStops, is_async_job
 from ._controls import QueueControlsCopy
 from ._drain import Draining, drain
 from ._duties import SharedDuties
-from ._failures import FailureLog
 from ._launch import AttemptLauncher
 from ._leases import Held, LeaseKeeper
 from ._liveness import Liveness, liveness_interval

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from .._errors import DatabaseUnavailableError
+from ._errors import DatabaseUnavailableError
 
 _UNAVAILABLE = "the database is unavailable"
 

@@ -1,4 +1,4 @@
-"""What a recurring duty logs of its failures (`worker/_failures.py`): an outage once, not once
+"""What a recurring duty logs of its failures (`_failures.py`): an outage once, not once
 a try; each other kind of failure once; its end once, with how many tries failed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
-from starlette_jobs.worker._failures import FailureLog
+from starlette_jobs._failures import FailureLog
 
 logger = logging.getLogger("tests.failures")
 
