@@ -86,7 +86,7 @@ class WorkerRegistry(ConnectedStore):
         # may still wait for the lock, and get it if this one loses it (a takeover forgets
         # those gone).
         own.add(connection.get_server_pid())
-        return Listener(connection, within)
+        return HeldLock(connection, within)
 
     async def _take_over_liveness(
         self, connection: Connection, worker_id: str, own: set[int]
@@ -143,6 +143,37 @@ class WorkerRegistry(ConnectedStore):
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:
         rows = await self._worker_write("fetch", self._q["prune_workers"], missed_heartbeats)
         return [row["id"] for row in rows]
+
+
+class HeldLock(Listener):
+    """The connection that holds a worker's liveness lock. A look at it that gets no answer
+    leaves it open, where another connection is cut: closed, its close would wait in the
+    network and reach the server as soon as the network came back, before the worker's new
+    session could wait for the lock; the server would free the lock then, and a peer's rescue
+    would take the live worker's jobs for a dead one's. The worker closes it (`terminate`)
+    once its new session holds the lock (the takeover ends this one's session first)."""
+
+    def __init__(self, connection: Connection, statement_timeout: float) -> None:
+        super().__init__(connection, statement_timeout)
+        self._unanswered: asyncio.Future[Any] | None = None
+
+    async def alive(self, timeout: float) -> bool:
+        connection = self._connection
+        if connection.is_closed() or self._unanswered is not None:
+            return False
+        look = asyncio.ensure_future(connection.execute("SELECT 1"))
+        look.add_done_callback(_read_outcome)
+        done, _ = await asyncio.wait({look}, timeout=timeout)
+        if not done:
+            self._unanswered = look  # left to wait: the connection stays as it is
+            return False
+        return look.exception() is None
+
+
+def _read_outcome(look: asyncio.Future[Any]) -> None:
+    """Marks the look's error as seen: it may end after the lock was given up."""
+    if not look.cancelled():
+        look.exception()
 
 
 def _record(row: tuple[Any, ...]) -> WorkerRecord:

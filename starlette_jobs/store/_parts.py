@@ -144,9 +144,11 @@ class RegistryStore(Protocol):
     ) -> list[tuple[int, str, JobStatus]]:
         """Up to `limit` running jobs of registered workers whose liveness lock is free (their
         process died), except worker `excluding`'s (the caller's own: a lock it lost a moment
-        ago its own check handles): back to pending, or failed, or cancelled, as
-        `rescue_expired` decides; deletes those workers' rows. Returns (id, queue, new status)
-        of each. In memory: none (a dead worker's process took the store with it)."""
+        ago its own check handles), and none while `excluding`'s own lock is free (what freed
+        it likely freed the others', who are taking theirs again): back to pending, or failed,
+        or cancelled, as `rescue_expired` decides; deletes those workers' rows. Returns (id,
+        queue, new status) of each. In memory: none (a dead worker's process took the store
+        with it)."""
         ...
 
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:

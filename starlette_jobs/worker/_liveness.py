@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 from .._failures import FailureLog
@@ -69,6 +70,7 @@ class Liveness:
         resumed: Callable[[], None],
         metrics: Metrics | None = None,
         listen: Wakeups | None = None,
+        settle: float | None = None,
     ) -> None:
         self._store = store
         self._listen = listen
@@ -81,10 +83,20 @@ class Liveness:
         self._regained = regained
         self._resumed = resumed
         self._lock: Listener | None = None
+        # The lock's connection found silent, left open until a new one holds the lock: closed,
+        # its close could reach the server before the new one waits for it, and free it.
+        self._silent_lock: Listener | None = None
         # Whether the worker may claim and register: the lock is held, as of the last check.
         self.held = False
         # The jobs of attempts stopped when the lock was lost, given back once it is held again.
         self._to_release: Held = []
+        # When the lock was last taken again (the event loop's clock): what freed it likely
+        # freed the others' too (a restart of the server frees every lock at once), and the
+        # rescue leaves them this long to take theirs again (`rescue`).
+        self._regained_at = -math.inf
+        # Two of their checks and the wait of one (theirs are a second apart at most; their
+        # statements time out as this worker's do).
+        self._settle = 2 * interval + check_timeout if settle is None else settle
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -111,6 +123,7 @@ class Liveness:
         """Lets the lock go: call once the worker's row is deleted and its jobs released (those
         of `take_unreleased` among them)."""
         await self.stop_checking()
+        self._close_silent_lock()
         if self._lock is not None:
             lock, self._lock = self._lock, None
             await lock.close()
@@ -124,6 +137,7 @@ class Liveness:
     def terminate(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self._close_silent_lock()
         if self._lock is not None:
             self._lock.terminate()
 
@@ -157,10 +171,16 @@ class Liveness:
             await self._store.expire_connections()
         if self._lock is None:
             self._lock = await self._store.hold_liveness(self._worker_id)
+            self._close_silent_lock()  # its session was ended to hand the lock over
         if not self.held:  # just taken again, or the row or the release failed last time
             await self._resume()
         if not listen_answers and self._listen is not None:
             await self._listen.reopen()
+
+    def _close_silent_lock(self) -> None:
+        if self._silent_lock is not None:
+            self._silent_lock.terminate()
+            self._silent_lock = None
 
     async def _lock_answers(self) -> bool:
         return self._lock is not None and await self._lock.alive(self._check_timeout)
@@ -168,8 +188,8 @@ class Liveness:
     def _lose_lock(self) -> None:
         self.held = False  # first: a claim that returns from now on hands its jobs back
         if self._lock is not None:
-            self._lock.terminate()
-            self._lock = None
+            self._close_silent_lock()  # an earlier one, if any: the takeover ends its session
+            self._silent_lock, self._lock = self._lock, None
             self._to_release += self._stop_attempts()
             logger.error(
                 "worker %s: lost the connection that holds its liveness lock; other workers "
@@ -189,6 +209,7 @@ class Liveness:
                     self._worker_id, sorted(released),
                 )  # fmt: skip
         self.held = True  # no await since the loop's last look: nothing is left behind
+        self._regained_at = asyncio.get_running_loop().time()
         logger.warning("worker %s: holds its liveness lock again", self._worker_id)
         self._resumed()
 
@@ -200,6 +221,11 @@ class Liveness:
     async def rescue(self) -> None:
         # Never its own jobs: a lock lost a moment ago, which its check has not seen yet,
         # would make it look dead to itself (the check stops its attempts and gives them back).
+        # And no one's while its own lock is lost, or a moment after it was taken again: the
+        # others are taking theirs again then (the statement also finds nothing while the
+        # caller's own lock is free, which its check may not have seen yet).
+        if not self.held or asyncio.get_running_loop().time() < self._regained_at + self._settle:
+            return
         rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT, excluding=self._worker_id)
         for job_id, queue, status in rescued:
             logger.warning(

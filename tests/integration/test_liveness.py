@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, job
+from starlette_jobs import DatabaseUnavailableError, EventKind, Jobs, JobStatus, job
 from starlette_jobs.store._protocol import Listener
 from tests.conftest import StartJobs, eventually, on_postgres
 from tests.faultproxy import FaultProxy, named
@@ -68,6 +68,40 @@ async def test_a_worker_that_loses_its_liveness_connection_stops_its_attempts_at
             )
             == 1
         )
+
+
+async def test_when_every_lock_is_freed_at_once_no_worker_takes_the_others_for_dead(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """As a restart of the server does: every worker's lock is free a moment, each takes its
+    own again within a liveness round. The first to do so rescued the others' running jobs
+    as a dead worker's (failing those with no attempt left, and refusing their outcomes)."""
+    global _go_on
+    started.clear()
+    stopped.clear()
+    _go_on = asyncio.Event()
+    async with (
+        start_jobs(queues={"liveness": 1}, lease_duration=60) as one,
+        start_jobs(queues={"liveness": 1}, lease_duration=60) as other,
+    ):
+        ids = [await watched.enqueue(n=n) for n in (1, 2)]
+
+        async def each_runs_one() -> bool:
+            running = [await one.get(job_id) for job_id in ids]
+            workers = {record.worker_id for record in running if record is not None}
+            return len(started) == 2 and workers == {one.worker_id, other.worker_id}
+
+        await eventually(each_runs_one, "each worker to run one job")
+        assert await connection.fetchval(TERMINATE_LIVENESS) == 2
+        # Each stops its attempt and gives its job back, as one alone does (above).
+        await eventually(lambda: _true(len(started) == 4), "both jobs to run again", timeout=10)
+        _go_on.set()
+        for job_id in ids:
+            assert await one.result(watched, job_id, timeout=10) == "done"
+            kinds = [event.kind for event in await one.events(job_id)]
+            assert EventKind.RESCUED not in kinds, kinds
+        live = {worker.id for worker in await one.workers()}
+        assert live == {one.worker_id, other.worker_id}
 
 
 async def _true(value: bool) -> bool:
@@ -176,3 +210,46 @@ LIVENESS_SESSIONS_IS_ONE = """
 
 async def _fetch_true(connection: asyncpg.Connection[Any], query: str) -> bool:
     return bool(await connection.fetchval(query))
+
+
+LOCK_HELD = """
+    SELECT count(*) = 1 FROM pg_locks
+     WHERE locktype = 'advisory' AND granted AND objsubid = 1
+       AND ((classid::int8 << 32) | objid::int8) = hashtextextended($1, 0)
+"""
+
+
+async def test_a_lock_whose_network_comes_back_stays_held_until_the_worker_takes_it_again(
+    fault_proxy: FaultProxy, connection: asyncpg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that finds its lock's connection silent closes it only once its new session
+    holds the lock. Closed at once, the close reached the server the moment the network came
+    back, before the new session waited for the lock: the lock was free until the worker's
+    next round, and a peer's rescue took the worker for dead."""
+    async with Jobs(fault_proxy.dsn, queues={"liveness": 1}, lease_duration=3) as jobs:
+        worker_id = jobs.worker_id
+        store = on_postgres(jobs)
+        unreachable = Unreachable(store.hold_liveness)
+        monkeypatch.setattr(store, "hold_liveness", unreachable)
+        fault_proxy.blackhole()  # the worker's host is cut off
+        await eventually(lambda: _true(unreachable.tries >= 1), "the worker to find it lost")
+        assert await connection.fetchval(LOCK_HELD, worker_id)  # the stale session holds it
+        fault_proxy.heal()
+        free_seen: list[int] = []
+        healed_at = unreachable.tries
+
+        async def look(until: Callable[[], bool]) -> None:
+            """Looks at the lock as often as it can until `until()`."""
+            while not until():
+                if not await connection.fetchval(LOCK_HELD, worker_id):
+                    free_seen.append(unreachable.tries)
+                await asyncio.sleep(0)
+
+        # Two more rounds that cannot take the lock again: the stale session keeps it.
+        await asyncio.wait_for(look(lambda: unreachable.tries >= healed_at + 2), 10)
+        unreachable.reachable = True
+        liveness = jobs._worker._liveness if jobs._worker is not None else None
+        assert liveness is not None
+        await asyncio.wait_for(look(lambda: liveness.held), 10)
+        assert free_seen == []
+        assert await connection.fetchval(LOCK_HELD, worker_id)

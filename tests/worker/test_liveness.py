@@ -175,7 +175,9 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
     enqueued = await store.insert_workflow(NewWorkflow.of("w", (first, second), None))
     await store.claim_batch("q", 10, "dead", 0.0)  # its lease runs out at once
     liveness = Liveness(store, "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still)
+    await liveness.start()
     await liveness.rescue()
+    await liveness.stop()
     assert await store.job_status(enqueued.steps["first"]) is JobStatus.FAILED
     # Told now, not at the next upkeep round.
     assert await store.job_status(enqueued.steps["second"]) is JobStatus.CANCELLED
@@ -193,7 +195,9 @@ async def test_the_jobs_a_rescue_gives_back_are_counted() -> None:
     liveness = Liveness(
         DeadPeer(), "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still, metrics
     )
+    await liveness.start()
     await liveness.rescue()
+    await liveness.stop()
     counted = {
         (a["starlette_jobs.job.status"], a["starlette_jobs.reason"]): p.value
         for a, p in points(reader)["starlette_jobs.jobs.rescued"]
@@ -301,8 +305,44 @@ async def test_a_workers_rescue_never_takes_its_own_jobs() -> None:
 
     store = Rescues()
     liveness = Liveness(store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still)
+    await liveness.start()
     await liveness.rescue()
+    await liveness.stop()
     assert excluded == ["w"]
+
+
+async def test_once_it_took_a_lost_lock_again_a_worker_leaves_the_others_time_to_take_theirs() -> (
+    None
+):
+    """What freed its lock (a restart of the server, an operator ending sessions) likely freed
+    the others': their rows with a free lock are live workers about to take theirs again, and
+    rescuing their jobs then failed the running attempts of live workers."""
+    asked: list[str | None] = []
+
+    class Rescues(Flaky):
+        async def rescue_dead_workers(
+            self, limit: int, excluding: str | None = None
+        ) -> list[tuple[int, str, JobStatus]]:
+            asked.append(excluding)
+            return []
+
+    liveness = Liveness(
+        Rescues(), "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.2
+    )
+    await liveness.start()  # its first lock is lost at once (Flaky)
+    await liveness.rescue()
+    assert asked == ["w"]  # a worker that never lost its lock rescues at once
+    await liveness.check()  # finds its lock lost, and takes it again
+    assert liveness.held
+    await liveness.rescue()
+    assert asked == ["w"]  # not now
+
+    async def rescued_again() -> bool:
+        await liveness.rescue()
+        return len(asked) == 2
+
+    await eventually(rescued_again, "a rescue once the others had time to take their locks")
+    await liveness.stop()
 
 
 async def test_a_listen_that_cannot_open_expires_no_connection_at_each_check() -> None:

@@ -726,6 +726,10 @@ SELECT mine.granted AS held,
 -- dead worker's. Their rows are deleted with their jobs.
 -- $1 how many jobs at most, $2 whether to record events, $3 the calling worker's id (never
 -- rescued by itself: between losing its lock and taking it again it stops its attempts itself)
+-- Nothing while the caller's own lock is free: what freed it (a restart of the server, which
+-- frees every lock at once; an operator ending sessions; a network cut) has likely freed the
+-- others' too, and live workers are taking theirs again (the caller waits a while after taking
+-- its own: `worker/_liveness.py`).
 WITH held AS (
     -- The advisory locks held on this database, as the bigint keys they were taken with.
     SELECT (lock.classid::int8 << 32) | lock.objid::int8 AS key
@@ -736,6 +740,7 @@ WITH held AS (
     SELECT worker.id FROM starlette_jobs_workers AS worker
      WHERE worker.id IS DISTINCT FROM $3::text
        AND NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
+       AND ($3::text IS NULL OR EXISTS (SELECT FROM held WHERE held.key = hashtextextended($3, 0)))
 ), orphaned AS (
     SELECT id FROM starlette_jobs
      WHERE status = 'running' AND worker_id IN (SELECT id FROM dead)
