@@ -339,7 +339,7 @@ async def answered_within(
     future nobody reads ("Future exception was never retrieved" in the application's log). A
     connection that gave no answer is cut and replaced anyway."""
     task = asyncio.ensure_future(statement)
-    task.add_done_callback(_read_outcome)
+    task.add_done_callback(read_outcome)
     try:
         await asyncio.wait({task}, timeout=timeout)
     finally:
@@ -355,7 +355,7 @@ async def answered_within(
     return task.result()
 
 
-def _read_outcome(task: asyncio.Future[Any]) -> None:
+def read_outcome(task: asyncio.Future[Any]) -> None:
     """Marks a statement's error as seen: its caller may have been cancelled meanwhile."""
     if not task.cancelled():
         task.exception()

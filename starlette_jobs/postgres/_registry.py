@@ -13,7 +13,7 @@ from .._errors import DatabaseUnavailableError
 from .._records import JobStatus
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
-from ._connections import Connection, Listener, answered_within, connect
+from ._connections import Connection, Listener, answered_within, connect, read_outcome
 from ._driver_errors import LOCK_NOT_AVAILABLE, raise_as_store_error
 
 LIVENESS_TAKEOVER_WAIT = 2.0
@@ -162,18 +162,12 @@ class HeldLock(Listener):
         if connection.is_closed() or self._unanswered is not None:
             return False
         look = asyncio.ensure_future(connection.execute("SELECT 1"))
-        look.add_done_callback(_read_outcome)
+        look.add_done_callback(read_outcome)
         done, _ = await asyncio.wait({look}, timeout=timeout)
         if not done:
             self._unanswered = look  # left to wait: the connection stays as it is
             return False
         return look.exception() is None
-
-
-def _read_outcome(look: asyncio.Future[Any]) -> None:
-    """Marks the look's error as seen: it may end after the lock was given up."""
-    if not look.cancelled():
-        look.exception()
 
 
 def _record(row: tuple[Any, ...]) -> WorkerRecord:
