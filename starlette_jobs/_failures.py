@@ -1,5 +1,5 @@
-"""How the worker's recurring duties (claiming, renewing leases, the upkeep, the heartbeat...)
-say that they fail, and that they work again.
+"""How the duties that try again and again (the worker's claims, lease renewals, upkeep and
+heartbeat...; a wait for a job's outcome) say that they fail, and that they work again.
 
 Each of them tries again on its own every second or few, for as long as the database stays away.
 Said on every try, an outage of an hour was thousands of identical warnings, a dozen a second
