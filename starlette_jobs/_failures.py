@@ -26,7 +26,7 @@ class FailureLog:
 
     def __init__(self, logger: logging.Logger, what: str) -> None:
         self._logger = logger
-        self.what = what
+        self._what = what
         self._said: set[str] = set()  # the kinds said in this run of failures
         self._failures = 0
 
@@ -37,19 +37,19 @@ class FailureLog:
         else:
             kind = f"{type(error).__qualname__}: {error}"
         if kind in self._said:
-            self._logger.debug("%s failed again, retrying: %s", self.what, error)
+            self._logger.debug("%s failed again, retrying: %s", self._what, error)
             return
         self._said.add(kind)
         if kind is _UNAVAILABLE:
-            self._logger.warning("%s failed, retrying: %s", self.what, error)
+            self._logger.warning("%s failed, retrying: %s", self._what, error)
         else:
-            self._logger.error("%s failed, retrying", self.what, exc_info=error)
+            self._logger.error("%s failed, retrying", self._what, exc_info=error)
 
     def succeeded(self) -> None:
         if self._failures:
             self._logger.info(
                 "%s works again, after %d failed tr%s",
-                self.what, self._failures, "y" if self._failures == 1 else "ies",
+                self._what, self._failures, "y" if self._failures == 1 else "ies",
             )  # fmt: skip
             self._said.clear()
             self._failures = 0

@@ -188,7 +188,7 @@ class Liveness:
     def _lose_lock(self) -> None:
         self.held = False  # first: a claim that returns from now on hands its jobs back
         if self._lock is not None:
-            self._close_silent_lock()  # an earlier one, if any: the takeover ends its session
+            # None silent before: the takeover that gave this lock closed it.
             self._silent_lock, self._lock = self._lock, None
             self._to_release += self._stop_attempts()
             logger.error(
