@@ -789,8 +789,14 @@ WITH held AS (
 SELECT id, queue, status FROM rescued, (SELECT count(*) FROM notified) AS sent;
 
 -- name: get_job
--- $1 job id
-SELECT * FROM starlette_jobs WHERE id = $1;
+-- $1 job id. The columns a JobRecord shows, not `*`: a step's `upstream` and `dependents` are
+-- bigint[], a type asyncpg looks up in the catalog the first time a connection meets it
+-- (15 ms, more than the read itself), and `jobs.get` and `jobs.wait` are what a status route
+-- runs on whatever connection of the pool is free.
+SELECT id, name, queue, status, payload, priority, attempts, max_attempts, run_at, created_at,
+       started_at, finished_at, last_error, errors, worker_id, result, progress,
+       cancel_requested_at, scheduled_for, workflow_id, step, trace_context
+  FROM starlette_jobs WHERE id = $1;
 
 -- name: list_jobs
 -- Most recent first; a page after the one that ended at job $5 (keyset: no OFFSET to skip).
