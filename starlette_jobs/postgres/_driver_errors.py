@@ -39,11 +39,19 @@ TOO_SLOW: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.QueryCanceledError,
     asyncpg.exceptions.LockNotAvailableError,
 )
+# The server aborted the statement for what another transaction did at the same moment (a
+# deadlock, say between an operator cancelling a workflow and a worker finishing one of its
+# steps): nothing of it was written, and the same statement may go through at once.
+CONFLICT: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.SerializationError,
+)
 # What makes a call fail for want of the database rather than for what it asked: raised as
 # `DatabaseUnavailableError` to callers; the worker keeps what it has and tries again.
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     *CONNECTION_LOST,
     *TOO_SLOW,
+    *CONFLICT,
     TimeoutError,  # no answer in time: the network went silent, or the server hangs
     asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
 )
@@ -88,6 +96,11 @@ def unavailable(
         translated = DatabaseTooSlowError(
             "a statement ran out of time: PostgreSQL did not finish it in time (a lock held "
             f"elsewhere, or too much) ({detail})"
+        )
+    elif isinstance(error, CONFLICT):
+        translated = DatabaseUnavailableError(
+            "PostgreSQL aborted the statement for a conflict with another transaction; "
+            f"nothing of it was written, and it may go through if tried again ({detail})"
         )
     elif isinstance(error, _REFUSING):
         translated = DatabaseUnavailableError(

@@ -57,6 +57,8 @@ def test_errors_are_classified(
         (asyncpg.CannotConnectNowError("the database system is starting up"), "refuses new"),
         (asyncpg.QueryCanceledError("canceling statement"), "did not finish it in time"),
         (asyncpg.LockNotAvailableError("could not obtain lock"), "did not finish it in time"),
+        (asyncpg.DeadlockDetectedError("deadlock detected"), "conflict with another transaction"),
+        (asyncpg.SerializationError("could not serialize access"), "conflict with another"),
     ],
 )
 def test_what_means_the_database_is_unavailable_is_raised_as_the_librarys_error(

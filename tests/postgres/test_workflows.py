@@ -17,6 +17,7 @@ import pytest
 from starlette_jobs import DatabaseUnavailableError, EventKind, JobStatus
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
+from tests.conftest import eventually
 from tests.faultproxy import FaultProxy
 from tests.records import outcome
 
@@ -170,3 +171,37 @@ async def test_a_workflow_retry_on_a_silent_network_gives_up_in_time_without_a_c
         await store.close()
     assert waited < 3
     assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_deadlock_reaches_the_caller_as_the_database_unavailable_for_now(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    """PostgreSQL aborts one of two transactions that lock each other's rows: a caller of the
+    store sees `DatabaseUnavailableError` (a 503 with Retry-After on the web side; the worker
+    keeps an outcome and writes it again, whole), not the driver's own exception. Here an
+    operator's session locks the second step and then asks for the first, while
+    `cancel_workflow` (which locks them in id order) holds the first and waits for the second.
+    The operator's session looks for deadlocks later, so `cancel_workflow` is the one aborted."""
+    enqueued = await store.insert_workflow(fan_in(1))
+    first, second = enqueued.steps["part[0]"], enqueued.steps["collect"]
+    operator = await asyncpg.connect(database_dsn)
+    try:
+        await operator.execute("SET deadlock_timeout = '30s'")
+        async with operator.transaction():
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", second)
+            cancel = asyncio.create_task(store.cancel_workflow(enqueued.id))
+
+            async def cancel_waits_for_the_second_step() -> bool:
+                waiting = await operator.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
+                )
+                return bool(waiting)
+
+            await eventually(cancel_waits_for_the_second_step, "cancel_workflow to wait")
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", first)
+        with pytest.raises(DatabaseUnavailableError, match="conflict with another transaction"):
+            await cancel
+    finally:
+        await operator.close()
+    assert await store.job_status(first) is JobStatus.PENDING  # nothing of it was written
+    assert await store.cancel_workflow(enqueued.id)  # and tried again, it goes through
