@@ -205,3 +205,44 @@ async def test_a_deadlock_reaches_the_caller_as_the_database_unavailable_for_now
         await operator.close()
     assert await store.job_status(first) is JobStatus.PENDING  # nothing of it was written
     assert await store.cancel_workflow(enqueued.id)  # and tried again, it goes through
+
+
+async def test_a_retry_that_reopens_a_step_while_another_upstream_of_it_finishes_loses_no_count(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    """`D` waits for `B` and `C`; `B` failed, which cancelled `D`. The operator retries `B`
+    while `C`'s outcome is being written: the retry counts `C` as unfinished (its outcome is
+    not committed), and `C`'s outcome statement, whose snapshot still shows `D` cancelled, must
+    still tell `D` once the retry has committed. Here `C`'s statement is held in flight by a
+    lock on `X`, another step waiting for `C` (a statement telling `X`, as any could)."""
+    steps = [
+        NewStep(step=name, name="tests.part", queue="parts", payload="{}", priority=0,
+                max_attempts=1, upstream=upstream, allowed_failures=0)
+        for name, upstream in [("B", ()), ("C", ()), ("X", (1,)), ("D", (0, 1))]
+    ]  # fmt: skip
+    enqueued = await store.insert_workflow(NewWorkflow.of("race", steps, trace_context=None))
+    ids = enqueued.steps
+    claims = {claim.id: claim for claim in await store.claim_batch("parts", 10, "w", 30)}
+    await store.record_outcomes([outcome(claims[ids["B"]], JobStatus.FAILED, error="no")])
+    assert await store.job_status(ids["D"]) is JobStatus.CANCELLED
+    other = await asyncpg.connect(database_dsn)
+    try:
+        async with other.transaction():
+            await other.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["X"])
+            succeeded = outcome(claims[ids["C"]], JobStatus.SUCCEEDED, result='"c"')
+            writing = asyncio.create_task(store.record_outcomes([succeeded]))
+
+            async def outcome_waits() -> bool:
+                waits = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                return bool(await other.fetchval(waits))
+
+            await eventually(outcome_waits, "the outcome of C to wait for the lock on X")
+            assert await store.retry_job(ids["B"])
+            assert await store.job_status(ids["D"]) is JobStatus.WAITING
+        assert await writing == {ids["C"]}
+    finally:
+        await other.close()
+    again = {claim.id: claim for claim in await store.claim_batch("parts", 10, "w", 30)}
+    assert set(again) == {ids["B"], ids["X"]}
+    await store.record_outcomes([outcome(again[ids["B"]], JobStatus.SUCCEEDED, result='"b"')])
+    assert await store.job_status(ids["D"]) is JobStatus.PENDING

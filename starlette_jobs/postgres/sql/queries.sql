@@ -216,9 +216,14 @@ SELECT * FROM claimed;
 -- (id of a waiting step, how many of its upstream steps finished, how many of those did not
 -- succeed, the first of those as text). Written once: the exactly-once release is this text.
 locked AS (
-    -- In id order: two statements releasing steps of one workflow cannot deadlock.
-    SELECT job.id FROM starlette_jobs AS job
-     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+    -- In id order: two statements releasing steps of one workflow cannot deadlock. Whatever
+    -- their status in this statement's snapshot, and read as the lock leaves them: a step
+    -- cancelled there may be waiting again by now, put back by a retry of the step that failed
+    -- (`reopen_steps`) that counted this statement's steps as unfinished, since it committed
+    -- first; a lock taken on the status of the snapshot alone would pass it by, and it would
+    -- wait for ever. The other way round, the retry waits for this lock, and counts after it.
+    SELECT job.id, job.status FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told))
      ORDER BY job.id
        FOR NO KEY UPDATE
 ), released AS (
@@ -246,8 +251,9 @@ locked AS (
                                             || job.allowed_failures || ' may (latest: '
                                             || told.cause || ')' END
                              ELSE job.last_error END
-      FROM told
-     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+      FROM told JOIN locked USING (id)
+     -- The status as locked, not the snapshot's (above); the row updated is the one locked.
+     WHERE job.id = told.id AND locked.status = 'waiting'
     RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.last_error,
               job.dependents, job.outcome_wanted
 )
@@ -365,9 +371,10 @@ WITH written AS (
       FROM written, unnest(written.dependents) AS dependent
      GROUP BY dependent
 ), locked AS (
-    -- In id order: two statements releasing steps of one workflow cannot deadlock.
-    SELECT job.id FROM starlette_jobs AS job
-     WHERE job.id = ANY(ARRAY(SELECT id FROM told)) AND job.status = 'waiting'
+    -- In id order, whatever their status in this statement's snapshot, and read as the lock
+    -- leaves them: see `release_steps`.
+    SELECT job.id, job.status FROM starlette_jobs AS job
+     WHERE job.id = ANY(ARRAY(SELECT id FROM told))
      ORDER BY job.id
        FOR NO KEY UPDATE
 ), released AS (
@@ -377,8 +384,9 @@ WITH written AS (
        SET upstream_left = job.upstream_left - told.finished,
            status = CASE WHEN job.upstream_left = told.finished THEN 'pending' ELSE 'waiting' END,
            run_at = CASE WHEN job.upstream_left = told.finished THEN now() ELSE job.run_at END
-      FROM told
-     WHERE job.id = told.id AND job.id IN (SELECT id FROM locked) AND job.status = 'waiting'
+      FROM told JOIN locked USING (id)
+     -- The status as locked, not the snapshot's (above); the row updated is the one locked.
+     WHERE job.id = told.id AND locked.status = 'waiting'
     RETURNING job.id, job.queue, job.status, job.attempts, job.run_at
 ), released_logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at)
