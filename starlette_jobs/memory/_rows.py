@@ -73,6 +73,16 @@ class Row:
             created_at=now,
         )
 
+    @property
+    def cancelled_by_upstream(self) -> bool:
+        """A workflow's step cancelled because more of the steps it waits for failed than it
+        allows: a retry of one of those puts it back to waiting."""
+        return (
+            self.status is JobStatus.CANCELLED
+            and self.allowed_failures is not None
+            and (self.upstream_failed or 0) > self.allowed_failures
+        )
+
     def holds_idempotency_key(self, new: NewJobs) -> bool:
         """Whether this job holds the idempotency key of `new` (under the same job name,
         whatever the status)."""

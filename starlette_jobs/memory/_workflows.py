@@ -123,9 +123,7 @@ class MemoryWorkflows(MemoryTables):
             for row in (self._rows.get(i) for i in frontier):
                 if row is None or row.upstream is None or row.allowed_failures is None:
                     continue
-                cancelled = row.status is JobStatus.CANCELLED and (
-                    (row.upstream_failed or 0) > row.allowed_failures
-                )
+                cancelled = row.cancelled_by_upstream
                 if row.status is not JobStatus.WAITING and not cancelled:
                     continue
                 ups = [u for u in (self._rows.get(i) for i in row.upstream) if u is not None]

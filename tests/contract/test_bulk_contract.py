@@ -8,6 +8,7 @@ import pytest
 from starlette_jobs import Jobs, JobStatus
 from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs._records import EventKind
+from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.store._protocol import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -102,6 +103,32 @@ async def test_a_job_whose_unique_key_is_taken_is_left_failed(store: Store) -> N
     assert await store.job_status(taken) is JobStatus.FAILED
     assert await store.job_status(free) is JobStatus.PENDING
     assert await store.job_status(holder) is JobStatus.PENDING
+
+
+async def test_a_step_its_upstreams_failure_cancelled_waits_again_and_runs_after_it(
+    store: Store,
+) -> None:
+    """Retrying a queue's failed and cancelled jobs retries the step that failed; the step it
+    cancelled is not run at once beside it (it would find its upstream unfinished and fail for
+    good): it waits again, as `jobs.retry` of the failed step leaves it, and runs after it."""
+    steps = [
+        NewStep(step=name, name="tests.send", queue="bulk", payload="{}", priority=0,
+                max_attempts=1, upstream=upstream, allowed_failures=0)
+        for name, upstream in [("pay", ()), ("ship", (0,))]
+    ]  # fmt: skip
+    ids = (await store.insert_workflow(NewWorkflow.of("order", steps, None))).steps
+    [claim] = await store.claim_batch("bulk", 10, "w", LEASE)
+    await store.record_outcomes([ended(claim, JobStatus.FAILED, error="declined")])
+    assert await store.job_status(ids["ship"]) is JobStatus.CANCELLED
+    record = await store.begin_bulk("retry", BulkFilter("bulk"), "ada")
+    after = await store.bulk_batch(record.id, 10)
+    assert after is not None
+    assert (after.matched, after.done, after.finished) == (1, 1, True)
+    assert await store.job_status(ids["ship"]) is JobStatus.WAITING
+    [again] = await store.claim_batch("bulk", 10, "w", LEASE)
+    assert again.id == ids["pay"]
+    await store.record_outcomes([ended(again, JobStatus.SUCCEEDED, result="1")])
+    assert await store.job_status(ids["ship"]) is JobStatus.PENDING
 
 
 async def test_no_such_record_has_no_batch(store: Store) -> None:

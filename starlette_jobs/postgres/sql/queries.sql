@@ -1806,7 +1806,11 @@ SELECT $1, $2, $3, $4, $5,
          WHERE queue = $3 AND status = ANY($6::text[]) AND ($5::text IS NULL OR name = $5)
            AND ($7::timestamptz IS NULL OR finished_at >= $7)
            -- A running job asked to stop already: a cancel leaves it.
-           AND NOT ($1 = 'cancel' AND cancel_requested_at IS NOT NULL)),
+           AND NOT ($1 = 'cancel' AND cancel_requested_at IS NOT NULL)
+           -- A step cancelled because a step it waits for failed: a retry leaves it (see
+           -- bulk_retry_batch).
+           AND NOT ($1 = 'retry' AND status = 'cancelled'
+                    AND coalesce(upstream_failed > allowed_failures, false))),
        (SELECT coalesce(max(id), 0) FROM starlette_jobs), $7
 RETURNING *;
 
@@ -1846,6 +1850,11 @@ WITH bulk AS (
        AND (bulk.name IS NULL OR job.name = bulk.name)
        AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
+       -- A step cancelled because a step it waits for failed is left: run beside that step,
+       -- it would find it unfinished and fail for good. The retry of that step (here or later)
+       -- puts it back to waiting (`reopen_steps`), and it runs after it.
+       AND NOT (job.status = 'cancelled'
+                AND coalesce(job.upstream_failed > job.allowed_failures, false))
      ORDER BY job.id
      LIMIT $2
 ), allowed AS (
