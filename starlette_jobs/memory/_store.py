@@ -236,6 +236,12 @@ class MemoryStore(
         )[:limit]
         for row in old:
             del self._rows[row.id]
+        # A workflow's record goes with its last step, as on PostgreSQL.
+        flows = {row.workflow_id for row in old if row.workflow_id is not None}
+        if flows:
+            flows.difference_update(r.workflow_id for r in self._rows.values())
+        for workflow_id in flows:
+            self.data.workflows.pop(workflow_id, None)
         return len(old)
 
     async def count_unfinished(

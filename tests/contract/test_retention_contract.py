@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from starlette_jobs import JobStatus
+from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.store._protocol import Store
 from starlette_jobs.worker._retention import Retention
 from tests.records import new_jobs, outcome
@@ -40,3 +41,22 @@ async def test_a_backlog_of_50000_old_jobs_is_worked_off_without_waiting_for_rou
     # A round lasts about a second: one to a few here (the old code's rounds were capped at
     # 20,000 rows, 10 s apart).
     assert rounds <= 10
+
+
+async def test_a_workflow_goes_with_its_last_step_and_one_with_steps_left_stays(
+    store: Store,
+) -> None:
+    """Retention deletes a workflow's record once its steps are all deleted (`jobs.workflows()`
+    no longer lists it); a workflow whose steps are not all old enough stays, whole."""
+    step = NewStep(step="only", name="tests.part", queue="flows", payload="{}", priority=0,
+                   max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip
+    done = await store.insert_workflow(NewWorkflow.of("done", [step], None))
+    claims = await store.claim_batch("flows", 10, "w", 30)
+    await store.record_outcomes([outcome(c, JobStatus.SUCCEEDED) for c in claims])
+    await asyncio.sleep(0.05)
+    running = await store.insert_workflow(NewWorkflow.of("running", [step], None))
+    await store.claim_batch("flows", 10, "w", 30)
+    assert await store.prune_finished(0.01, 100) == 1
+    assert await store.get_workflow(done.id) is None
+    assert [w.id for w in await store.list_workflows(10, None)] == [running.id]
+    assert await store.get_workflow(running.id) is not None

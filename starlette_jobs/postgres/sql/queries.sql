@@ -626,9 +626,18 @@ WITH old AS (
      LIMIT $2
        FOR UPDATE SKIP LOCKED
 ), deleted AS (
-    DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id RETURNING job.id
+    DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id
+    RETURNING job.id, job.workflow_id
 ), forgotten AS (
     DELETE FROM starlette_jobs_events AS event USING deleted WHERE event.job_id = deleted.id
+), emptied AS (
+    -- A workflow's record goes with its last step. (Its steps deleted by two workers' rounds
+    -- at the same moment leave it: each sees the other's as still there.)
+    DELETE FROM starlette_jobs_workflows AS flow
+     WHERE flow.id IN (SELECT workflow_id FROM deleted WHERE workflow_id IS NOT NULL)
+       AND NOT EXISTS (SELECT FROM starlette_jobs AS step
+                        WHERE step.workflow_id = flow.id
+                          AND step.id NOT IN (SELECT id FROM deleted))
 )
 SELECT count(*) FROM deleted;
 
