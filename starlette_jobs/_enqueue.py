@@ -7,7 +7,7 @@ started enqueuers (`job.enqueue` writes through the most recent), or through
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from time import perf_counter
@@ -157,20 +157,7 @@ class Enqueuer:
         return enqueued
 
     def _check_payload_sizes(self, job: Job[Any, Any], payloads: list[str]) -> None:
-        limit = self._max_payload_bytes
-        longest_safe = self._longest_safe_payload  # only longer texts are encoded and counted
-        too_large = [
-            {
-                "loc": (index,) if len(payloads) > 1 else (),
-                "msg": f"the arguments take {size} bytes as JSON, over the limit of {limit} "
-                "(max_payload_bytes); store large data elsewhere and pass a key",
-                "type": "payload_too_large",
-            }
-            for index, payload in enumerate(payloads)
-            if len(payload) > longest_safe and (size := len(payload.encode())) > limit
-        ]
-        if too_large:
-            raise JobArgumentsError(job.name, too_large)
+        check_payload_sizes(job.name, payloads, self._max_payload_bytes)
 
 
 def _due_now(options: EnqueueOptions) -> bool:
@@ -182,3 +169,25 @@ def _due_now(options: EnqueueOptions) -> bool:
     if options.delay:
         return False
     return options.run_at is None or options.run_at <= datetime.now(UTC)
+
+
+def check_payload_sizes(job_name: str, payloads: Sequence[str], limit: int) -> None:
+    """Refuses arguments whose JSON text takes more than `limit` bytes (`max_payload_bytes`),
+    wherever jobs are written from: `enqueue`, a workflow, the steps a running step adds.
+
+    Raises:
+        JobArgumentsError: one per job too large, located by its position in a batch.
+    """
+    longest_safe = limit // 4  # a character takes at most 4 bytes: only longer texts counted
+    too_large = [
+        {
+            "loc": (index,) if len(payloads) > 1 else (),
+            "msg": f"the arguments take {size} bytes as JSON, over the limit of {limit} "
+            "(max_payload_bytes); store large data elsewhere and pass a key",
+            "type": "payload_too_large",
+        }
+        for index, payload in enumerate(payloads)
+        if len(payload) > longest_safe and (size := len(payload.encode())) > limit
+    ]
+    if too_large:
+        raise JobArgumentsError(job_name, too_large)

@@ -189,4 +189,5 @@ def worker_settings(config: JobsConfig, in_lifespan: bool) -> WorkerSettings:
         c.loop_lag_target if protect else None,
         limits={name: queue.limits for name, queue in declared.items()},
         unknown_job_grace=c.unknown_job_grace,
+        max_payload_bytes=c.max_payload_bytes,
     )  # fmt: skip

@@ -26,6 +26,7 @@ from ._outcomes import OutcomeWriter
 from ._progress import ProgressWriter
 from ._queues import QueueState
 from ._running import RunningAttempts
+from ._steps import SizedSteps
 
 
 class AttemptLauncher:
@@ -44,6 +45,7 @@ class AttemptLauncher:
         count_ended: Callable[[str, JobStatus], None],
         loop_time: JobLoopTime | None,
         wake: Callable[[str], None],
+        max_payload_bytes: int = 1024 * 1024,
     ) -> None:
         self._store = store
         self._tracing = tracing
@@ -60,6 +62,7 @@ class AttemptLauncher:
         self._report_progress = progress.report
         self._upstream_results = store.upstream_results  # a workflow's step reads them
         self._complete_job = store.complete_job  # a job's `complete_in` writes through it
+        self._steps = SizedSteps(store, max_payload_bytes)  # a step adds steps through it
         # Set once the worker stops: a retry's wake-up is not scheduled any more.
         self.stopping = False
 
@@ -72,7 +75,7 @@ class AttemptLauncher:
             # per attempt (keywords cost more).
             control = AttemptControl(
                 None, self._loop_time, claim, self._report_progress,
-                self._upstream_results, self._complete_job, self._store,
+                self._upstream_results, self._complete_job, self._steps,
             )  # fmt: skip
             self._stops.register(claim.lease_token, control)
             self._running.start(claim, create_task(self._execute(state, claim, control)))

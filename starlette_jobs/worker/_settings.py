@@ -33,6 +33,8 @@ class WorkerSettings:
     # Seconds a job no live worker declares waits before this worker fails it (`_strays`);
     # 0: every job is claimed, one of an unknown name fails at once.
     unknown_job_grace: float = 600.0
+    # The largest arguments, as JSON bytes, of a step a running step adds (`max_payload_bytes`).
+    max_payload_bytes: int = 1024 * 1024
 
 
 DEFAULT_RETRY_WAIT = 60.0

@@ -11,6 +11,7 @@ from typing import Protocol
 from uuid import UUID
 
 from .._added_steps import AddedSteps
+from .._enqueue import check_payload_sizes
 from .._records import Claim
 from .._workflow_records import EnqueuedWorkflow, NewWorkflow
 
@@ -23,6 +24,21 @@ class StepStore(Protocol):
     async def add_steps(
         self, job_id: int, lease_token: UUID, new: NewWorkflow
     ) -> EnqueuedWorkflow: ...
+
+
+class SizedSteps:
+    """The store as an attempt sees it for its workflow, with `enqueue`'s limit on the size of
+    arguments applied to the steps it adds (`max_payload_bytes`)."""
+
+    def __init__(self, store: StepStore, max_payload_bytes: int) -> None:
+        self._store = store
+        self._limit = max_payload_bytes
+        self.workflow_of = store.workflow_of
+
+    async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:
+        for position, payload in enumerate(new.payloads):
+            check_payload_sizes(new.jobs[new.job_of[position]].name, [payload], self._limit)
+        return await self._store.add_steps(job_id, lease_token, new)
 
 
 def added_steps(store: StepStore | None, job_id: int, claim: Claim | None) -> AddedSteps:

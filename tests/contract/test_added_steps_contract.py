@@ -227,6 +227,42 @@ async def test_a_name_taken_in_the_workflow_is_refused_with_nothing_written(jobs
     assert f"already (job {enqueued.steps['summary']}" in error
 
 
+@job(name="added.length")
+async def length(text: str) -> int:
+    return len(text)
+
+
+@job(name="added.large", retry=Retry.none())
+async def adding_large(size: int) -> None:
+    me = current_job()
+    assert me is not None
+    more = me.extend_workflow()
+    more.add("large", length, text="x" * size)
+    await more.enqueue()
+
+
+async def test_an_added_step_over_max_payload_bytes_is_refused_as_an_enqueue_is(
+    jobs_dsn: str,
+) -> None:
+    async with Jobs(jobs_dsn, queues={"default": 2}, max_payload_bytes=1000) as jobs:
+        ids = {}
+        for size in (900, 5000):
+            flow = Workflow(f"adds {size}")
+            flow.add("adder", adding_large, size=size)
+            ids[size] = (await flow.enqueue()).id
+        await jobs.drain()
+        within = await jobs.workflow(ids[900])
+        assert within is not None
+        assert within["large"].job.result == 900
+        over = await jobs.workflow(ids[5000])
+        assert over is not None
+        assert [s.step for s in over.steps] == ["adder"]  # nothing added
+        error = over["adder"].job.last_error
+        assert error is not None
+        assert "JobArgumentsError" in error
+        assert "over the limit of 1000 (max_payload_bytes)" in error
+
+
 async def test_a_job_of_no_workflow_cannot_add_steps(jobs: Jobs) -> None:
     job_id = await taking.enqueue(name="a")
     await jobs.drain()
