@@ -106,8 +106,14 @@ class MemoryQueries(MemoryWorkflows):
         row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
         row.finished_at = row.result = row.progress = row.cancel_requested_at = None
         row.outcome_wanted = row.settled = False
+        if row.upstream is not None and row.allowed_failures is not None:
+            # A step whose upstream has not all finished (cancelled while it waited) waits again.
+            row.upstream_left, row.upstream_failed = self._upstream_counts(row)
+            if row.upstream_left and row.upstream_failed <= row.allowed_failures:
+                row.status = JobStatus.WAITING
         self._changed(row, EventKind.RETRIED, now, by=by)
-        self._notify(row.queue)
+        if row.status is JobStatus.PENDING:
+            self._notify(row.queue)
         if row.dependents is not None:
             self._reopen(row.dependents, now)
         return True

@@ -113,6 +113,15 @@ class MemoryWorkflows(MemoryTables):
             self._notify(queue)
         return [row for row in cancelled if row.dependents is not None]
 
+    def _upstream_counts(self, row: Row) -> tuple[int, int]:
+        """How many of the steps `row` waits for have not told it yet (a step counts as finished
+        once it has), and how many of those that have did not succeed."""
+        assert row.upstream is not None
+        ups = [u for u in (self._rows.get(i) for i in row.upstream) if u is not None]
+        told = [u for u in ups if u.settled and u.status in FINISHED]
+        failed = sum(u.status is not JobStatus.SUCCEEDED for u in told)
+        return len(row.upstream) - len(told), failed
+
     def _reopen(self, step_ids: list[int], now: datetime) -> None:
         """A step was retried: the steps waiting for it count their upstream again (a step
         counts as finished once it has told them), and those a failure had cancelled wait
@@ -126,13 +135,10 @@ class MemoryWorkflows(MemoryTables):
                 cancelled = row.cancelled_by_upstream
                 if row.status is not JobStatus.WAITING and not cancelled:
                     continue
-                ups = [u for u in (self._rows.get(i) for i in row.upstream) if u is not None]
-                told = [u for u in ups if u.settled and u.status in FINISHED]
-                failed = sum(u.status is not JobStatus.SUCCEEDED for u in told)
+                left, failed = self._upstream_counts(row)
                 if cancelled and failed > row.allowed_failures:
                     continue  # another step it waits for failed: it stays cancelled
-                row.upstream_left = len(row.upstream) - len(told)
-                row.upstream_failed = failed
+                row.upstream_left, row.upstream_failed = left, failed
                 row.status, row.finished_at, row.settled = JobStatus.WAITING, None, False
                 if cancelled:
                     row.last_error = None

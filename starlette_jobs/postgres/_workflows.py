@@ -67,6 +67,7 @@ class WorkflowStatements(ConnectedStore):
         """
         try:
             async with self._shared.transaction() as connection:
+                await connection.execute(self._q["lock_steps"], [job_id])
                 row = await connection.fetchrow(
                     self._q["retry_job"], job_id, self.record_events, by
                 )

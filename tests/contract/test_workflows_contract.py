@@ -475,6 +475,28 @@ async def test_a_retried_step_puts_the_steps_it_cancelled_back_to_waiting(idle: 
     assert not await idle.retry(enqueued.steps["ship"])  # waiting: nothing to retry
 
 
+async def test_a_step_cancelled_while_it_waited_waits_again_when_retried(idle: Jobs) -> None:
+    """`jobs.retry` of a step an operator cancelled while the step it waits for ran: it does
+    not run at once (it would find that step unfinished and fail for good), it waits for it
+    again, and runs once it has succeeded."""
+    flow = Workflow("cancelled while waiting")
+    render = flow.add("render", flaky, label="render")
+    flow.after(render).add("send", append, label="send")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    (claim,) = await store.claim_batch("default", 10, "w", 30)
+    assert await idle.cancel(enqueued.steps["send"])
+    assert await idle.retry(enqueued.steps["send"])
+    assert await store.job_status(enqueued.steps["send"]) is JobStatus.WAITING
+    assert await store.claim_batch("default", 10, "w", 30) == []
+    succeeded = Outcome(
+        id=claim.id, lease_token=claim.lease_token, status=JobStatus.SUCCEEDED,
+        retry_delay=None, error=None, result="1",
+    )  # fmt: skip
+    await store.record_outcomes([succeeded])
+    assert await store.job_status(enqueued.steps["send"]) is JobStatus.PENDING
+
+
 async def test_a_failure_cancels_a_chain_of_1500_steps_to_its_end(idle: Jobs) -> None:
     flow = Workflow("long chain")
     steps = flow.add_many("s", flaky, [{"label": str(n)} for n in range(1500)])

@@ -999,15 +999,31 @@ SELECT status,
 
 -- name: retry_job
 -- A failed or cancelled job runs again from its first attempt, now; its error history stays.
+-- A workflow's step whose upstream has not all finished (one cancelled while it waited) waits
+-- for it again, counted as `reopen_steps` counts: the store locks the row first (`lock_steps`),
+-- so that this statement sees every statement that told it.
 -- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
-WITH retried AS (
-    UPDATE starlette_jobs
-       SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
+WITH counted AS (
+    SELECT count(*) FILTER (WHERE NOT (up.settled
+                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
+               AS left_to_finish,
+           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
+      FROM starlette_jobs AS job JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+     WHERE job.id = $1
+), retried AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN counted.left_to_finish > 0
+                              AND counted.failed <= job.allowed_failures
+                         THEN 'waiting' ELSE 'pending' END,
+           upstream_left = CASE WHEN job.upstream IS NOT NULL THEN counted.left_to_finish END,
+           upstream_failed = CASE WHEN job.upstream IS NOT NULL THEN counted.failed END,
+           attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
            progress = NULL, cancel_requested_at = NULL, outcome_wanted = false,
            -- A workflow's step tells the steps waiting for it again when it finishes again.
            settled = false
-     WHERE id = $1 AND status IN ('failed', 'cancelled')
-    RETURNING id, queue, status, attempts, run_at, dependents
+      FROM counted
+     WHERE job.id = $1 AND job.status IN ('failed', 'cancelled')
+    RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
     SELECT id, 'retried', status, attempts, run_at, $3::text FROM retried WHERE $2::boolean
