@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -21,6 +21,13 @@ from ._errors import ScheduleDefinitionError
 MAX_TICKS_PER_ROUND = 1000
 # A daylight-saving shift is at most this long (Lord Howe's is 30 minutes, most an hour).
 _LONGEST_SHIFT = timedelta(hours=3)
+# How far apart a zone's offset is looked at when searching for its next change: less than the
+# shortest time between two changes of any zone (a few weeks at the least).
+_OFFSET_LOOK = timedelta(days=7)
+# Ticks are looked for this far at most: "none in 50 years", as cronsim says.
+_HORIZON = timedelta(days=366 * 50)
+_SECOND = timedelta(seconds=1)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class Cron:
@@ -54,20 +61,122 @@ class Cron:
             self._walked, self._offset = " ".join(fields[1:]), timedelta(seconds=int(fields[0]))
         else:
             self._walked, self._offset = expression, timedelta(0)
+        # cronsim walks a 5-field expression with a fixed minute and hour (a time of day) on
+        # the wall clock, Debian's way; any other on the zone's real clock, which it does by
+        # converting each second stepped to UTC and back. That walk can loop for ever over a
+        # clock change that is not on the hour (Pacific/Chatham's, at 03:45), so it is walked
+        # here one stretch of constant UTC offset at a time (`_real_time`): the same ticks, in
+        # a zone with no changes.
+        walked = self._walked.split()
+        self._wall_clock = (
+            len(walked) == 5 and not walked[0].startswith("*") and not walked[1].startswith("*")
+        )
 
     def __repr__(self) -> str:
         return f"Cron({self.expression!r}, {self.timezone!r})"
 
     def _forwards(self, after: datetime) -> Iterator[datetime]:
         """The ticks after `after` as cronsim walks them (UTC; in wall-clock order)."""
-        for tick in CronSim(self._walked, (after - self._offset).astimezone(self.zone)):
+        start = after - self._offset
+        if self._wall_clock:
+            ticks: Iterator[datetime] = CronSim(self._walked, start.astimezone(self.zone))
+        else:
+            ticks = self._real_time(start, reverse=False)
+        for tick in ticks:
             yield tick.astimezone(UTC) + self._offset
 
     def _backwards(self, before: datetime) -> Iterator[datetime]:
         """The ticks before `before`, latest first, as cronsim walks them back (UTC)."""
-        start = (before - self._offset).astimezone(self.zone)
-        for tick in CronSim(self._walked, start, reverse=True):
+        start = before - self._offset
+        if self._wall_clock:
+            ticks: Iterator[datetime] = CronSim(
+                self._walked, start.astimezone(self.zone), reverse=True
+            )
+        else:
+            ticks = self._real_time(start, reverse=True)
+        for tick in ticks:
             yield tick.astimezone(UTC) + self._offset
+
+    def _real_time(self, start: datetime, *, reverse: bool) -> Iterator[datetime]:
+        """The ticks after `start` (before it, with `reverse`), walked one stretch of constant
+        UTC offset at a time, each in a fixed-offset zone: cronsim's walk then has no clock
+        change to cross. A stretch ends at the zone's next change of offset (starts at its
+        last one, backwards); the walk of the next goes on from there."""
+        walk_from = start.astimezone(UTC)
+        # The whole second the walk starts with: cronsim's first step (a second) goes from it.
+        here = (walk_from - _MICROSECOND).replace(microsecond=0) if reverse else walk_from
+        here = here.replace(microsecond=0)
+        if reverse:
+            limit = here - _HORIZON
+            while True:
+                since = self._stretch_start(here, limit)
+                zone = self._fixed(here)
+                for tick in CronSim(self._walked, walk_from.astimezone(zone), reverse=True):
+                    if tick < since:
+                        break
+                    yield tick
+                if since <= limit:
+                    return
+                walk_from, here = since, since - _SECOND
+        else:
+            limit = here + _HORIZON
+            while True:
+                until = self._stretch_end(here, limit)
+                for tick in CronSim(self._walked, walk_from.astimezone(self._fixed(here))):
+                    if tick >= until:
+                        break
+                    yield tick
+                if until >= limit:
+                    return
+                # From a second before the change: cronsim's first step lands on it.
+                walk_from, here = until - _SECOND, until
+
+    def _fixed(self, at: datetime) -> timezone:
+        """A zone with no changes, at the zone's UTC offset at `at`."""
+        offset = at.astimezone(self.zone).utcoffset()
+        assert offset is not None
+        return timezone(offset)
+
+    def _stretch_end(self, at: datetime, limit: datetime) -> datetime:
+        """The first second after `at` (a whole second) at which the zone's UTC offset is no
+        longer what it is at `at`; `limit` if there is none before it."""
+        same = self._fixed(at)
+        near = at
+        while True:
+            far = min(near + _OFFSET_LOOK, limit)
+            if self._fixed(far) != same:
+                break
+            if far == limit:
+                return limit
+            near = far
+        return self._halved(near, far, same)
+
+    def _stretch_start(self, at: datetime, limit: datetime) -> datetime:
+        """The first second of the stretch of the zone's UTC offset at `at` (a whole second),
+        looking back no further than `limit`."""
+        same = self._fixed(at)
+        near = at
+        while True:
+            far = max(near - _OFFSET_LOOK, limit)
+            if self._fixed(far) != same:
+                break
+            if far == limit:
+                return limit
+            near = far
+        return self._halved(far, near, same, found_from_above=True)
+
+    def _halved(
+        self, low: datetime, high: datetime, same: timezone, *, found_from_above: bool = False
+    ) -> datetime:
+        """Of two whole seconds, one at the offset `same` and one not, the first second of the
+        change between them (the first at `same`, when `high` is the one at it)."""
+        while high - low > _SECOND:
+            middle = low + timedelta(seconds=(high - low) // _SECOND // 2)
+            if (self._fixed(middle) == same) != found_from_above:
+                low = middle
+            else:
+                high = middle
+        return high
 
     def next_after(self, at: datetime) -> datetime | None:
         """The first tick strictly after `at` (UTC), or None if there is none in 50 years."""

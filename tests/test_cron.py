@@ -123,6 +123,49 @@ def test_an_hourly_schedule_ticks_every_real_hour_across_transitions() -> None:
     assert [t.astimezone(PARIS).hour for t in ticks] == [1, 2, 2, 3]
 
 
+@pytest.mark.timeout(10)
+def test_a_zone_whose_clock_changes_off_the_hour_is_walked_without_end() -> None:
+    # Pacific/Chatham goes back from 03:45 (+13:45) to 02:45 (+12:45) on 5 April 2026. Walked
+    # on the zone's clock by cronsim, an expression with a star in its hour or minute never
+    # came back from the instants around that change, and the worker's event loop with it.
+    chatham = ZoneInfo("Pacific/Chatham")
+    every_minute_of_3 = Cron("* 3 * * *", "Pacific/Chatham")
+    night = datetime(2026, 4, 4, 12, tzinfo=UTC)
+    ticks = every_minute_of_3.between(night, night + timedelta(hours=6), 1000)
+    # 03:00 to 03:44 before the change, then the whole of 03:xx again after it.
+    assert len(ticks) == 45 + 60
+    assert local(ticks[44:46], chatham) == [
+        "2026-04-05T03:44:00+13:45",
+        "2026-04-05T03:00:00+12:45",
+    ]
+    after_the_change = datetime(2026, 4, 4, 14, 0, 30, tzinfo=UTC)
+    assert every_minute_of_3.next_after(after_the_change) == datetime(
+        2026, 4, 4, 14, 15, tzinfo=UTC
+    )
+    every_three_hours = Cron("45 */3 * * *", "Pacific/Chatham")
+    assert every_three_hours.next_after(after_the_change) == datetime(
+        2026, 4, 4, 15, tzinfo=UTC
+    )  # 03:45 +12:45
+    assert every_three_hours.latest_until(after_the_change) == datetime(
+        2026, 4, 4, 11, tzinfo=UTC
+    )  # 00:45 +13:45
+    seconds = Cron("0 45 */3 * * *", "Pacific/Chatham")
+    assert seconds.next_after(after_the_change) == datetime(2026, 4, 4, 15, tzinfo=UTC)
+
+
+def test_a_repeated_half_hour_ticks_twice_on_the_real_clock() -> None:
+    # Lord Howe goes back from 02:00 (+11:00) to 01:30 (+10:30) on 5 April 2026: a schedule at
+    # half past every hour ticks at both 01:30s, as an hourly one does in Paris.
+    cron = Cron("30 * * * *", "Australia/Lord_Howe")
+    night = datetime(2026, 4, 4, 13, tzinfo=UTC)
+    assert local(cron.between(night, night + timedelta(hours=3), 10), LORD_HOWE) == [
+        "2026-04-05T00:30:00+11:00",
+        "2026-04-05T01:30:00+11:00",
+        "2026-04-05T01:30:00+10:30",
+        "2026-04-05T02:30:00+10:30",
+    ]
+
+
 def test_six_fields_tick_by_the_second() -> None:
     cron = Cron("*/2 * * * * *", "UTC")
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -221,8 +264,14 @@ def test_a_long_stop_costs_a_bounded_round() -> None:
 
 # -- a property over zones, expressions and instants ---------------------------------------------
 
-ZONES = ["Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "UTC"]
-EXPRESSIONS = ["30 2 * * *", "0 1 * * *", "45 1 * * SUN", "*/20 * * * *", "0 */3 * * *"]
+ZONES = [
+    *("Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "UTC"),
+    "Pacific/Chatham",
+]
+EXPRESSIONS = [
+    *("30 2 * * *", "0 1 * * *", "45 1 * * SUN", "*/20 * * * *", "0 */3 * * *"),
+    *("45 */3 * * *", "*/5 3 * * *"),
+]
 
 
 @settings(max_examples=150, deadline=None)
