@@ -22,7 +22,7 @@ class ControlledStore(ConnectedStore):
     """`ConnectedStore` with the protocol's queue controls."""
 
     # The rows written by hand that no `Queue` could declare, each logged once.
-    _told_bad_rows: set[tuple[Any, ...]] | None = None
+    _told_bad_rows: set[str] | None = None
 
     async def set_paused(self, queue: str, paused: bool) -> None:
         await self._write("execute", self._q["set_queue_paused"], queue, paused)
@@ -55,8 +55,10 @@ class ControlledStore(ConnectedStore):
         except JobDefinitionError as error:
             if self._told_bad_rows is None:
                 self._told_bad_rows = set()
-            if row not in self._told_bad_rows:
-                self._told_bad_rows.add(row)
+            # By its text: a NaN read again is not equal to the NaN read before.
+            told = repr(row)
+            if told not in self._told_bad_rows:
+                self._told_bad_rows.add(told)
                 logger.error(
                     "queue %r: its row in starlette_jobs_queues holds limits no Queue could "
                     "declare (%s): no worker claims its jobs until the row is fixed or a "

@@ -5,6 +5,9 @@ stores share: contract/test_controls_contract.py; several processes: processes/t
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from starlette_jobs import JobStatus, QueueLimits
 from starlette_jobs.postgres._store import PostgresStore
@@ -79,5 +82,26 @@ async def test_a_pause_holds_a_limited_claim_that_takes_the_row_after_it(
             await asyncio.sleep(0.2)
             assert not claim.done()  # ...and the claim waits for it to commit
         assert await claim == []
+    finally:
+        await store.close()
+
+
+async def test_a_row_no_queue_could_declare_is_told_once_even_with_a_nan_in_it(
+    database_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rate period of NaN written by hand stops the queue and is logged once, not at every
+    read of the controls (NaN is not equal to itself)."""
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    try:
+        await store.declare_queues({QUEUE: QueueLimits(rate_limit=5, rate_period=1.0)})
+        async with store.pool.acquire() as connection:
+            await connection.execute(
+                "UPDATE starlette_jobs_queues SET rate_period = 'NaN' WHERE name = $1", QUEUE
+            )
+        with caplog.at_level(logging.ERROR, logger="starlette_jobs"):
+            for _ in range(3):
+                assert (await store.queue_controls([QUEUE]))[QUEUE].paused
+        told = [r for r in caplog.records if "no Queue could declare" in r.getMessage()]
+        assert len(told) == 1
     finally:
         await store.close()
