@@ -104,8 +104,7 @@ class Cron:
         last one, backwards); the walk of the next goes on from there."""
         walk_from = start.astimezone(UTC)
         # The whole second the walk starts with: cronsim's first step (a second) goes from it.
-        here = (walk_from - _MICROSECOND).replace(microsecond=0) if reverse else walk_from
-        here = here.replace(microsecond=0)
+        here = (walk_from - _MICROSECOND if reverse else walk_from).replace(microsecond=0)
         if reverse:
             limit = here - _HORIZON
             while True:

@@ -20,7 +20,7 @@ from ._errors import (
     while_doing,
 )
 from ._held_jobs import request_jobs
-from ._job import EnqueueOptions, Job, JobId, registered_job
+from ._job import EnqueueOptions, Job, JobId
 from ._metrics import Metrics
 from ._records import NewJobs
 from ._tracing import Tracing, stored_context
@@ -137,11 +137,7 @@ class Enqueuer:
         caller = None if connection is None else await driver_connection(connection)
         with self._tracing.send(new.queue_of(0), f"workflow:{new.name}") as scope:
             new = replace(new, trace_context=scope.stored_context)
-            longest_safe = self._longest_safe_payload
-            for position, payload in enumerate(new.payloads):
-                if len(payload) > longest_safe:
-                    name = new.jobs[new.job_of[position]].name
-                    self._check_payload_sizes(registered_job(name), [payload])
+            check_step_payload_sizes(new, self._max_payload_bytes)
             try:
                 enqueued = await store.insert_workflow(new, caller)
             except DatabaseUnavailableError as error:
@@ -191,3 +187,16 @@ def check_payload_sizes(job_name: str, payloads: Sequence[str], limit: int) -> N
     ]
     if too_large:
         raise JobArgumentsError(job_name, too_large)
+
+
+def check_step_payload_sizes(new: NewWorkflow, limit: int) -> None:
+    """`check_payload_sizes` for each step of `new` (a workflow, or the steps a running step
+    adds), named by its job.
+
+    Raises:
+        JobArgumentsError: the first step whose arguments are too large.
+    """
+    longest_safe = limit // 4
+    for position, payload in enumerate(new.payloads):
+        if len(payload) > longest_safe:  # only longer texts can be over the limit
+            check_payload_sizes(new.jobs[new.job_of[position]].name, [payload], limit)

@@ -11,7 +11,7 @@ from typing import Protocol
 from uuid import UUID
 
 from .._added_steps import AddedSteps
-from .._enqueue import check_payload_sizes
+from .._enqueue import check_step_payload_sizes
 from .._records import Claim
 from .._workflow_records import EnqueuedWorkflow, NewWorkflow
 
@@ -36,8 +36,7 @@ class SizedSteps:
         self.workflow_of = store.workflow_of
 
     async def add_steps(self, job_id: int, lease_token: UUID, new: NewWorkflow) -> EnqueuedWorkflow:
-        for position, payload in enumerate(new.payloads):
-            check_payload_sizes(new.jobs[new.job_of[position]].name, [payload], self._limit)
+        check_step_payload_sizes(new, self._limit)
         return await self._store.add_steps(job_id, lease_token, new)
 
 
