@@ -168,15 +168,9 @@ class MemoryWorkflows(MemoryTables):
         return changed
 
     def _waited_for(self, row: Row) -> bool:
-        """Whether a step that waits for `row` has not finished (retention keeps `row`)."""
-        if row.dependents is None:
-            return False
-        if not row.settled:
-            return True
-        live = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.RUNNING)
-        return any(
-            (d := self._rows.get(i)) is not None and d.status in live for i in row.dependents
-        )
+        """Whether a step that waits for `row` is still kept (retention keeps `row`: that step
+        reads its result when it runs, or when it is retried after it failed)."""
+        return row.dependents is not None and any(i in self._rows for i in row.dependents)
 
     async def settle_steps(self, limit: int = 1000) -> int:
         now = utc_now()

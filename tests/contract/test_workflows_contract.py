@@ -1,7 +1,7 @@
 """The workflows contract (docs/workflows.md), through `Jobs`, on PostgreSQL and memory alike:
 a chain, a fan-out/fan-in of 100 steps, a diamond, results read typed by the steps that waited
 for them, failures that cancel what waits (naming the cause), a clean-up step, "at least N of
-M", retention that keeps what a live step waits for, and `jobs.workflow`."""
+M", retention that keeps what a step waits for while that step is kept, and `jobs.workflow`."""
 
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ async def test_the_workflow_shows_its_steps_their_states_and_dependencies(
     assert await idle.workflow(0) is None
 
 
-async def test_retention_keeps_a_step_that_a_live_step_waits_for(idle: Jobs) -> None:
+async def test_retention_keeps_a_step_while_a_step_that_waits_for_it_is_kept(idle: Jobs) -> None:
     flow = Workflow("kept")
     first = flow.add("first", append, label="first")
     flow.after(first).add("second", append, label="second")
@@ -297,7 +297,46 @@ async def test_retention_keeps_a_step_that_a_live_step_waits_for(idle: Jobs) -> 
     # The first step finished, but the step that waits for it has not run: it is kept.
     assert await store.prune_finished(0, 100) == 0
     await run_one("second")
-    assert await store.prune_finished(0, 100) == 2
+    # A step goes before the steps it waits for: those are kept while it could be retried.
+    assert await store.prune_finished(0, 100) == 1
+    assert await idle.get(enqueued.steps["second"]) is None
+    assert await store.prune_finished(0, 100) == 1
+    assert await idle.get(enqueued.steps["first"]) is None
+    assert await idle.workflow(enqueued.id) is None
+
+
+async def test_a_failed_step_retried_after_its_upstream_aged_out_still_reads_its_result(
+    idle: Jobs,
+) -> None:
+    """Retention of 0.3 s: the first step finished 0.6 s before the second failed. The first
+    is past retention, the second is not, and can be retried: it must find what it waits for."""
+    flow = Workflow("aged")
+    first = flow.add("first", append, label="first")
+    flow.after(first).add("second", append, label="second")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+
+    async def finish(expected: str, status: JobStatus) -> None:
+        (claim,) = await store.claim_batch("default", 10, "w", 30)
+        assert claim.id == enqueued.steps[expected]
+        failed = status is JobStatus.FAILED
+        outcome = Outcome(
+            id=claim.id, lease_token=claim.lease_token, status=status, retry_delay=None,
+            error="broke" if failed else None, result=None if failed else '"made"',
+        )  # fmt: skip
+        assert await store.record_outcomes([outcome]) == {claim.id}
+
+    await finish("first", JobStatus.SUCCEEDED)
+    await asyncio.sleep(0.6)  # ages the first step's row past the retention below
+    await finish("second", JobStatus.FAILED)
+    assert await store.prune_finished(0.3, 100) == 0
+    assert await idle.retry(enqueued.steps["second"])
+    (again,) = await store.claim_batch("default", 10, "w", 30)
+    assert again.id == enqueued.steps["second"]
+    upstream = await store.upstream_results(again.id)
+    assert [(step.step, step.status, step.result) for step in upstream] == [
+        ("first", JobStatus.SUCCEEDED, '"made"')
+    ]
 
 
 async def test_no_claim_takes_a_waiting_step(idle: Jobs) -> None:

@@ -615,13 +615,12 @@ WITH old AS (
     SELECT id FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
-       -- A workflow's step is kept while a step that waits for it has not finished: that one
-       -- reads its result, and counts its outcome (docs/workflows.md).
+       -- A workflow's step is kept while a step that waits for it is: that one reads its
+       -- result, and counts its outcome, when it runs and when it is retried after it failed
+       -- (docs/workflows.md). So a workflow goes from its last steps up, a round at a time.
        AND (dependents IS NULL
-            OR (settled AND NOT EXISTS (
-                    SELECT FROM starlette_jobs AS dependent
-                     WHERE dependent.id = ANY(starlette_jobs.dependents)
-                       AND dependent.status IN ('waiting', 'pending', 'running'))))
+            OR NOT EXISTS (SELECT FROM starlette_jobs AS dependent
+                            WHERE dependent.id = ANY(starlette_jobs.dependents)))
      ORDER BY finished_at
      LIMIT $2
        FOR UPDATE SKIP LOCKED
