@@ -60,6 +60,13 @@ class BulkStatements(WorkflowStatements):
                 )
                 if row is None:
                     return None
+                if row["waiting_steps"] is not None:
+                    await connection.execute(
+                        self._q["recount_retried_steps"],
+                        row["waiting_steps"],
+                        self.record_events,
+                        row["by_whom"],
+                    )
                 if row["dependents"] is not None:
                     await self._reopen(connection, sorted(set(row["dependents"])))
                 return BulkRecord._from_row(row)

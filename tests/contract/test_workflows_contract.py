@@ -536,6 +536,35 @@ async def test_a_step_cancelled_while_it_waited_waits_again_when_retried(idle: J
     assert await store.job_status(enqueued.steps["send"]) is JobStatus.PENDING
 
 
+async def test_a_bulk_retry_of_a_step_cancelled_while_it_waited_waits_again(idle: Jobs) -> None:
+    """The same through a bulk retry of the queue's cancelled jobs (the dashboard's action)."""
+    flow = Workflow("bulk-cancelled while waiting")
+    render = flow.add("render", flaky, label="render")
+    flow.after(render).add("send", append, label="send")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    (claim,) = await store.claim_batch("default", 10, "w", 30)
+    assert await idle.cancel(enqueued.steps["send"])
+    record = await idle.begin_bulk("retry", queue="default", status="cancelled", by="ada")
+    after = await store.bulk_batch(record.id, 10)
+    assert after is not None
+    assert after.done == 1
+    assert await store.job_status(enqueued.steps["send"]) is JobStatus.WAITING
+    assert await store.claim_batch("default", 10, "w", 30) == []
+    retried = (await idle.events(enqueued.steps["send"]))[-1]
+    assert (retried.kind, retried.status, retried.by) == (
+        EventKind.RETRIED, JobStatus.WAITING, "ada"
+    )  # fmt: skip
+    succeeded = Outcome(
+        id=claim.id, lease_token=claim.lease_token, status=JobStatus.SUCCEEDED,
+        retry_delay=None, error=None, result="1",
+    )  # fmt: skip
+    await store.record_outcomes([succeeded])
+    assert await store.job_status(enqueued.steps["send"]) is JobStatus.PENDING
+    (sent,) = await store.claim_batch("default", 10, "w", 30)
+    assert sent.id == enqueued.steps["send"]
+
+
 async def test_a_failure_cancels_a_chain_of_1500_steps_to_its_end(idle: Jobs) -> None:
     flow = Workflow("long chain")
     steps = flow.add_many("s", flaky, [{"label": str(n)} for n in range(1500)])

@@ -103,6 +103,7 @@ EXPECTED: dict[str, list[str]] = {
     "workflow_steps": ["int8"],
     "lock_steps": ["int8[]"],
     "reopen_steps": ["int8[]", "bool"],
+    "recount_retried_steps": ["int8[]", "bool", "text"],
     "cancel_workflow": ["int8", "bool"],
     "workflow_of": ["int8"],
     "lock_step_workflow": ["int8"],

@@ -1894,18 +1894,52 @@ WITH bulk AS (
            progress = NULL, cancel_requested_at = NULL, outcome_wanted = false, settled = false
       FROM allowed
      WHERE job.id = allowed.id AND job.status IN ('failed', 'cancelled')
-    RETURNING job.id, job.status, job.attempts, job.run_at, job.dependents
+    RETURNING job.id, job.status, job.attempts, job.run_at, job.dependents,
+              job.upstream IS NOT NULL AS waits
 ), logged AS (
+    -- A workflow's step that waits for others is told by `recount_retried_steps`, which
+    -- knows whether it waits again.
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
     SELECT changed.id, 'retried', changed.status, changed.attempts, changed.run_at, bulk.by_whom
-      FROM changed, bulk WHERE $3::boolean
+      FROM changed, bulk WHERE $3::boolean AND NOT changed.waits
 ),
 -- include: bulk_advanced
 SELECT advanced.*,
        (SELECT array_agg(step) FROM changed, unnest(changed.dependents) AS step) AS dependents,
+       (SELECT array_agg(id ORDER BY id) FROM changed WHERE waits) AS waiting_steps,
        CASE WHEN EXISTS (SELECT 1 FROM changed)
             THEN pg_notify('starlette_jobs:' || advanced.queue, '') END
   FROM advanced;
+
+-- name: recount_retried_steps
+-- The steps a bulk retry's batch ran again that wait for other steps, in the batch's
+-- transaction (which holds their rows since its update): as `retry_job`, each waits again for
+-- those of its upstream that have not finished (one cancelled while it waited), else stays
+-- pending; the event `retried` says which. Counted in this statement's snapshot, taken after
+-- the lock: it sees every statement that told them before it, and one after waits for the lock.
+-- $1 step ids, $2 whether to record events, $3 who asked (the event's actor) or NULL
+WITH counted AS (
+    SELECT job.id,
+           count(*) FILTER (WHERE NOT (up.settled
+                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
+               AS left_to_finish,
+           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
+      FROM starlette_jobs AS job JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+     WHERE job.id = ANY($1::bigint[])
+     GROUP BY job.id
+), recounted AS (
+    UPDATE starlette_jobs AS job
+       SET status = CASE WHEN counted.left_to_finish > 0
+                              AND counted.failed <= job.allowed_failures
+                         THEN 'waiting' ELSE 'pending' END,
+           upstream_left = counted.left_to_finish,
+           upstream_failed = counted.failed
+      FROM counted
+     WHERE job.id = counted.id
+    RETURNING job.id, job.status, job.attempts, job.run_at
+)
+INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
+SELECT id, 'retried', status, attempts, run_at, $3::text FROM recounted WHERE $2::boolean;
 
 -- name: bulk_cancel_batch
 -- One batch of a bulk cancel: the next $2 pending, waiting or running jobs of its filter, by id
