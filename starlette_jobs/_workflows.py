@@ -171,13 +171,27 @@ class Workflow:
 
     def chain(self, *steps: Step[Any] | str) -> None:
         """Makes each of `steps` wait for the one before it (as well as for what it already
-        waits for)."""
+        waits for). A clean-up step (`always=True`) waits for it whatever its outcome too.
+
+        Raises:
+            WorkflowDefinitionError: a step is not in the workflow, or waits for at least N of
+                its steps (`at_least=`): the step before it would be counted among them, its
+                failure allowed; list it in that `after()`, or chain a step in between.
+        """
         names = [step if isinstance(step, str) else step.name for step in steps]
         for before, name in itertools.pairwise(names):
             position = self._position.get(name)
             if position is None:
                 raise WorkflowDefinitionError(f"chain(): no step named {name!r} was added")
             waits_for = self._waits_for.get(position, ())
+            at_least, _ = self._policy.get(position, (None, False))
+            if at_least is not None and before not in waits_for:
+                raise WorkflowDefinitionError(
+                    f"chain(): step {name!r} waits for at least {at_least} of "
+                    f"{len(waits_for)} steps; chaining {before!r} to it would count it among "
+                    "them, its failure allowed: name it in that after(), or chain a step "
+                    "in between"
+                )
             if before not in waits_for:
                 self._waits_for[position] = (*waits_for, before)
 

@@ -69,6 +69,18 @@ def test_chain_and_add_many_make_the_edges_they_say() -> None:
         flow.chain("p[0]", "x")
 
 
+def test_chain_refuses_a_step_that_waits_for_at_least_n_and_extends_a_clean_up_step() -> None:
+    flow = Workflow("w")
+    a, b, p = (flow.add(name, step_job, n=1) for name in ("a", "b", "p"))
+    flow.after(a, b, at_least=1).add("x", step_job, n=2)
+    # p would be one more step of which one must succeed: p's failure would not stop x.
+    with pytest.raises(WorkflowDefinitionError, match="'x' waits for at least 1 of 2 steps"):
+        flow.chain(p, "x")
+    flow.after(a, b, always=True).add("cleanup", step_job, n=3)
+    flow.chain(p, "cleanup")  # a clean-up step waits for p as well, whatever its outcome
+    assert order(flow)[3:] == [("x", (0, 1), 1), ("cleanup", (0, 1, 2), 3)]
+
+
 def test_a_cycle_is_named() -> None:
     flow = Workflow("w")
     flow.after("c").add("a", step_job, n=1)
