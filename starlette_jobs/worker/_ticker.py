@@ -37,6 +37,10 @@ MAX_SLEEP = 60.0
 ON_TIME_SLACK = timedelta(seconds=2)
 """How late a tick may be recorded and still count as on time: another worker may be about to
 record a tick that came due just before this one started, or its last look."""
+FROZEN_AFTER = timedelta(seconds=10)
+"""How late past the end of its sleep a round may start before the ticks due meanwhile count as
+missed: the process was stopped or its event loop blocked (see `Ticker._woke`). Shorter delays
+are an event loop running late, and their ticks are on time."""
 WAITING_RECHECK = 1.0
 """Seconds between looks at whether the job a tick waits for has finished."""
 RETRY_AFTER = 5.0
@@ -84,6 +88,8 @@ class Ticker:
         # Ticks after this were due while this ticker ran: on time. Earlier ones, not yet
         # recorded, were missed while no worker ran: the catch-up policy decides.
         self._on_time_since = clock() - ON_TIME_SLACK
+        # When the sleep after the last round should have ended (None: until a declaration).
+        self._wake_by: datetime | None = None
         self._pruned_at: datetime | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -121,13 +127,32 @@ class Ticker:
         """Declares the schedules if not done yet, records the ticks due, and returns how long
         to sleep until the next (None: this process declares no schedule)."""
         started = self._clock()
+        self._woke(started)
         try:
-            return await self._round()
+            wait = await self._round()
         except BaseException:
             # The ticks that come due until a round gets through are missed (the database is
             # unreachable), not on time: the catch-up policy decides, as after a restart.
             self._on_time_since = max(self._on_time_since, started - ON_TIME_SLACK)
+            self._wake_by = self._clock() + timedelta(seconds=RETRY_AFTER)
             raise
+        self._wake_by = None if wait is None else self._clock() + timedelta(seconds=wait)
+        return wait
+
+    def _woke(self, now: datetime) -> None:
+        """A round that starts well past the end of the sleep the last one asked for: the
+        process was stopped (SIGSTOP, a paused VM) or its event loop blocked, and ran at none
+        of the ticks due meanwhile. They are missed, as if the worker had been down (the
+        catch-up policy decides), not all enqueued at once as on time."""
+        if self._wake_by is None or now - self._wake_by <= FROZEN_AFTER:
+            return
+        logger.warning(
+            "the schedules' ticker woke %.0f s past its planned wake-up (the process was "
+            "stopped or its event loop blocked): the ticks due meanwhile were missed, and "
+            "their catch-up policy decides",
+            (now - self._wake_by).total_seconds(),
+        )
+        self._on_time_since = max(self._on_time_since, now - ON_TIME_SLACK)
 
     async def _round(self) -> float | None:
         self._follow_declarations()

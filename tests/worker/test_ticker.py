@@ -6,6 +6,7 @@ contract suite holds PostgreSQL to the same store semantics)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -420,6 +421,31 @@ async def test_ticks_missed_while_the_database_was_unreachable_follow_the_catch_
     await worker.round()
     assert len(await enqueued(store)) <= 1
     assert ("12:09:00", TickStatus.SKIPPED) in await ticks(store)
+
+
+async def test_ticks_slept_through_by_a_frozen_worker_follow_the_catch_up_policy(
+    clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker stopped (SIGSTOP, a VM paused, an event loop blocked) for an hour ran at none
+    of the hour's ticks: it wakes 60 minutes past the sleep its last round asked for, and
+    the sixty ticks are missed, as if it had been down, not sixty jobs enqueued at once."""
+    store = MemoryStore()
+    clock.now = T0 - timedelta(minutes=1)
+    worker = ticker(store, clock, [schedule(catch_up="latest")])
+    await worker.round()
+    clock.advance(60)
+    await worker.round()  # 12:00:00.5
+    assert await enqueued(store) == ["12:00:00"]
+    clock.advance(3630)  # asked to sleep until 12:01:00.005; woke at 13:00:30.5
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        await worker.round()
+    assert await enqueued(store) == ["12:00:00", "13:00:00"]
+    (latest,) = await store.schedule_ticks("beat", 1)
+    assert latest.reason == "caught up: the latest of the ticks missed while no worker ran"
+    assert "woke 3570 s past its planned wake-up" in caplog.text
+    clock.advance(30 + 9)  # 9 s late, 13:01:09.5: an event loop running late, on time
+    await worker.round()
+    assert await enqueued(store) == ["12:00:00", "13:00:00", "13:01:00"]
 
 
 async def test_ticks_are_counted_on_time_and_missed(clock: Clock) -> None:
