@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -164,6 +164,9 @@ class Ticker:
             await self._declare()
         now = self._clock()
         stored = {row.name: row for row in await self._store.list_schedules()}
+        if self._defined_otherwise(stored) and await self._started_last():
+            await self._declare_again(stored)
+            stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
         waiting = False
         for schedule in self._schedules:
@@ -185,6 +188,40 @@ class Ticker:
             # A few ms past the tick: the clock read on waking must be at or after it.
             wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
         return min(wait, WAITING_RECHECK) if waiting else wait
+
+    def _defined_otherwise(self, stored: Mapping[str, StoredSchedule]) -> list[str]:
+        """The names of this code's schedules that the database holds another definition of,
+        or none."""
+        return [
+            schedule.name
+            for schedule in self._schedules
+            if (row := stored.get(schedule.name)) is None
+            or row.definition_hash != self._hashes[schedule.name]
+        ]
+
+    async def _started_last(self) -> bool:
+        """Whether this worker started after every other live one (by the registry; ties by
+        id). The stored definitions are those the last worker to start declared, whose code
+        is the deploy's newest as far as anyone can tell; a worker that started after this
+        one and lives has them, so this one stands by."""
+        workers = await self._store.list_workers()
+        mine = next((w for w in workers if w.id == self._worker_id), None)
+        if mine is None:
+            return False  # not in the registry (yet, or no longer): it cannot tell
+        return all((w.started_at, w.id) <= (mine.started_at, mine.id) for w in workers)
+
+    async def _declare_again(self, stored: Mapping[str, StoredSchedule]) -> None:
+        """A worker that started after this one declared other definitions (an old worker
+        restarted during a rolling deploy, or a newer one) and is gone: this code's schedules
+        are declared again, and tick, without waiting for a restart of this worker. The
+        others stored are left as they are."""
+        logger.warning(
+            "schedules %s are defined otherwise in the database, by a worker that started after "
+            "this one and no longer runs: declaring this code's definitions again",
+            self._defined_otherwise(stored),
+        )
+        self._adds_only = True
+        await self._declare()
 
     def _declarations_changed(self) -> bool:
         return list(self._declarations()) != self._declarations_seen

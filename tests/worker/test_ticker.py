@@ -19,6 +19,7 @@ from starlette_jobs._cron import Cron
 from starlette_jobs._metrics import Metrics
 from starlette_jobs._schedule_records import StoredSchedule
 from starlette_jobs._schedules import CatchUp, Overlap, Schedule
+from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.memory import _schedules as memory_schedules
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker import _ticker
@@ -195,6 +196,52 @@ async def test_a_removed_schedule_stops_ticking_once_newer_code_starts(clock: Cl
     assert [s.name for s in await store.list_schedules()] == ["other"]
     assert await store.schedule_ticks("beat", 10) == []
     assert len(await store.schedule_ticks("other", 10)) == 2
+
+
+async def register(store: MemoryStore, worker_id: str) -> None:
+    """`worker_id` in the registry, started now (on the real clock: after those before it)."""
+    await store.register_worker(
+        NewWorker(worker_id, "host", 1, ("ticker",), (beat.name,), "1", heartbeat_seconds=1.0)
+    )
+
+
+async def test_an_old_worker_restarted_mid_deploy_wins_while_it_lives_then_new_code_does(
+    clock: Clock,
+) -> None:
+    """A rolling deploy: a new worker runs "beat" every two minutes and a new "report"; an old
+    one (every minute, no "report") restarts after it, its start declaring its code's set: it
+    ticks, the new one stands by. Once the old one has gone, the new one declares its own again
+    and ticks them: it does not wait for a restart of its own."""
+    store = MemoryStore()
+    new_code = [schedule("*/2 * * * *"), schedule("0 * * * *", name="report")]
+    new = ticker(store, clock, new_code, "w-new")
+    await register(store, "w-new")
+    await new.round()
+    old = ticker(store, clock, [schedule("* * * * *")], "w-old")
+    await register(store, "w-old")
+    await old.round()  # 12:00:00.5: the old set, "report" deleted
+    assert [(s.name, s.definition["cron"]) for s in await store.list_schedules()] == [
+        ("beat", "* * * * *")
+    ]
+    for _ in range(3):
+        clock.advance(60)
+        await new.round()  # the old worker lives and started last: the new one stands by
+        await old.round()
+    assert {t.worker_id for t in await store.schedule_ticks("beat", 100)} == {"w-old"}
+    assert [s.name for s in await store.list_schedules()] == ["beat"]
+    await store.unregister_worker("w-old")  # stopped, or found dead by the others
+    clock.advance(60)  # 12:04:00.5
+    await new.round()
+    assert [(s.name, s.definition["cron"]) for s in await store.list_schedules()] == [
+        ("beat", "*/2 * * * *"),
+        ("report", "0 * * * *"),
+    ]
+    clock.advance(120)
+    await new.round()
+    latest = await store.schedule_ticks("beat", 9)
+    assert [(t.at.strftime("%H:%M"), t.worker_id) for t in latest] == [
+        ("12:06", "w-new"), ("12:03", "w-old"), ("12:02", "w-old"), ("12:01", "w-old"),
+    ]  # fmt: skip
 
 
 async def test_a_process_declaring_no_schedule_leaves_them_be(clock: Clock) -> None:
