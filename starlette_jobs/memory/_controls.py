@@ -48,7 +48,9 @@ class MemoryControls(MemoryTables):
         running = [r for r in self._running() if r.queue == queue and r.lease_token not in gone]
         if limits.global_limit is not None:
             limit = min(limit, limits.global_limit - len(running))
-        starts = self.data.recent_starts.get(queue, [])
+        # A start "after now" was recorded before the clock was set back: as on PostgreSQL,
+        # dropped, neither counted (the queue would stall until then) nor kept.
+        starts = [at for at in self.data.recent_starts.get(queue, []) if at <= now]
         if limits.rate_limit is not None:
             window = now - timedelta(seconds=limits.rate_period)
             limit = min(limit, limits.rate_limit - sum(1 for at in starts if at > window))

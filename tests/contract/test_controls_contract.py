@@ -8,10 +8,13 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
 from starlette_jobs import Jobs, JobStatus, Queue, QueueControls, QueueLimits, job
+from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.postgres._store import PostgresStore
 from starlette_jobs.store._protocol import Store
 from tests.records import new_jobs as new
 from tests.records import outcome as ended
@@ -158,6 +161,33 @@ async def test_a_rate_limit_lifted_then_declared_again_counts_no_start_from_befo
     assert len(await store.claim_limited_batch(QUEUE, 1, "w1", LEASE)) == 1
     await store.declare_queues({QUEUE: hourly})  # and declared again
     assert len(await store.claim_limited_batch(QUEUE, 10, "w1", LEASE)) == 1
+
+
+async def stamp_starts_an_hour_ahead(store: Store, queue: str) -> None:
+    """The queue's recorded starts, as if they were recorded before the database's clock was
+    set back an hour (a wrong clock corrected)."""
+    if isinstance(store, PostgresStore):
+        async with store.pool.acquire() as connection:
+            await connection.execute(
+                "UPDATE starlette_jobs_queues SET recent_starts = array(SELECT at "
+                "+ interval '1 hour' FROM unnest(recent_starts) AS s(at)) WHERE name = $1",
+                queue,
+            )
+    else:
+        assert isinstance(store, MemoryStore)
+        starts = store.data.recent_starts[queue]
+        store.data.recent_starts[queue] = [at + timedelta(hours=1) for at in starts]
+
+
+async def test_a_clock_set_back_neither_stalls_a_rate_limit_nor_lifts_it(store: Store) -> None:
+    await store.declare_queues({QUEUE: QueueLimits(rate_limit=2, rate_period=60)})
+    await store.insert_jobs(new(10, queue=QUEUE))
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 2
+    await stamp_starts_an_hour_ahead(store, QUEUE)
+    # Starts "in the future" are not within the minute before now: not an hour of no starts.
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 2
+    # And the starts made since count: the limit holds.
+    assert await store.claim_limited_batch(QUEUE, 10, "w", LEASE) == []
 
 
 async def test_a_rate_limit_allows_its_starts_again_once_the_period_has_passed(

@@ -1348,7 +1348,11 @@ WITH seen AS (
                            q.global_limit - (SELECT count(*) FROM running),
                            q.rate_limit - (SELECT count(*) FROM unnest(q.recent_starts) AS s(at)
                                             WHERE at > statement_timestamp()
-                                                       - make_interval(secs => q.rate_period)))
+                                                       - make_interval(secs => q.rate_period)
+                                              -- A start "after now" was recorded before the
+                                              -- clock was set back: not within this period
+                                              -- (else the queue would stall until that time).
+                                              AND at <= statement_timestamp()))
            END AS jobs
       FROM q
 ), due AS (
@@ -1387,7 +1391,8 @@ WITH seen AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
     SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
 ), started AS (
-    -- The next claim's turn, and the latest rate_limit starts, the oldest first.
+    -- The next claim's turn, and the latest rate_limit starts, the oldest first (those "after
+    -- now" dropped: kept as the latest, they would push out every start made from now on).
     UPDATE starlette_jobs_queues AS queue
        SET claim_seq = queue.claim_seq + 1,
            recent_starts = CASE WHEN queue.rate_limit IS NULL THEN '{}' ELSE array(
@@ -1396,6 +1401,7 @@ WITH seen AS (
                                                                    ARRAY[(SELECT count(*)
                                                                             FROM claimed)::int4]))
                                               AS s(at)
+                                WHERE at <= statement_timestamp()
                                 ORDER BY at DESC LIMIT queue.rate_limit) AS kept
                 ORDER BY at) END
      WHERE queue.name = $1 AND EXISTS (SELECT FROM claimed)
