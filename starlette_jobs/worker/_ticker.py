@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._cron import plan_ticks
+from .._cron import MAX_TICKS_PER_ROUND, plan_ticks
 from .._failures import FailureLog
 from .._metrics import Metrics
 from .._schedule_records import DeclaredSchedule, StoredSchedule, TickStatus
@@ -168,13 +168,16 @@ class Ticker:
             await self._declare_again(stored)
             stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
-        waiting = False
+        waiting = behind = False
         for schedule in self._schedules:
             row = stored.get(schedule.name)
             definition_hash = self._hashes[schedule.name]
             if row is None or row.definition_hash != definition_hash:
                 continue  # changed or removed by newer code: not ours to tick any more
-            recorded_until, waits = await self._record_due(schedule, row, definition_hash, now)
+            recorded_until, waits, left = await self._record_due(
+                schedule, row, definition_hash, now
+            )
+            behind = behind or left
             if schedule.overlap == "one_waiting" and (waits or row.waiting_tick_at is not None):
                 started = await self._start_waiting(schedule, row, definition_hash)
                 waiting = waiting or not started
@@ -184,6 +187,8 @@ class Ticker:
         self._on_time_since = now - ON_TIME_SLACK
         await self._prune(now)
         wait = MAX_SLEEP
+        if behind:
+            return 0.0  # a backlog longer than a round: the next goes on at once
         if next_due is not None:
             # A few ms past the tick: the clock read on waking must be at or after it.
             wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
@@ -259,9 +264,10 @@ class Ticker:
 
     async def _record_due(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime
-    ) -> tuple[datetime, bool]:
-        """Records the ticks of `schedule` due by `now`; returns the latest tick recorded, and
-        whether one of them waits (`overlap="one_waiting"`)."""
+    ) -> tuple[datetime, bool, bool]:
+        """Records the ticks of `schedule` due by `now`; returns the latest tick recorded,
+        whether one of them waits (`overlap="one_waiting"`), and whether it recorded as many as
+        a round may (`MAX_TICKS_PER_ROUND`): more may be due."""
         recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
         planned = plan_ticks(
             schedule.cron, schedule.catch_up, recorded_until, self._on_time_since, now
@@ -284,7 +290,7 @@ class Ticker:
                     "" if recorded.job_id is None else f" as job {recorded.job_id}",
                 )  # fmt: skip
             recorded_until = max(recorded_until, tick.at)
-        return recorded_until, waits
+        return recorded_until, waits, len(planned) >= MAX_TICKS_PER_ROUND
 
     async def _start_waiting(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str

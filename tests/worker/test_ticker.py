@@ -159,6 +159,24 @@ async def test_a_restart_with_a_window_runs_each_missed_tick_within_it(clock: Cl
     assert after == ["12:07:00", "12:08:00", "12:09:00", "12:10:00"]
 
 
+async def test_a_backlog_longer_than_a_round_is_caught_up_in_rounds_one_after_another(
+    clock: Clock,
+) -> None:
+    """Two days missed of a schedule that runs every minute, all caught up (2,880 ticks): the
+    rounds follow each other at once while they come back full, not a minute apart (which
+    took three minutes here, and a week's backlog ten)."""
+    store = MemoryStore()
+    clock.now = T0 - timedelta(minutes=1)
+    caught_up = schedule(catch_up=timedelta(days=2))
+    await ticker(store, clock, [caught_up]).round()
+    clock.advance(2 * 86400)
+    restarted = ticker(store, clock, [caught_up], "w2")
+    waits = [await restarted.round() for _ in range(3)]
+    assert waits[:2] == [0.0, 0.0]
+    assert waits[2] == pytest.approx(59.5 + 0.005)
+    assert len(await store.list_jobs(None, "ticker", 5000)) == 2 * 1440
+
+
 async def test_a_tick_due_just_before_a_worker_starts_is_on_time(clock: Clock) -> None:
     store = MemoryStore()
     clock.now = T0 - timedelta(minutes=1)
