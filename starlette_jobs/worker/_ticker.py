@@ -36,11 +36,13 @@ MAX_SLEEP = 60.0
 """The longest a ticker sleeps between looks at the stored schedules."""
 ON_TIME_SLACK = timedelta(seconds=2)
 """How late a tick may be recorded and still count as on time: another worker may be about to
-record a tick that came due just before this one started, or its last look."""
-FROZEN_AFTER = timedelta(seconds=10)
-"""How late past the end of its sleep a round may start before the ticks due meanwhile count as
-missed: the process was stopped or its event loop blocked (see `Ticker._woke`). Shorter delays
-are an event loop running late, and their ticks are on time."""
+record a tick that came due just before this one started, or its last look. A tick found due
+longer ago than this was missed, whatever kept it (no worker running, the database unreachable,
+the process stopped or its event loop blocked, a round that hung): the catch-up policy
+decides."""
+LATE_WAKE_WARNING = timedelta(seconds=10)
+"""A round that starts this long past the end of its sleep logs a warning: the process was
+stopped or its event loop blocked."""
 WAITING_RECHECK = 1.0
 """Seconds between looks at whether the job a tick waits for has finished."""
 RETRY_AFTER = 5.0
@@ -127,32 +129,32 @@ class Ticker:
         """Declares the schedules if not done yet, records the ticks due, and returns how long
         to sleep until the next (None: this process declares no schedule)."""
         started = self._clock()
-        self._woke(started)
+        self._warn_if_late(started)
+        # Found due longer ago than the slack: missed, not on time (see ON_TIME_SLACK), so a
+        # process stopped for an hour, in its sleep or in a round, does not enqueue the hour's
+        # ticks at once as on time.
+        self._on_time_since = max(self._on_time_since, started - ON_TIME_SLACK)
         try:
             wait = await self._round()
         except BaseException:
-            # The ticks that come due until a round gets through are missed (the database is
-            # unreachable), not on time: the catch-up policy decides, as after a restart.
-            self._on_time_since = max(self._on_time_since, started - ON_TIME_SLACK)
+            # The ticks that come due until a round gets through (the database unreachable)
+            # are found more than the slack late by the next: missed, as after a restart.
             self._wake_by = self._clock() + timedelta(seconds=RETRY_AFTER)
             raise
         self._wake_by = None if wait is None else self._clock() + timedelta(seconds=wait)
         return wait
 
-    def _woke(self, now: datetime) -> None:
-        """A round that starts well past the end of the sleep the last one asked for: the
-        process was stopped (SIGSTOP, a paused VM) or its event loop blocked, and ran at none
-        of the ticks due meanwhile. They are missed, as if the worker had been down (the
-        catch-up policy decides), not all enqueued at once as on time."""
-        if self._wake_by is None or now - self._wake_by <= FROZEN_AFTER:
-            return
-        logger.warning(
-            "the schedules' ticker woke %.0f s past its planned wake-up (the process was "
-            "stopped or its event loop blocked): the ticks due meanwhile were missed, and "
-            "their catch-up policy decides",
-            (now - self._wake_by).total_seconds(),
-        )
-        self._on_time_since = max(self._on_time_since, now - ON_TIME_SLACK)
+    def _warn_if_late(self, now: datetime) -> None:
+        """Tells the operator of a round that starts well past the end of the sleep the last
+        one asked for: the process was stopped (SIGSTOP, a paused VM) or its event loop
+        blocked, and the ticks due meanwhile were missed."""
+        if self._wake_by is not None and now - self._wake_by > LATE_WAKE_WARNING:
+            logger.warning(
+                "the schedules' ticker woke %.0f s past its planned wake-up (the process was "
+                "stopped or its event loop blocked): the ticks due meanwhile were missed, and "
+                "their catch-up policy decides",
+                (now - self._wake_by).total_seconds(),
+            )
 
     async def _round(self) -> float | None:
         self._follow_declarations()
