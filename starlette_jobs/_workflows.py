@@ -185,7 +185,8 @@ class Workflow:
                 raise WorkflowDefinitionError(f"chain(): no step named {name!r} was added")
             waits_for = self._waits_for.get(position, ())
             at_least, _ = self._policy.get(position, (None, False))
-            if at_least is not None and before not in waits_for:
+            # at_least=0 lets every one fail, as always=True does: one more changes nothing.
+            if at_least and before not in waits_for:
                 raise WorkflowDefinitionError(
                     f"chain(): step {name!r} waits for at least {at_least} of "
                     f"{len(waits_for)} steps; chaining {before!r} to it would count it among "

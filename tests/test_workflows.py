@@ -78,7 +78,11 @@ def test_chain_refuses_a_step_that_waits_for_at_least_n_and_extends_a_clean_up_s
         flow.chain(p, "x")
     flow.after(a, b, always=True).add("cleanup", step_job, n=3)
     flow.chain(p, "cleanup")  # a clean-up step waits for p as well, whatever its outcome
-    assert order(flow)[3:] == [("x", (0, 1), 1), ("cleanup", (0, 1, 2), 3)]
+    flow.after(a, b, at_least=0).add("any", step_job, n=4)
+    flow.chain(p, "any")  # as always=True
+    assert order(flow)[3:] == [
+        ("x", (0, 1), 1), ("cleanup", (0, 1, 2), 3), ("any", (0, 1, 2), 3),
+    ]  # fmt: skip
 
 
 def test_a_cycle_is_named() -> None:
