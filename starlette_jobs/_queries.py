@@ -153,8 +153,9 @@ class JobQueries:
 
     async def retry(self, job_id: JobId, *, by: str | None = None) -> bool:
         """Runs a failed or cancelled job again, from its first attempt. Returns False if the
-        job is in another status. `by`: who asks, written in the job's `retried` event
-        (`JobEvent.by`), as for `cancel`.
+        job is in another status, or is a workflow's step more of whose upstream failed than
+        it allows (retry that step first; docs/workflows.md). `by`: who asks, written in the
+        job's `retried` event (`JobEvent.by`), as for `cancel`.
 
         Raises:
             JobNotFoundError: no job has this id.

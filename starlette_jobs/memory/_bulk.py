@@ -87,8 +87,9 @@ class MemoryBulk(MemoryQueries):
             and (upper is None or row.id <= upper)
             # A running job asked to stop already: a cancel leaves it, as on PostgreSQL.
             and not (action == "cancel" and row.cancel_requested_at is not None)
-            # A step its upstream's failure cancelled: the retry of that step reopens it.
-            and not (action == "retry" and row.cancelled_by_upstream)
+            # A step more of whose upstream failed than it allows: left, as `retry_job` leaves
+            # it (the retry of that step reopens one it cancelled).
+            and not (action == "retry" and self._upstream_failed_beyond_allowed(row))
             # One that failed after a retry began was not counted: left out, as on PostgreSQL.
             and not (
                 action == "retry"

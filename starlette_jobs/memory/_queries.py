@@ -102,6 +102,8 @@ class MemoryQueries(MemoryWorkflows):
                 f"job {job_id} cannot be retried: another pending or running job holds its "
                 "unique key; retry it once that job has finished"
             )
+        if self._upstream_failed_beyond_allowed(row):
+            return False  # it would run without them: their retry first, as on PostgreSQL
         now = utc_now()
         row.status, row.attempts, row.run_at = JobStatus.PENDING, 0, now
         row.finished_at = row.result = row.progress = row.cancel_requested_at = None
@@ -109,7 +111,7 @@ class MemoryQueries(MemoryWorkflows):
         if row.upstream is not None and row.allowed_failures is not None:
             # A step whose upstream has not all finished (cancelled while it waited) waits again.
             row.upstream_left, row.upstream_failed = self._upstream_counts(row)
-            if row.upstream_left and row.upstream_failed <= row.allowed_failures:
+            if row.upstream_left:
                 row.status = JobStatus.WAITING
         self._changed(row, EventKind.RETRIED, now, by=by)
         if row.status is JobStatus.PENDING:

@@ -122,6 +122,14 @@ class MemoryWorkflows(MemoryTables):
         failed = sum(u.status is not JobStatus.SUCCEEDED for u in told)
         return len(row.upstream) - len(told), failed
 
+    def _upstream_failed_beyond_allowed(self, row: Row) -> bool:
+        """Whether more of the steps `row` waits for failed (and told it) than it allows: a
+        retry of `row` would run it without them. Counted now: a step cancelled by hand while
+        it waited was not told of the failures after."""
+        if row.upstream is None or row.allowed_failures is None:
+            return False
+        return self._upstream_counts(row)[1] > row.allowed_failures
+
     def _reopen(self, step_ids: list[int], now: datetime) -> None:
         """A step was retried: the steps waiting for it count their upstream again (a step
         counts as finished once it has told them), and those a failure had cancelled wait

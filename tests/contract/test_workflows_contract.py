@@ -536,6 +536,41 @@ async def test_a_step_cancelled_while_it_waited_waits_again_when_retried(idle: J
     assert await store.job_status(enqueued.steps["send"]) is JobStatus.PENDING
 
 
+async def test_a_step_whose_upstream_failed_is_not_retried_before_that_step(idle: Jobs) -> None:
+    """A step cancelled by hand while it waited for two steps; one of them then failed for
+    good, the other still runs. Retrying it, alone or in bulk, would run it without what it
+    waits for: refused, until the failed step is retried and succeeds."""
+    flow = Workflow("upstream failed since")
+    one, two = flow.add("one", flaky, label="one"), flow.add("two", flaky, label="two")
+    flow.after(one, two).add("send", append, label="send")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    claims = {c.id: c for c in await store.claim_batch("default", 10, "w", 30)}
+    assert await idle.cancel(enqueued.steps["send"])
+    failed = claims[enqueued.steps["one"]]
+    await store.record_outcomes([
+        Outcome(id=failed.id, lease_token=failed.lease_token, status=JobStatus.FAILED,
+                retry_delay=None, error="broke", result=None),
+    ])  # fmt: skip
+    await store.settle_steps()
+    assert not await idle.retry(enqueued.steps["send"])
+    record = await idle.begin_bulk("retry", queue="default", status="cancelled", by="ada")
+    assert record.matched == 0
+    await idle.run_bulk(record.id)
+    assert await store.job_status(enqueued.steps["send"]) is JobStatus.CANCELLED
+    assert await store.claim_batch("default", 10, "w", 30) == []
+    # Once that step is retried and succeeds, so is this one, and it runs after both.
+    assert await idle.retry(enqueued.steps["one"])
+    for claim in [*await store.claim_batch("default", 10, "w", 30), claims[enqueued.steps["two"]]]:
+        await store.record_outcomes([
+            Outcome(id=claim.id, lease_token=claim.lease_token, status=JobStatus.SUCCEEDED,
+                    retry_delay=None, error=None, result='"ok"'),
+        ])  # fmt: skip
+    assert await idle.retry(enqueued.steps["send"])
+    (sent,) = await store.claim_batch("default", 10, "w", 30)
+    assert sent.id == enqueued.steps["send"]
+
+
 async def test_a_bulk_retry_of_a_step_cancelled_while_it_waited_waits_again(idle: Jobs) -> None:
     """The same through a bulk retry of the queue's cancelled jobs (the dashboard's action)."""
     flow = Workflow("bulk-cancelled while waiting")

@@ -998,8 +998,8 @@ SELECT status,
 
 -- name: retry_job
 -- A failed or cancelled job runs again from its first attempt, now; its error history stays.
--- A workflow's step whose upstream has not all finished (one cancelled while it waited) waits
--- for it again, counted as `reopen_steps` counts: the store locks the row first (`lock_steps`),
+-- Not a workflow's step more of whose upstream failed than it allows: that one first. A step
+-- whose upstream has not all finished (one cancelled while it waited) waits for it again, counted as `reopen_steps` counts: the store locks the row first (`lock_steps`),
 -- so that this statement sees every statement that told it.
 -- $1 job id, $2 whether to record events, $3 who asked (the event's actor) or NULL
 WITH counted AS (
@@ -1022,6 +1022,9 @@ WITH counted AS (
            settled = false
       FROM counted
      WHERE job.id = $1 AND job.status IN ('failed', 'cancelled')
+       -- A step more of whose upstream failed than it allows would run without it: refused
+       -- (one cancelled by hand while it waited is not told of the failures after).
+       AND (job.upstream IS NULL OR counted.failed <= job.allowed_failures)
     RETURNING job.id, job.queue, job.status, job.attempts, job.run_at, job.dependents
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, run_at, actor)
@@ -1837,10 +1840,12 @@ SELECT $1, $2, $3, $4, $5,
            AND ($7::timestamptz IS NULL OR finished_at >= $7)
            -- A running job asked to stop already: a cancel leaves it.
            AND NOT ($1 = 'cancel' AND cancel_requested_at IS NOT NULL)
-           -- A step cancelled because a step it waits for failed: a retry leaves it (see
+           -- A step more of whose upstream failed than it allows: a retry leaves it (see
            -- bulk_retry_batch).
-           AND NOT ($1 = 'retry' AND status = 'cancelled'
-                    AND coalesce(upstream_failed > allowed_failures, false))),
+           AND NOT ($1 = 'retry' AND upstream IS NOT NULL
+                    AND (SELECT count(*) FROM starlette_jobs AS up
+                          WHERE up.id = ANY(starlette_jobs.upstream) AND up.settled
+                            AND up.status IN ('failed', 'cancelled')) > allowed_failures)),
        (SELECT coalesce(max(id), 0) FROM starlette_jobs), $7
 RETURNING *;
 
@@ -1880,11 +1885,15 @@ WITH bulk AS (
        AND (bulk.name IS NULL OR job.name = bulk.name)
        AND (bulk.finished_after IS NULL OR job.finished_at >= bulk.finished_after)
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
-       -- A step cancelled because a step it waits for failed is left: run beside that step,
-       -- it would find it unfinished and fail for good. The retry of that step (here or later)
-       -- puts it back to waiting (`reopen_steps`), and it runs after it.
-       AND NOT (job.status = 'cancelled'
-                AND coalesce(job.upstream_failed > job.allowed_failures, false))
+       -- A step more of whose upstream failed than it allows is left (as by retry_job): run
+       -- beside that step, it would find it unfinished and fail for good. The retry of that
+       -- step (here or later) puts one it cancelled back to waiting (`reopen_steps`), and it
+       -- runs after it. The failures counted now: one cancelled by hand while it waited was
+       -- not told of those after.
+       AND NOT (job.upstream IS NOT NULL
+                AND (SELECT count(*) FROM starlette_jobs AS up
+                      WHERE up.id = ANY(job.upstream) AND up.settled
+                        AND up.status IN ('failed', 'cancelled')) > job.allowed_failures)
      ORDER BY job.id
      LIMIT $2
 ), allowed AS (
@@ -1934,12 +1943,18 @@ WITH counted AS (
      WHERE job.id = ANY($1::bigint[])
      GROUP BY job.id
 ), recounted AS (
+    -- One more of whose upstream failed than it allows since the batch chose it (the batch
+    -- leaves those out) is cancelled by that failure, as if it had waited: its retry reopens it.
     UPDATE starlette_jobs AS job
-       SET status = CASE WHEN counted.left_to_finish > 0
-                              AND counted.failed <= job.allowed_failures
-                         THEN 'waiting' ELSE 'pending' END,
+       SET status = CASE WHEN counted.failed > job.allowed_failures THEN 'cancelled'
+                         WHEN counted.left_to_finish > 0 THEN 'waiting'
+                         ELSE 'pending' END,
            upstream_left = counted.left_to_finish,
-           upstream_failed = counted.failed
+           upstream_failed = counted.failed,
+           finished_at = CASE WHEN counted.failed > job.allowed_failures THEN now() END,
+           last_error = CASE WHEN counted.failed > job.allowed_failures
+                             THEN 'cancelled: a step it waits for did not succeed'
+                             ELSE job.last_error END
       FROM counted
      WHERE job.id = counted.id
     RETURNING job.id, job.status, job.attempts, job.run_at
