@@ -15,7 +15,12 @@ from ._output import Exit
 
 # What each action says it did to a job, or did not, and why not.
 _ACTIONS: dict[str, tuple[str, str, str]] = {
-    "retry": ("retried", "not retried", "only a failed or cancelled job is retried"),
+    "retry": (
+        "retried",
+        "not retried",
+        "only a failed or cancelled job is retried (a workflow's step, not before the steps it "
+        "waits for that failed)",
+    ),
     "cancel": (
         "cancelled, or asked to stop if running",
         "not cancelled",

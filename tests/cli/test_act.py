@@ -40,7 +40,8 @@ async def test_retry_cancel_and_release_say_what_they_did_and_exit_by_the_worst(
     assert await run("retry", str(broken), str(fine), "999999", *dsn) == 3
     assert capsys.readouterr().out.splitlines() == [
         f"job {broken}: retried (now pending)",
-        f"job {fine}: not retried (now succeeded): only a failed or cancelled job is retried",
+        f"job {fine}: not retried (now succeeded): only a failed or cancelled job is retried "
+        "(a workflow's step, not before the steps it waits for that failed)",
         "job 999999: no such job",
     ]
     assert await run("cancel", str(broken), str(fine), "--json", *dsn) == 1
