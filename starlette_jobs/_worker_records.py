@@ -19,6 +19,9 @@ class NewWorker:
     version: str
     # Seconds between two of its heartbeats: a row unseen for a few of them is a dead worker's.
     heartbeat_seconds: float
+    # The schedules its code declares, (name, hash of the definition) by name
+    # (docs/schedules.md, "Deploys").
+    schedules: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

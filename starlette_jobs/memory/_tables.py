@@ -49,6 +49,7 @@ class MemoryData:
         self.recent_starts: dict[str, list[datetime]] = {}
         # The worker registry by worker id (`memory._registry`).
         self.workers: dict[str, WorkerRecord] = {}
+        self.worker_schedules: dict[str, dict[str, str]] = {}  # by worker id
         # Workflows by id (`memory._workflows`): name and when it was enqueued.
         self.workflows: dict[int, tuple[str, datetime]] = {}
         self.workflow_ids = itertools.count(1)

@@ -6,7 +6,8 @@ built on it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import DatabaseUnavailableError
@@ -31,8 +32,17 @@ class WorkerRegistry(ConnectedStore):
             "execute",
             self._q["register_worker"],
             worker.id, worker.host, worker.pid, list(worker.queues), list(worker.job_names),
-            worker.version, worker.heartbeat_seconds,
+            worker.version, worker.heartbeat_seconds, json.dumps(dict(worker.schedules)),
         )  # fmt: skip
+
+    async def set_worker_schedules(self, worker_id: str, schedules: Mapping[str, str]) -> None:
+        await self._worker_write(
+            "execute", self._q["set_worker_schedules"], worker_id, json.dumps(dict(schedules))
+        )
+
+    async def worker_schedules(self) -> dict[str, dict[str, str]]:
+        rows = await self._read("fetch", self._q["worker_schedules"])
+        return {row[0]: json.loads(row[1]) for row in rows}
 
     async def worker_seen(self, worker_id: str) -> bool:
         found = await self._worker_write("fetchval", self._q["worker_seen"], worker_id)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from .._failures import FailureLog
 from .._job import registered_names
+from .._schedules import registered_schedules
 from .._version import __version__
 from .._worker_records import NewWorker
 from ..store._connectivity import Backoff
@@ -29,7 +30,8 @@ so that one late heartbeat (a busy pool, a slow statement) does not drop a live 
 
 
 def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) -> NewWorker:
-    """This process's row: the job names are those its code declares (`@job`)."""
+    """This process's row: the job names and schedules are those its code declares (`@job`,
+    `@periodic`)."""
     return NewWorker(
         id=worker_id,
         host=socket.gethostname(),
@@ -38,6 +40,9 @@ def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) 
         job_names=registered_names(),
         version=__version__,
         heartbeat_seconds=heartbeat_seconds,
+        schedules=tuple(
+            sorted((s.name, s.declared().definition_hash) for s in registered_schedules())
+        ),
     )
 
 

@@ -77,6 +77,7 @@ class Ticker:
         self._metrics = metrics
         self._schedules = list(schedules)
         self._hashes = {s.name: s.declared().definition_hash for s in self._schedules}
+        self._registered = dict(self._hashes)  # as the worker's registry row lists them
         # A handful of schedules, compared one by one by identity (`Schedule` has no `__eq__`
         # of its own) before each round: cheap, and it sees the registry changed in place too.
         self._declarations = declared
@@ -166,8 +167,9 @@ class Ticker:
             await self._declare()
         now = self._clock()
         stored = {row.name: row for row in await self._store.list_schedules()}
-        if self._defined_otherwise(stored) and await self._started_last():
-            await self._declare_again(stored)
+        mismatched = self._defined_otherwise(stored)
+        if mismatched and (orphaned := await self._held_by_no_other(mismatched, stored)):
+            await self._declare_again(orphaned, stored)
             stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
         waiting = behind = False
@@ -206,29 +208,57 @@ class Ticker:
             or row.definition_hash != self._hashes[schedule.name]
         ]
 
-    async def _started_last(self) -> bool:
-        """Whether this worker started after every other live one (by the registry; ties by
-        id). The stored definitions are those the last worker to start declared, whose code
-        is the deploy's newest as far as anyone can tell; a worker that started after this
-        one and lives has them, so this one stands by."""
-        workers = await self._store.list_workers()
-        mine = next((w for w in workers if w.id == self._worker_id), None)
-        if mine is None:
-            return False  # not in the registry (yet, or no longer): it cannot tell
-        return all((w.started_at, w.id) <= (mine.started_at, mine.id) for w in workers)
+    async def _held_by_no_other(
+        self, names: Sequence[str], stored: Mapping[str, StoredSchedule]
+    ) -> list[str]:
+        """Of `names` (this code's schedules stored otherwise, or not at all), those whose
+        stored form the code of no other live worker holds: whoever wrote it has stopped.
 
-    async def _declare_again(self, stored: Mapping[str, StoredSchedule]) -> None:
-        """A worker that started after this one declared other definitions (an old worker
-        restarted during a rolling deploy, or a newer one) and is gone: this code's schedules
-        are declared again, and tick, without waiting for a restart of this worker. The
-        others stored are left as they are."""
+        The registry lists the schedules each worker's code declares. A worker whose code
+        defines a schedule as stored, or (for one deleted) declares schedules but not that
+        one, keeps its form: this one stands by, as the old workers of a deploy do for the
+        new code's, and as the new ones do while an old one restarted after them runs.
+        Workers whose code declares no schedule have no say. Not in the registry itself (not
+        yet, or no longer), this worker cannot tell, and stands by.
+        """
+        listed = await self._store.worker_schedules()
+        if self._worker_id not in listed:
+            return []
+        others = [held for worker, held in listed.items() if worker != self._worker_id and held]
+
+        def held(name: str) -> bool:
+            row = stored.get(name)
+            if row is None:
+                return any(name not in theirs for theirs in others)
+            return any(theirs.get(name) == row.definition_hash for theirs in others)
+
+        return [name for name in names if not held(name)]
+
+    async def _declare_again(
+        self, names: Sequence[str], stored: Mapping[str, StoredSchedule]
+    ) -> None:
+        """Writes this code's definitions of `names` (their stored form is held by no live
+        worker: an old worker restarted during a rolling deploy, say, and stopped), and
+        leaves the other stored schedules as they are. They tick again without waiting for
+        a restart of this worker."""
         logger.warning(
-            "schedules %s are defined otherwise in the database, by a worker that started after "
-            "this one and no longer runs: declaring this code's definitions again",
-            self._defined_otherwise(stored),
+            "schedules %s are defined otherwise in the database, by code no live worker "
+            "runs: declaring this code's definitions again",
+            list(names),
         )
-        self._adds_only = True
-        await self._declare()
+        ours = [s.declared() for s in self._schedules if s.name in names]
+        await self._store.declare_schedules(
+            [
+                *ours,
+                *(
+                    DeclaredSchedule(
+                        row.name, _definition_text(row.definition), row.definition_hash
+                    )
+                    for row in stored.values()
+                    if row.name not in names
+                ),
+            ]
+        )
 
     def _declarations_changed(self) -> bool:
         return list(self._declarations()) != self._declarations_seen
@@ -263,6 +293,11 @@ class Ticker:
         await self._store.declare_schedules(ours)
         self._declared = self._adds_only = True
         logger.info("schedules declared: %s", [s.name for s in self._schedules])
+        if self._hashes != self._registered:
+            # Declared since the worker registered (`worker/_registry.new_worker`): the others
+            # read from the registry which schedules this code holds.
+            await self._store.set_worker_schedules(self._worker_id, self._hashes)
+            self._registered = dict(self._hashes)
 
     async def _record_due(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime

@@ -5,6 +5,7 @@ processes, a killed one and a frozen one: processes/test_registry.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -44,6 +45,20 @@ async def test_a_registered_worker_is_listed_with_what_it_wrote(store: Store) ->
     assert (worker.version, worker.heartbeat_seconds) == ("1.2.3", 10.0)
     assert worker.started_at == worker.last_seen
     assert worker.started_at.tzinfo is not None
+
+
+async def test_the_schedules_a_workers_code_declares_are_listed_by_worker(store: Store) -> None:
+    first = new_worker("web-1:4242:aaaa")
+    await store.register_worker(dataclasses.replace(first, schedules=(("beat", "h1"),)))
+    await store.register_worker(new_worker("web-1:4242:bbbb"))  # declares none
+    assert await store.worker_schedules() == {
+        "web-1:4242:aaaa": {"beat": "h1"},
+        "web-1:4242:bbbb": {},
+    }
+    await store.set_worker_schedules("web-1:4242:aaaa", {"beat": "h1", "late": "h2"})
+    await store.set_worker_schedules("gone", {"x": "h"})  # no row: nothing to change
+    await store.unregister_worker("web-1:4242:bbbb")
+    assert await store.worker_schedules() == {"web-1:4242:aaaa": {"beat": "h1", "late": "h2"}}
 
 
 async def test_workers_are_listed_by_id(store: Store) -> None:

@@ -216,11 +216,20 @@ async def test_a_removed_schedule_stops_ticking_once_newer_code_starts(clock: Cl
     assert len(await store.schedule_ticks("other", 10)) == 2
 
 
-async def register(store: MemoryStore, worker_id: str) -> None:
-    """`worker_id` in the registry, started now (on the real clock: after those before it)."""
+async def register(store: MemoryStore, worker_id: str, schedules: Sequence[Schedule] = ()) -> None:
+    """`worker_id` in the registry, its code declaring `schedules`."""
+    declared = tuple((s.name, s.declared().definition_hash) for s in schedules)
     await store.register_worker(
-        NewWorker(worker_id, "host", 1, ("ticker",), (beat.name,), "1", heartbeat_seconds=1.0)
+        NewWorker(worker_id, "host", 1, ("ticker",), (beat.name,), "1", 1.0, declared)
     )
+
+
+def stored_crons(schedules: Sequence[StoredSchedule]) -> list[tuple[str, str]]:
+    return [(s.name, s.definition["cron"]) for s in schedules]
+
+
+NEW_CODE = [schedule("*/2 * * * *"), schedule("0 * * * *", name="report")]
+OLD_CODE = [schedule("* * * * *")]
 
 
 async def test_an_old_worker_restarted_mid_deploy_wins_while_it_lives_then_new_code_does(
@@ -229,28 +238,27 @@ async def test_an_old_worker_restarted_mid_deploy_wins_while_it_lives_then_new_c
     """A rolling deploy: a new worker runs "beat" every two minutes and a new "report"; an old
     one (every minute, no "report") restarts after it, its start declaring its code's set: it
     ticks, the new one stands by. Once the old one has gone, the new one declares its own again
-    and ticks them: it does not wait for a restart of its own."""
+    and ticks them: it does not wait for a restart of its own. A worker whose code declares no
+    schedule, started meanwhile, has no say."""
     store = MemoryStore()
-    new_code = [schedule("*/2 * * * *"), schedule("0 * * * *", name="report")]
-    new = ticker(store, clock, new_code, "w-new")
-    await register(store, "w-new")
+    new = ticker(store, clock, NEW_CODE, "w-new")
+    await register(store, "w-new", NEW_CODE)
     await new.round()
-    old = ticker(store, clock, [schedule("* * * * *")], "w-old")
-    await register(store, "w-old")
+    old = ticker(store, clock, OLD_CODE, "w-old")
+    await register(store, "w-old", OLD_CODE)
     await old.round()  # 12:00:00.5: the old set, "report" deleted
-    assert [(s.name, s.definition["cron"]) for s in await store.list_schedules()] == [
-        ("beat", "* * * * *")
-    ]
+    assert stored_crons(await store.list_schedules()) == [("beat", "* * * * *")]
+    await register(store, "w-plain")  # another queue's worker: no schedule
     for _ in range(3):
         clock.advance(60)
-        await new.round()  # the old worker lives and started last: the new one stands by
+        await new.round()  # the old worker's code holds what is stored: the new one waits
         await old.round()
     assert {t.worker_id for t in await store.schedule_ticks("beat", 100)} == {"w-old"}
     assert [s.name for s in await store.list_schedules()] == ["beat"]
     await store.unregister_worker("w-old")  # stopped, or found dead by the others
     clock.advance(60)  # 12:04:00.5
     await new.round()
-    assert [(s.name, s.definition["cron"]) for s in await store.list_schedules()] == [
+    assert stored_crons(await store.list_schedules()) == [
         ("beat", "*/2 * * * *"),
         ("report", "0 * * * *"),
     ]
@@ -260,6 +268,46 @@ async def test_an_old_worker_restarted_mid_deploy_wins_while_it_lives_then_new_c
     assert [(t.at.strftime("%H:%M"), t.worker_id) for t in latest] == [
         ("12:06", "w-new"), ("12:03", "w-old"), ("12:02", "w-old"), ("12:01", "w-old"),
     ]  # fmt: skip
+
+
+async def test_a_worker_registered_again_does_not_take_back_what_newer_code_declared(
+    clock: Clock,
+) -> None:
+    """The old worker's registry row is deleted while it is frozen (found dead), the new one
+    declares its code's schedules again, and the old one, awake, registers again: it stands
+    by, whenever it registered, while the new worker's code holds what is stored."""
+    store = MemoryStore()
+    new, old = ticker(store, clock, NEW_CODE, "w-new"), ticker(store, clock, OLD_CODE, "w-old")
+    await register(store, "w-new", NEW_CODE)
+    await new.round()
+    await register(store, "w-old", OLD_CODE)
+    await old.round()
+    await store.unregister_worker("w-old")
+    clock.advance(60)
+    await new.round()
+    await register(store, "w-old", OLD_CODE)
+    for _ in range(3):
+        clock.advance(60)
+        await old.round()
+        await new.round()
+    assert stored_crons(await store.list_schedules()) == [
+        ("beat", "*/2 * * * *"),
+        ("report", "0 * * * *"),
+    ]
+    assert {t.worker_id for t in await store.schedule_ticks("beat", 100)} == {"w-new"}
+
+
+async def test_a_schedule_declared_late_is_listed_in_the_registry(clock: Clock) -> None:
+    declared: list[Schedule] = [schedule()]
+    store = MemoryStore()
+    worker = Ticker(store, list(declared), "w1", clock, declared=lambda: declared)
+    await register(store, "w1", declared)
+    await worker.round()
+    declared.append(schedule("0 * * * *", name="late"))
+    await worker.round()
+    listed = (await store.worker_schedules())["w1"]
+    assert sorted(listed) == ["beat", "late"]
+    assert listed["late"] == declared[1].declared().definition_hash
 
 
 async def test_a_process_declaring_no_schedule_leaves_them_be(clock: Clock) -> None:

@@ -1420,13 +1420,25 @@ SELECT pg_notify('starlette_jobs:' || queue, '') FROM unnest($1::text[]) AS queu
 
 -- name: register_worker
 -- A worker starting: its row, started and seen now.
--- $1 id, $2 host, $3 pid, $4 queues, $5 job names, $6 version, $7 seconds between heartbeats
-INSERT INTO starlette_jobs_workers (id, host, pid, queues, job_names, version, heartbeat_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+-- $1 id, $2 host, $3 pid, $4 queues, $5 job names, $6 version, $7 seconds between heartbeats,
+-- $8 the schedules its code declares (JSON text: {name: definition hash})
+INSERT INTO starlette_jobs_workers
+       (id, host, pid, queues, job_names, version, heartbeat_seconds, schedules)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
 ON CONFLICT (id) DO UPDATE
    SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
        job_names = EXCLUDED.job_names, version = EXCLUDED.version,
-       heartbeat_seconds = EXCLUDED.heartbeat_seconds, started_at = now(), last_seen = now();
+       heartbeat_seconds = EXCLUDED.heartbeat_seconds, schedules = EXCLUDED.schedules,
+       started_at = now(), last_seen = now();
+
+-- name: set_worker_schedules
+-- The schedules a worker's code declares, again: it declared more since it started.
+-- $1 worker id, $2 JSON text {name: definition hash}
+UPDATE starlette_jobs_workers SET schedules = $2::jsonb WHERE id = $1;
+
+-- name: worker_schedules
+-- The schedules the code of each registered worker declares (JSON text), by worker id.
+SELECT id, schedules::text FROM starlette_jobs_workers ORDER BY id;
 
 -- name: worker_seen
 -- A worker's heartbeat; no row returned: it has no row.

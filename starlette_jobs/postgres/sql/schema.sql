@@ -188,7 +188,9 @@ CREATE TABLE starlette_jobs_workers (
     version           text        NOT NULL,
     heartbeat_seconds float8      NOT NULL,
     started_at        timestamptz NOT NULL DEFAULT now(),
-    last_seen         timestamptz NOT NULL DEFAULT now()
+    last_seen         timestamptz NOT NULL DEFAULT now(),
+    -- The schedules its code declares: {name: hash of the definition}.
+    schedules         jsonb       NOT NULL DEFAULT '{}'
 );
 
 -- One row per workflow enqueued (docs/workflows.md): its steps are jobs of its workflow_id.
