@@ -21,7 +21,7 @@ from .._errors import DatabaseUnavailableError
 STORE_CALLS = (
     *("migrate", "check_schema", "insert_jobs", "reserve_ids", "insert_reserved"),
     *("claim_batch", "record_outcomes", "extend_leases", "record_progress", "release_jobs"),
-    *("complete_job",),
+    *("locked_jobs", "complete_job"),
     *("release_unknown_claims", "rescue_expired", "prune_finished", "count_unfinished"),
     *("listen", "listen_for_outcomes", "want_outcome", "get_job", "list_jobs"),
     *("count_by_status", "job_status", "cancel_job", "peek_jobs", "job_events", "retry_job"),

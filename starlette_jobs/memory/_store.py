@@ -161,6 +161,9 @@ class MemoryStore(
                 written.add(row.id)
         return written
 
+    async def locked_jobs(self, ids: Sequence[int]) -> set[int]:
+        return set()  # no transaction holds a row here
+
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
     ) -> dict[UUID, Renewal]:

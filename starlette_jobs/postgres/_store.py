@@ -187,6 +187,10 @@ class PostgresStore(
             await self.settle_steps()
         return {row[0] for row in rows}
 
+    async def locked_jobs(self, ids: Sequence[int]) -> set[int]:
+        rows = await self._writer.fetch(self._q["locked_jobs"], list(ids))
+        return {row[0] for row in rows}
+
     async def extend_leases(
         self, held: Sequence[tuple[int, UUID]], lease_seconds: float
     ) -> dict[UUID, Renewal]:

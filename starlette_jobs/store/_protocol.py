@@ -105,6 +105,11 @@ class Store(
         """Writes the outcomes whose lease token still holds its job; returns their ids."""
         ...
 
+    async def locked_jobs(self, ids: Sequence[int]) -> set[int]:
+        """Of `ids`, the jobs whose row another transaction holds locked now, without waiting
+        for any lock: an outcome write that ran out of time writes the others without them."""
+        ...
+
     async def complete_job(
         self, job_id: int, lease_token: UUID, result: str | None, connection: Any | None = None
     ) -> None:

@@ -7,12 +7,16 @@ No outcome may hold up the others: one the database refuses is written again alo
 values; values are bounded where they are made (`_storable`), and a batch whose values add up to
 more than `MAX_STATEMENT_LENGTH` goes in several statements, so that none runs long enough to be
 taken for an outage and retried, batch and all, for ever; and a batch that runs out of time all
-the same (many jobs with a long `errors` history) is sent again in halves until it fits.
+the same is asked which of its rows another transaction holds locked (an operator's `SELECT ...
+FOR UPDATE`): those are set aside, looked at again every `LOCKED_RECHECK` seconds and written once
+free, and the others written at once; if none is locked (many jobs with a long `errors`
+history), it is sent again in halves until it fits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -29,6 +33,10 @@ from ..store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
 
+LOCKED_RECHECK = 1.0
+"""Seconds between looks at whether the rows of outcomes set aside (locked by another
+transaction) are free."""
+
 
 class OutcomeWriter:
     def __init__(self, store: Store, metrics: Metrics | None = None) -> None:
@@ -36,6 +44,10 @@ class OutcomeWriter:
         self._metrics = metrics
         self._buffer: list[Outcome] = []
         self._in_flight: list[Outcome] = []
+        # Outcomes whose job's row another transaction held locked when their write ran out of
+        # time: set aside, so as not to hold up the others, until the row is free.
+        self._locked: list[Outcome] = []
+        self._locked_checked = 0.0  # when (loop time) they were last looked at
         # What to do once an outcome is written (by its attempt's lease token): few have any.
         self._after: dict[UUID, Callable[[], None]] = {}
         self._completed: set[UUID] = set()
@@ -81,7 +93,7 @@ class OutcomeWriter:
         """Leases of jobs that have ended but whose outcome is not written yet: they must be
         renewed like those of running jobs, or a long outage would hand finished jobs to
         another worker."""
-        return [(o.id, o.lease_token) for o in (*self._in_flight, *self._buffer)]
+        return [(o.id, o.lease_token) for o in (*self._in_flight, *self._buffer, *self._locked)]
 
     async def flush(self) -> None:
         """Returns once everything added so far is written (or refused by the fence)."""
@@ -105,7 +117,10 @@ class OutcomeWriter:
         backoff = Backoff()
         failures = FailureLog(logger, "recording job outcomes")
         while True:
-            await self._pending.wait()
+            if self._locked:
+                await self._wait_or_recheck_locked()
+            else:
+                await self._pending.wait()
             self._pending.clear()
             self._in_flight, self._buffer = self._buffer, []
             try:
@@ -122,7 +137,7 @@ class OutcomeWriter:
             backoff.reset()
             failures.succeeded()
             self._most = None  # the batch that was too slow is written
-            if not self._buffer:
+            if not self._buffer and not self._locked:
                 self._idle.set()
             self.written.set()
 
@@ -138,11 +153,16 @@ class OutcomeWriter:
             try:
                 written = await self._settle(statement)
             except DatabaseTooSlowError:
-                # Ran out of time. Each outcome rewrites its job's row, `errors` included (up
-                # to 100 long texts), so many jobs with a long history can make a statement
-                # slow whatever the values sent: sent again whole, it would time out again,
-                # for ever, and hold back every outcome of this worker. Half as many next time,
-                # until this batch is written.
+                # Ran out of time, most likely waiting for a row another transaction holds
+                # locked: sent again, the batch would wait for it again, for as long as the lock
+                # lasts, and hold back every outcome of this worker. Those set aside, the
+                # others are written now.
+                if await self._set_aside_locked(statement):
+                    continue
+                # None locked. Each outcome rewrites its job's row, `errors` included (up to
+                # 100 long texts), so many jobs with a long history can make a statement slow
+                # whatever the values sent: sent again whole, it would time out again, for
+                # ever. Half as many next time, until this batch is written.
                 self._most = max(1, len(statement) // 2)
                 raise
             except DatabaseUnavailableError:
@@ -158,6 +178,45 @@ class OutcomeWriter:
                     self._done([outcome], await self._write_one(outcome, stripped=alone))
                 continue
             self._done(statement, written)
+
+    async def _set_aside_locked(self, statement: list[Outcome]) -> bool:
+        """Takes the outcomes of `statement` (the first of `_in_flight`) whose job's row
+        another transaction holds locked off `_in_flight`, into `_locked`; returns whether
+        there were any."""
+        locked = await self._store.locked_jobs([o.id for o in statement])
+        if not locked:
+            return False
+        aside = [o for o in statement if o.id in locked]
+        self._in_flight[: len(statement)] = [o for o in statement if o.id not in locked]
+        self._locked += aside
+        self._locked_checked = asyncio.get_running_loop().time()
+        logger.warning(
+            "%d job outcome(s) wait for their rows, which another transaction holds locked "
+            "(an operator's SELECT ... FOR UPDATE?): the others are written meanwhile: %s",
+            len(aside), sorted(o.id for o in aside),
+        )  # fmt: skip
+        return True
+
+    async def _wait_or_recheck_locked(self) -> None:
+        """Waits for outcomes to write, or `LOCKED_RECHECK` seconds, then puts back those set
+        aside whose rows are free now (for the next write, before the rest)."""
+        loop = asyncio.get_running_loop()
+        wait = self._locked_checked + LOCKED_RECHECK - loop.time()
+        if wait > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pending.wait(), wait)
+            if loop.time() < self._locked_checked + LOCKED_RECHECK:
+                return  # outcomes to write came first
+        self._locked_checked = loop.time()
+        try:
+            locked = await self._store.locked_jobs([o.id for o in self._locked])
+        except DatabaseUnavailableError:
+            return  # looked at again next time; the write says what is wrong
+        free = [o for o in self._locked if o.id not in locked]
+        if free:
+            self._locked = [o for o in self._locked if o.id in locked]
+            self._buffer[:0] = free
+            self._pending.set()
 
     async def _settle(self, statement: list[Outcome]) -> set[int]:
         """`record_outcomes`, timed as a settle operation when an SDK records metrics."""

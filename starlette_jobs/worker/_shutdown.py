@@ -79,7 +79,20 @@ async def release_held(store: Store, held: list[tuple[int, UUID]]) -> None:
             error,
         )
         return
-    logger.info("released %d job(s) back to pending: %s", len(released), sorted(released))
+    logger.info(
+        "released %d job(s) (back to pending, or cancelled if asked to stop): %s",
+        len(released),
+        sorted(released),
+    )
+    kept = sorted(job_id for job_id, _ in held if job_id not in released)
+    if kept:
+        logger.warning(
+            "%d job(s) not released: another transaction holds their rows locked, or this "
+            "worker no longer holds them; once their lease expires, any worker runs them "
+            "again, or fails them if they have no attempt left: %s",
+            len(kept),
+            kept,
+        )
     if released:
         # One asked to stop ended cancelled: if it is a workflow's step, the steps waiting for
         # it are told now, not at the next upkeep round of a worker still running.

@@ -295,6 +295,76 @@ async def test_an_outcome_held_up_by_a_row_lock_keeps_its_result(
     assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"key": "b"})
 
 
+async def test_a_row_locked_by_an_operator_does_not_hold_back_the_other_outcomes(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """An operator holds one finished job's row locked (`SELECT ... FOR UPDATE` in an open
+    transaction). The outcome writer ran out of time on it, halved its batch, which began with
+    it again, and again: no other outcome of the worker was written while the lock lasted, and
+    a shutdown then left them all to run again. Now the others are written within a statement
+    timeout (3 s here), and the locked one once the lock is gone."""
+    async with start_jobs(queues={"default": 5}, lease_duration=9) as jobs:
+        ids = {key: await gated.enqueue(key=key) for key in ("held", "a", "b", "c", "d")}
+        for key in ids:
+            await asyncio.wait_for(started.setdefault(key, asyncio.Event()).wait(), 10)
+        async with connection.transaction():
+            await connection.execute(
+                "SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["held"]
+            )
+            gates.setdefault("held", asyncio.Event()).set()  # its outcome is written first
+            await asyncio.sleep(0.2)
+            for key in "abcd":
+                gates.setdefault(key, asyncio.Event()).set()
+
+            async def others_written() -> bool:
+                return all([await _status_is(connection, ids[key], "succeeded") for key in "abcd"])
+
+            await eventually(
+                others_written, "the others' outcomes, while the lock holds", timeout=8
+            )
+            assert await _status_is(connection, ids["held"], "running")
+        await eventually(
+            lambda: _status_is(connection, ids["held"], "succeeded"),
+            "the locked job's outcome, once the lock is gone",
+            timeout=10,
+        )
+        held = await jobs.get(ids["held"])
+    assert held is not None
+    assert (held.result, held.attempts) == ({"key": "held"}, 1)
+
+
+async def test_a_row_locked_by_an_operator_at_shutdown_leaves_the_others_given_back(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """Shutdown gives back in one statement the jobs that outlast the grace. One row held
+    locked by an operator made it wait, run out of time, and give back none: all stayed
+    `running` until their leases expired, then were failed or charged an attempt. Now the
+    others are given back at once, attempt returned; the locked one waits for its lease."""
+    ids = {}
+    async with start_jobs(queues={"default": 3}, lease_duration=9, shutdown_grace=0.2):
+        ids = {key: await gated.enqueue(key=key) for key in ("held", "a", "b")}
+        for key in ids:
+            await asyncio.wait_for(started.setdefault(key, asyncio.Event()).wait(), 10)
+        lock = connection.transaction()
+        await lock.start()
+        await connection.execute(
+            "SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["held"]
+        )
+    try:
+        rows = await connection.fetch(
+            "SELECT id, status, attempts FROM starlette_jobs WHERE id = ANY($1::bigint[])",
+            list(ids.values()),
+        )
+        found = {row["id"]: (row["status"], row["attempts"]) for row in rows}
+    finally:
+        await lock.rollback()
+    assert found == {
+        ids["held"]: ("running", 1),
+        ids["a"]: ("pending", 0),
+        ids["b"]: ("pending", 0),
+    }
+
+
 # -- 7: the heartbeat's FOR UPDATE conflicts with a foreign key's FOR KEY SHARE --------------------
 
 from starlette_jobs import current_job  # noqa: E402

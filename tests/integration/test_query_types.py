@@ -39,6 +39,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "record_successes": ["int8[]", "uuid[]", "text[]", "bool"],
     "record_plain_successes": ["int8[]", "uuid[]", "text[]", "bool"],
+    "locked_jobs": ["int8[]"],
     "complete_job": ["int8", "uuid", "jsonb", "bool"],
     "record_progress": ["int8[]", "uuid[]", "text[]"],
     "extend_leases": ["int8[]", "uuid[]", "float8"],

@@ -427,6 +427,19 @@ WITH written AS (
 SELECT id, CASE WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
   FROM written;
 
+-- name: locked_jobs
+-- Of these jobs, those whose row another transaction holds locked now (an operator's SELECT ...
+-- FOR UPDATE in an open transaction, say): asked after an outcome write ran out of time, so that
+-- the others are written without them. It waits for no lock (SKIP LOCKED), and holds those it
+-- takes for this statement only. A foreign key's FOR KEY SHARE does not count: it does not hold
+-- up the outcome's update either.
+-- $1 ids
+WITH free AS (
+    SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT id FROM starlette_jobs
+ WHERE id = ANY($1::bigint[]) AND id NOT IN (SELECT id FROM free);
+
 -- name: complete_job
 -- A job's own success, written in the job's transaction (`current_job().complete_in`,
 -- docs/transactions.md): what record_outcomes writes for a success (the row, its event, the
@@ -504,8 +517,12 @@ SELECT held.lease_token, held.lease_token IN (SELECT lease_token FROM renewed) A
 -- cancelled instead. The queues of the jobs given back are woken: the worker releasing them
 -- is stopping, and the others would find them only at their next poll. Returns the ids
 -- released.
+-- A row another transaction holds locked (an operator's) is left, and not waited for: the
+-- others are given back at once, that one once its lease expires.
 -- $1 ids, $2 lease tokens, $3 whether to record events
-WITH released AS (
+WITH free AS (
+    SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE SKIP LOCKED
+), released AS (
     UPDATE starlette_jobs AS job
        SET status = CASE WHEN job.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
            finished_at = CASE WHEN job.cancel_requested_at IS NULL THEN NULL ELSE now() END,
@@ -515,6 +532,7 @@ WITH released AS (
            lease_expires_at = NULL
       FROM unnest($1::bigint[], $2::uuid[]) AS held(id, lease_token)
      WHERE job.id = held.id AND job.lease_token = held.lease_token
+       AND job.id IN (SELECT id FROM free)
     RETURNING job.*
 ), logged AS (
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
