@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -47,7 +47,7 @@ from ._counts import MemoryCounts
 from ._depths import MemoryDepths
 from ._queries import MemoryQueries
 from ._registry import MemoryRegistry
-from ._rows import OutcomeListener, QueueListener
+from ._rows import OutcomeListener, QueueListener, Row
 from ._schedules import MemorySchedules
 from ._tables import MemoryData, canonical_json, utc_now
 from ._throughput import MemoryThroughput
@@ -213,7 +213,11 @@ class MemoryStore(
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
         now = utc_now()
         expired = sorted(
-            (r for r in self._running() if r.lease_expires_at and r.lease_expires_at < now),
+            (
+                r
+                for r in self._running()
+                if r.lease_expires_at and r.lease_expires_at < now and not self._seen(r, now)
+            ),
             key=lambda r: (r.lease_expires_at, r.id),
         )[:limit]
         rescued = []
@@ -223,6 +227,14 @@ class MemoryStore(
         for queue in {queue for _, queue, status in rescued if status is JobStatus.PENDING}:
             self._notify(queue)
         return rescued
+
+    def _seen(self, row: Row, now: datetime) -> bool:
+        """Whether the registry saw the worker running `row` within its last three heartbeats
+        (alive: its renewal was held up, not stopped), as on PostgreSQL."""
+        worker = self.data.workers.get(row.worker_id or "")
+        return worker is not None and worker.last_seen >= now - timedelta(
+            seconds=worker.heartbeat_seconds * 3
+        )
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
         cutoff = utc_now() - timedelta(seconds=retention_seconds)

@@ -25,6 +25,7 @@ from starlette_jobs import (
 )
 from starlette_jobs._records import EventKind, Outcome, Renewal, Unfinished
 from starlette_jobs._storable import MAX_KEPT_ERRORS
+from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.store._protocol import Store
 from tests.conftest import eventually
@@ -184,6 +185,26 @@ async def test_a_job_retried_without_end_keeps_the_errors_of_its_latest_attempts
 
 
 # -- leases and rescue -------------------------------------------------------------------------
+
+
+async def test_rescue_leaves_the_expired_jobs_of_a_worker_the_registry_still_sees(
+    store: Store,
+) -> None:
+    """An operator's LOCK TABLE past the lease held up the renewals and the rescue alike; when
+    it ended, the rescue took rows first and failed the jobs of live workers as crashed. A
+    worker seen within its last three heartbeats renews or gives back its jobs itself."""
+    [seen, unseen, unknown] = await store.insert_jobs(new(3, max_attempts=1))
+    for worker_id, heartbeat in (("seen", 10.0), ("unseen", 0.01)):
+        await store.register_worker(
+            NewWorker(worker_id, "host", 1, ("default",), (), "1", heartbeat_seconds=heartbeat)
+        )
+        await store.claim_batch("default", 1, worker_id, 0.01)
+    await store.claim_batch("default", 1, "unregistered", 0.01)
+    await expire()
+    rescued = sorted(job_id for job_id, _, _ in await store.rescue_expired(10))
+    assert rescued == sorted([unseen, unknown])
+    await store.unregister_worker("seen")  # it stopped, or was found dead
+    assert [job_id for job_id, _, _ in await store.rescue_expired(10)] == [seen]
 
 
 async def test_rescue_takes_the_longest_expired_first_and_fails_those_out_of_attempts(

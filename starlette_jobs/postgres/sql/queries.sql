@@ -663,10 +663,20 @@ SELECT count(*) FROM deleted;
 -- failed when no attempt is left, or cancelled if asked to stop. The lost attempt is recorded
 -- like any failed attempt. The queues of the jobs back to pending are woken: the worker that
 -- rescues them may not work those queues.
+-- Not those of a worker the registry saw within its last three heartbeats (its rule for a
+-- live worker, worker/_registry.MISSED_HEARTBEATS): its renewal was held up, not stopped (an
+-- operator's LOCK TABLE past the lease holds the renewal and this statement alike, and
+-- whichever took the rows first when it ended won), and it renews the lease or gives the job
+-- back itself. A frozen worker, or one whose loop is blocked, is seen no more, and its jobs
+-- are rescued once it has not been for a lease.
 -- $1 how many at most, $2 whether to record events
 WITH expired AS (
     SELECT id FROM starlette_jobs
      WHERE status = 'running' AND lease_expires_at < now()
+       AND NOT EXISTS (SELECT FROM starlette_jobs_workers AS worker
+                        WHERE worker.id = starlette_jobs.worker_id
+                          AND worker.last_seen
+                              >= now() - make_interval(secs => worker.heartbeat_seconds * 3))
      ORDER BY lease_expires_at
      LIMIT $1
        FOR NO KEY UPDATE SKIP LOCKED
