@@ -177,7 +177,7 @@ class Ticker:
             row = stored.get(schedule.name)
             definition_hash = self._hashes[schedule.name]
             if row is None or row.definition_hash != definition_hash:
-                continue  # changed or removed by newer code: not ours to tick any more
+                continue  # another live worker's code holds it as stored: not ours to tick
             recorded_until, waits, left = await self._record_due(
                 schedule, row, definition_hash, now
             )
@@ -190,9 +190,9 @@ class Ticker:
                 next_due = upcoming
         self._on_time_since = now - ON_TIME_SLACK
         await self._prune(now)
-        wait = MAX_SLEEP
         if behind:
             return 0.0  # a backlog longer than a round: the next goes on at once
+        wait = MAX_SLEEP
         if next_due is not None:
             # A few ms past the tick: the clock read on waking must be at or after it.
             wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
