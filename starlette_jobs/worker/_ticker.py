@@ -16,19 +16,18 @@ sleeps, and declares the new ones then, leaving the other workers' schedules be.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from .._cron import MAX_TICKS_PER_ROUND, plan_ticks
 from .._failures import FailureLog
 from .._metrics import Metrics
-from .._schedule_records import DeclaredSchedule, StoredSchedule, TickStatus
+from .._schedule_records import StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
+from ._schedule_holders import as_declared, defined_otherwise, held_by_no_other
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -167,8 +166,10 @@ class Ticker:
             await self._declare()
         now = self._clock()
         stored = {row.name: row for row in await self._store.list_schedules()}
-        mismatched = self._defined_otherwise(stored)
-        if mismatched and (orphaned := await self._held_by_no_other(mismatched, stored)):
+        mismatched = defined_otherwise(self._hashes, stored)
+        if mismatched and (
+            orphaned := await held_by_no_other(self._store, self._worker_id, mismatched, stored)
+        ):
             await self._declare_again(orphaned, stored)
             stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
@@ -198,42 +199,6 @@ class Ticker:
             wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
         return min(wait, WAITING_RECHECK) if waiting else wait
 
-    def _defined_otherwise(self, stored: Mapping[str, StoredSchedule]) -> list[str]:
-        """The names of this code's schedules that the database holds another definition of,
-        or none."""
-        return [
-            schedule.name
-            for schedule in self._schedules
-            if (row := stored.get(schedule.name)) is None
-            or row.definition_hash != self._hashes[schedule.name]
-        ]
-
-    async def _held_by_no_other(
-        self, names: Sequence[str], stored: Mapping[str, StoredSchedule]
-    ) -> list[str]:
-        """Of `names` (this code's schedules stored otherwise, or not at all), those whose
-        stored form the code of no other live worker holds: whoever wrote it has stopped.
-
-        The registry lists the schedules each worker's code declares. A worker whose code
-        defines a schedule as stored, or (for one deleted) declares schedules but not that
-        one, keeps its form: this one stands by, as the old workers of a deploy do for the
-        new code's, and as the new ones do while an old one restarted after them runs.
-        Workers whose code declares no schedule have no say. Not in the registry itself (not
-        yet, or no longer), this worker cannot tell, and stands by.
-        """
-        listed = await self._store.worker_schedules()
-        if self._worker_id not in listed:
-            return []
-        others = [held for worker, held in listed.items() if worker != self._worker_id and held]
-
-        def held(name: str) -> bool:
-            row = stored.get(name)
-            if row is None:
-                return any(name not in theirs for theirs in others)
-            return any(theirs.get(name) == row.definition_hash for theirs in others)
-
-        return [name for name in names if not held(name)]
-
     async def _declare_again(
         self, names: Sequence[str], stored: Mapping[str, StoredSchedule]
     ) -> None:
@@ -247,18 +212,8 @@ class Ticker:
             list(names),
         )
         ours = [s.declared() for s in self._schedules if s.name in names]
-        await self._store.declare_schedules(
-            [
-                *ours,
-                *(
-                    DeclaredSchedule(
-                        row.name, _definition_text(row.definition), row.definition_hash
-                    )
-                    for row in stored.values()
-                    if row.name not in names
-                ),
-            ]
-        )
+        kept = [as_declared(row) for row in stored.values() if row.name not in names]
+        await self._store.declare_schedules([*ours, *kept])
 
     def _declarations_changed(self) -> bool:
         return list(self._declarations()) != self._declarations_seen
@@ -286,7 +241,7 @@ class Ticker:
             # schedules would be deleted by an older worker that imported a module late.
             names = {schedule.name for schedule in ours}
             ours += [
-                DeclaredSchedule(row.name, _definition_text(row.definition), row.definition_hash)
+                as_declared(row)
                 for row in await self._store.list_schedules()
                 if row.name not in names
             ]
@@ -351,9 +306,3 @@ class Ticker:
         deleted = await self._store.prune_ticks(KEPT_TICKS)
         if deleted:
             logger.debug("schedules: deleted %d old tick(s)", deleted)
-
-
-def _definition_text(definition: dict[str, Any]) -> str:
-    """A stored definition as its declaration wrote it (its hash, kept as stored, is what the
-    store compares: written again unchanged, the row stays as it is)."""
-    return json.dumps(definition, sort_keys=True, separators=(",", ":"))
