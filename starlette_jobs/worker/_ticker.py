@@ -20,6 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from .._cron import MAX_TICKS_PER_ROUND, plan_ticks
 from .._failures import FailureLog
@@ -42,6 +43,8 @@ decides."""
 LATE_WAKE_WARNING = timedelta(seconds=10)
 """A round that starts this long past the end of its sleep logs a warning: the process was
 stopped or its event loop blocked."""
+REFUSED_RECHECK = 1.0
+"""Seconds before looking again at a schedule one of whose ticks the store did not record."""
 WAITING_RECHECK = 1.0
 """Seconds between looks at whether the job a tick waits for has finished."""
 RETRY_AFTER = 5.0
@@ -51,6 +54,19 @@ DECLARATIONS_RECHECK = 1.0
 KEPT_TICKS = 100
 """Ticks kept per schedule; older ones are deleted about once a minute."""
 _PRUNE_EVERY = timedelta(minutes=1)
+
+
+class _Recorded(NamedTuple):
+    """What `Ticker._record_due` did for one schedule."""
+
+    until: datetime
+    """The latest tick recorded (or found recorded)."""
+    waits: bool
+    """One of them waits (`overlap="one_waiting"`)."""
+    full: bool
+    """It recorded as many as a round may (`MAX_TICKS_PER_ROUND`): more may be due."""
+    refused: bool
+    """The store recorded one of them not: another worker had, or not due by its clock."""
 
 
 def utc_now() -> datetime:
@@ -173,20 +189,20 @@ class Ticker:
             await self._declare_again(orphaned, stored)
             stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
-        waiting = behind = False
+        waiting = behind = refused = False
         for schedule in self._schedules:
             row = stored.get(schedule.name)
             definition_hash = self._hashes[schedule.name]
             if row is None or row.definition_hash != definition_hash:
                 continue  # another live worker's code holds it as stored: not ours to tick
-            recorded_until, waits, left = await self._record_due(
-                schedule, row, definition_hash, now
-            )
-            behind = behind or left
-            if schedule.overlap == "one_waiting" and (waits or row.waiting_tick_at is not None):
+            recorded = await self._record_due(schedule, row, definition_hash, now)
+            behind, refused = behind or recorded.full, refused or recorded.refused
+            if schedule.overlap == "one_waiting" and (
+                recorded.waits or row.waiting_tick_at is not None
+            ):
                 started = await self._start_waiting(schedule, row, definition_hash)
                 waiting = waiting or not started
-            upcoming = schedule.cron.next_after(max(recorded_until, now))
+            upcoming = schedule.cron.next_after(max(recorded.until, now))
             if upcoming is not None and (next_due is None or upcoming < next_due):
                 next_due = upcoming
         self._on_time_since = now - ON_TIME_SLACK
@@ -197,6 +213,10 @@ class Ticker:
         if next_due is not None:
             # A few ms past the tick: the clock read on waking must be at or after it.
             wait = min(wait, max(0.0, (next_due - self._clock()).total_seconds()) + 0.005)
+        if refused:
+            # A tick the store did not record: another worker did, or it is not due yet by the
+            # database's clock (this one runs fast). Looked at again in a second, not a period.
+            wait = min(wait, REFUSED_RECHECK)
         return min(wait, WAITING_RECHECK) if waiting else wait
 
     async def _declare_again(
@@ -256,20 +276,19 @@ class Ticker:
 
     async def _record_due(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime
-    ) -> tuple[datetime, bool, bool]:
-        """Records the ticks of `schedule` due by `now`; returns the latest tick recorded,
-        whether one of them waits (`overlap="one_waiting"`), and whether it recorded as many as
-        a round may (`MAX_TICKS_PER_ROUND`): more may be due."""
+    ) -> _Recorded:
+        """Records the ticks of `schedule` due by `now`."""
         recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
         planned = plan_ticks(
             schedule.cron, schedule.catch_up, recorded_until, self._on_time_since, now
         )
-        waits = False
+        waits = refused = False
         for tick in planned:
             new = schedule.new_tick(
                 definition_hash, tick.at, self._worker_id, skipped=tick.skipped, note=tick.note
             )
             recorded = await self._store.record_tick(new)
+            refused = refused or recorded is None
             if recorded is not None:
                 waits = waits or recorded.status is TickStatus.WAITING
                 if self._metrics is not None and self._metrics.recording():
@@ -282,7 +301,7 @@ class Ticker:
                     "" if recorded.job_id is None else f" as job {recorded.job_id}",
                 )  # fmt: skip
             recorded_until = max(recorded_until, tick.at)
-        return recorded_until, waits, len(planned) >= MAX_TICKS_PER_ROUND
+        return _Recorded(recorded_until, waits, len(planned) >= MAX_TICKS_PER_ROUND, refused)
 
     async def _start_waiting(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str

@@ -177,6 +177,26 @@ async def test_a_backlog_longer_than_a_round_is_caught_up_in_rounds_one_after_an
     assert len(await store.list_jobs(None, "ticker", 5000)) == 2 * 1440
 
 
+async def test_a_worker_whose_clock_runs_fast_records_a_tick_seconds_late_not_a_period(
+    clock: Clock,
+) -> None:
+    """The worker's clock runs 5 s ahead of the store's. The store refuses a tick not due by
+    its own clock (a second's slack); the ticker, taking the refusal for a tick another worker
+    recorded, slept until the next one, and recorded this one a whole period late."""
+    store = MemoryStore()
+    fast = Ticker(store, [schedule()], "w1", lambda: clock.now + timedelta(seconds=5))
+    clock.now = T0 - timedelta(minutes=1)
+    wait = await fast.round()
+    for _ in range(70):
+        clock.advance(wait)
+        wait = await fast.round()
+        if await ticks(store):
+            break
+    (tick,) = await store.schedule_ticks("beat", 10)
+    assert tick.at.strftime("%H:%M:%S") == "12:00:00"
+    assert tick.recorded_at - tick.at < timedelta(seconds=5), tick.recorded_at
+
+
 async def test_a_tick_due_just_before_a_worker_starts_is_on_time(clock: Clock) -> None:
     store = MemoryStore()
     clock.now = T0 - timedelta(minutes=1)
