@@ -30,7 +30,7 @@ STORE_CALLS = (
     *("schedule_ticks", "prune_ticks"),
     *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
     *("register_worker", "worker_seen", "unregister_worker", "list_workers", "prune_workers"),
-    *("set_worker_schedules", "worker_schedules"),
+    *("worker_schedules",),
     *("hold_liveness", "rescue_dead_workers", "unrunnable_jobs"),
     *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
     *("workflow_of", "add_steps"),

@@ -4,7 +4,7 @@ the PostgreSQL store keeps those of every process. `_store.MemoryStore` is built
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from .._records import JobStatus
@@ -20,10 +20,6 @@ class MemoryRegistry(MemoryTables):
         fields = {field.name: getattr(worker, field.name) for field in dataclasses.fields(worker)}
         self.data.worker_schedules[worker.id] = dict(fields.pop("schedules"))
         self.data.workers[worker.id] = WorkerRecord(**fields, started_at=now, last_seen=now)
-
-    async def set_worker_schedules(self, worker_id: str, schedules: Mapping[str, str]) -> None:
-        if worker_id in self.data.workers:
-            self.data.worker_schedules[worker_id] = dict(schedules)
 
     async def worker_schedules(self) -> dict[str, dict[str, str]]:
         # Those of registered workers only: a row deleted leaves its entry behind.

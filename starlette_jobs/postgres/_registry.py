@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DatabaseUnavailableError
@@ -34,11 +34,6 @@ class WorkerRegistry(ConnectedStore):
             worker.id, worker.host, worker.pid, list(worker.queues), list(worker.job_names),
             worker.version, worker.heartbeat_seconds, json.dumps(dict(worker.schedules)),
         )  # fmt: skip
-
-    async def set_worker_schedules(self, worker_id: str, schedules: Mapping[str, str]) -> None:
-        await self._worker_write(
-            "execute", self._q["set_worker_schedules"], worker_id, json.dumps(dict(schedules))
-        )
 
     async def worker_schedules(self) -> dict[str, dict[str, str]]:
         rows = await self._read("fetch", self._q["worker_schedules"])

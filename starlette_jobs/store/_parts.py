@@ -118,11 +118,6 @@ class RegistryStore(Protocol):
         """Every registered worker, by id."""
         ...
 
-    async def set_worker_schedules(self, worker_id: str, schedules: Mapping[str, str]) -> None:
-        """The schedules the worker's code declares ({name: definition hash}), again: it
-        declared more since it registered."""
-        ...
-
     async def worker_schedules(self) -> dict[str, dict[str, str]]:
         """The schedules the code of each registered worker declares, by worker id
         (docs/schedules.md, "Deploys")."""

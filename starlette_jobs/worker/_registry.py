@@ -40,10 +40,14 @@ def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) 
         job_names=registered_names(),
         version=__version__,
         heartbeat_seconds=heartbeat_seconds,
-        schedules=tuple(
-            sorted((s.name, s.declared().definition_hash) for s in registered_schedules())
-        ),
+        schedules=declared_schedules(),
     )
+
+
+def declared_schedules() -> tuple[tuple[str, str], ...]:
+    """The schedules the process's code declares (`@periodic`), as the registry lists them:
+    (name, hash of the definition), by name."""
+    return tuple(sorted((s.name, s.declared().definition_hash) for s in registered_schedules()))
 
 
 class Registration:
@@ -108,12 +112,13 @@ class Registration:
 
     async def refresh(self) -> None:
         """The heartbeat; a row pruned meanwhile (the worker could not reach the database for a
-        while, and looked dead) is written again, and so is one whose job names changed (a job
-        declared after the worker started, which it claims too). Not while the liveness lock
-        is lost: `register_again` writes it once the lock is held again."""
+        while, and looked dead) is written again, and so is one whose job names or schedules
+        changed (a job declared after the worker started, which it claims too; a schedule,
+        which it ticks). Not while the liveness lock is lost: `register_again` writes it once
+        the lock is held again."""
         if not self._holds_lock():
             return
-        if self._worker.job_names != registered_names():
+        if self._declared_since():
             await self.register_again()
             return
         if not await self._store.worker_seen(self._worker.id):
@@ -123,7 +128,14 @@ class Registration:
             await self._store.register_worker(self._worker)
 
     async def register_again(self) -> None:
-        """Writes the row, with the job names the code declares now."""
-        if self._worker.job_names != registered_names():
-            self._worker = dataclasses.replace(self._worker, job_names=registered_names())
+        """Writes the row, with the job names and schedules the code declares now."""
+        if self._declared_since():
+            self._worker = dataclasses.replace(
+                self._worker, job_names=registered_names(), schedules=declared_schedules()
+            )
         await self._store.register_worker(self._worker)
+
+    def _declared_since(self) -> bool:
+        """Whether the code declared jobs or schedules since the row was written."""
+        worker = self._worker
+        return worker.job_names != registered_names() or (worker.schedules != declared_schedules())

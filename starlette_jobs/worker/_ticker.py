@@ -92,7 +92,6 @@ class Ticker:
         self._metrics = metrics
         self._schedules = list(schedules)
         self._hashes = {s.name: s.declared().definition_hash for s in self._schedules}
-        self._registered = dict(self._hashes)  # as the worker's registry row lists them
         # A handful of schedules, compared one by one by identity (`Schedule` has no `__eq__`
         # of its own) before each round: cheap, and it sees the registry changed in place too.
         self._declarations = declared
@@ -268,11 +267,6 @@ class Ticker:
         await self._store.declare_schedules(ours)
         self._declared = self._adds_only = True
         logger.info("schedules declared: %s", [s.name for s in self._schedules])
-        if self._hashes != self._registered:
-            # Declared since the worker registered (`worker/_registry.new_worker`): the others
-            # read from the registry which schedules this code holds.
-            await self._store.set_worker_schedules(self._worker_id, self._hashes)
-            self._registered = dict(self._hashes)
 
     async def _record_due(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime

@@ -55,10 +55,9 @@ async def test_the_schedules_a_workers_code_declares_are_listed_by_worker(store:
         "web-1:4242:aaaa": {"beat": "h1"},
         "web-1:4242:bbbb": {},
     }
-    await store.set_worker_schedules("web-1:4242:aaaa", {"beat": "h1", "late": "h2"})
-    await store.set_worker_schedules("gone", {"x": "h"})  # no row: nothing to change
+    await store.register_worker(dataclasses.replace(first, schedules=(("late", "h2"),)))
     await store.unregister_worker("web-1:4242:bbbb")
-    assert await store.worker_schedules() == {"web-1:4242:aaaa": {"beat": "h1", "late": "h2"}}
+    assert await store.worker_schedules() == {"web-1:4242:aaaa": {"late": "h2"}}
 
 
 async def test_workers_are_listed_by_id(store: Store) -> None:

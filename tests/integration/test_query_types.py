@@ -84,7 +84,6 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "wake_queues": ["text[]"],
     "register_worker": ["text", "text", "int4", "text[]", "text[]", "text", "float8", "jsonb"],
-    "set_worker_schedules": ["text", "jsonb"],
     "worker_schedules": [],
     "worker_seen": ["text"],
     "unregister_worker": ["text"],

@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from starlette_jobs import DatabaseUnavailableError, __version__, job
+from starlette_jobs import DatabaseUnavailableError, __version__, job, periodic
+from starlette_jobs._schedules import forget_schedule, registered_schedules
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._registry import MISSED_HEARTBEATS, Registration, new_worker
 from starlette_jobs.worker._upkeep import Upkeep
@@ -68,6 +69,23 @@ async def test_a_refresh_adds_a_job_declared_after_the_worker_started() -> None:
     await registration.refresh()
     [row] = await store.list_workers()
     assert declared_late.name in row.job_names
+    await registration.stop()
+
+
+async def test_a_refresh_adds_a_schedule_declared_after_the_worker_started() -> None:
+    """The others read from the registry which schedules a worker's code holds (a deploy's
+    two versions of the code, docs/schedules.md): one declared late is listed too."""
+    store = MemoryStore()
+    registration = Registration(store, new_worker("w", ["a"], 10.0), timeout=1.0, holds_lock=_held)
+    await registration.start()
+    periodic("0 * * * *", name="registry.late")(noop)
+    try:
+        (late,) = [s for s in registered_schedules() if s.name == "registry.late"]
+        await registration.refresh()
+        listed = (await store.worker_schedules())["w"]
+        assert listed["registry.late"] == late.declared().definition_hash
+    finally:
+        forget_schedule("registry.late")
     await registration.stop()
 
 

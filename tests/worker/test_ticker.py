@@ -318,19 +318,6 @@ async def test_a_worker_registered_again_does_not_take_back_what_newer_code_decl
     assert {t.worker_id for t in await store.schedule_ticks("beat", 100)} == {"w-new"}
 
 
-async def test_a_schedule_declared_late_is_listed_in_the_registry(clock: Clock) -> None:
-    declared: list[Schedule] = [schedule()]
-    store = MemoryStore()
-    worker = Ticker(store, list(declared), "w1", clock, declared=lambda: declared)
-    await register(store, "w1", declared)
-    await worker.round()
-    declared.append(schedule("0 * * * *", name="late"))
-    await worker.round()
-    listed = (await store.worker_schedules())["w1"]
-    assert sorted(listed) == ["beat", "late"]
-    assert listed["late"] == declared[1].declared().definition_hash
-
-
 async def test_a_process_declaring_no_schedule_leaves_them_be(clock: Clock) -> None:
     # A script that drains a queue, importing no module with a schedule, must not delete the
     # fleet's schedules: the workers that declare them declared them once, at their start.

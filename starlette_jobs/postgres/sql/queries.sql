@@ -1459,11 +1459,6 @@ ON CONFLICT (id) DO UPDATE
        heartbeat_seconds = EXCLUDED.heartbeat_seconds, schedules = EXCLUDED.schedules,
        started_at = now(), last_seen = now();
 
--- name: set_worker_schedules
--- The schedules a worker's code declares, again: it declared more since it started.
--- $1 worker id, $2 JSON text {name: definition hash}
-UPDATE starlette_jobs_workers SET schedules = $2::jsonb WHERE id = $1;
-
 -- name: worker_schedules
 -- The schedules the code of each registered worker declares (JSON text), by worker id.
 SELECT id, schedules::text FROM starlette_jobs_workers ORDER BY id;
