@@ -22,6 +22,7 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._records import Outcome
+from tests.records import outcome as ended
 
 ran: list[str] = []
 
@@ -319,11 +320,10 @@ async def test_a_failed_step_retried_after_its_upstream_aged_out_still_reads_its
     async def finish(expected: str, status: JobStatus) -> None:
         (claim,) = await store.claim_batch("default", 10, "w", 30)
         assert claim.id == enqueued.steps[expected]
-        failed = status is JobStatus.FAILED
-        outcome = Outcome(
-            id=claim.id, lease_token=claim.lease_token, status=status, retry_delay=None,
-            error="broke" if failed else None, result=None if failed else '"made"',
-        )  # fmt: skip
+        if status is JobStatus.FAILED:
+            outcome = ended(claim, status, error="broke")
+        else:
+            outcome = ended(claim, status, result='"made"')
         assert await store.record_outcomes([outcome]) == {claim.id}
 
     await finish("first", JobStatus.SUCCEEDED)
@@ -548,10 +548,7 @@ async def test_a_step_whose_upstream_failed_is_not_retried_before_that_step(idle
     claims = {c.id: c for c in await store.claim_batch("default", 10, "w", 30)}
     assert await idle.cancel(enqueued.steps["send"])
     failed = claims[enqueued.steps["one"]]
-    await store.record_outcomes([
-        Outcome(id=failed.id, lease_token=failed.lease_token, status=JobStatus.FAILED,
-                retry_delay=None, error="broke", result=None),
-    ])  # fmt: skip
+    await store.record_outcomes([ended(failed, JobStatus.FAILED, error="broke")])
     await store.settle_steps()
     assert not await idle.retry(enqueued.steps["send"])
     record = await idle.begin_bulk("retry", queue="default", status="cancelled", by="ada")
@@ -562,10 +559,7 @@ async def test_a_step_whose_upstream_failed_is_not_retried_before_that_step(idle
     # Once that step is retried and succeeds, so is this one, and it runs after both.
     assert await idle.retry(enqueued.steps["one"])
     for claim in [*await store.claim_batch("default", 10, "w", 30), claims[enqueued.steps["two"]]]:
-        await store.record_outcomes([
-            Outcome(id=claim.id, lease_token=claim.lease_token, status=JobStatus.SUCCEEDED,
-                    retry_delay=None, error=None, result='"ok"'),
-        ])  # fmt: skip
+        await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED, result='"ok"')])
     assert await idle.retry(enqueued.steps["send"])
     (sent,) = await store.claim_batch("default", 10, "w", 30)
     assert sent.id == enqueued.steps["send"]
@@ -590,11 +584,7 @@ async def test_a_bulk_retry_of_a_step_cancelled_while_it_waited_waits_again(idle
     assert (retried.kind, retried.status, retried.by) == (
         EventKind.RETRIED, JobStatus.WAITING, "ada"
     )  # fmt: skip
-    succeeded = Outcome(
-        id=claim.id, lease_token=claim.lease_token, status=JobStatus.SUCCEEDED,
-        retry_delay=None, error=None, result="1",
-    )  # fmt: skip
-    await store.record_outcomes([succeeded])
+    await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED, result="1")])
     assert await store.job_status(enqueued.steps["send"]) is JobStatus.PENDING
     (sent,) = await store.claim_batch("default", 10, "w", 30)
     assert sent.id == enqueued.steps["send"]

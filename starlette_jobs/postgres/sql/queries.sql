@@ -1666,6 +1666,22 @@ SELECT * FROM starlette_jobs WHERE workflow_id = $1 ORDER BY id;
 -- $1 step ids
 SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
 
+-- fragment: upstream_counted
+-- `counted`, for each step of a CTE `target` (with an `id`): how many of the steps it waits for
+-- have not told it yet (a step counts as finished once it has, `settled`), and how many of
+-- those that have did not succeed. Written once for reopen_steps and recount_retried_steps.
+counted AS (
+    SELECT job.id,
+           count(*) FILTER (WHERE NOT (up.settled
+                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
+               AS left_to_finish,
+           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
+      FROM starlette_jobs AS job
+      JOIN target ON target.id = job.id
+      JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
+     GROUP BY job.id
+)
+
 -- name: reopen_steps
 -- `jobs.retry` of a step that failed or was cancelled: of the steps that wait for it (locked
 -- by `lock_steps`), those waiting count their upstream again, and those it cancelled (more of
@@ -1679,17 +1695,9 @@ WITH target AS (
      WHERE id = ANY($1::bigint[])
        AND (status = 'waiting'
             OR (status = 'cancelled' AND upstream_failed > allowed_failures))
-), counted AS (
-    SELECT job.id,
-           count(*) FILTER (WHERE NOT (up.settled
-                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
-               AS left_to_finish,
-           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
-      FROM starlette_jobs AS job
-      JOIN target ON target.id = job.id
-      JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
-     GROUP BY job.id
-), reopened AS (
+),
+-- include: upstream_counted
+, reopened AS (
     UPDATE starlette_jobs AS job
        SET upstream_left = counted.left_to_finish, upstream_failed = counted.failed,
            status = 'waiting', finished_at = NULL, settled = false,
@@ -1968,16 +1976,11 @@ SELECT advanced.*,
 -- pending; the event `retried` says which. Counted in this statement's snapshot, taken after
 -- the lock: it sees every statement that told them before it, and one after waits for the lock.
 -- $1 step ids, $2 whether to record events, $3 who asked (the event's actor) or NULL
-WITH counted AS (
-    SELECT job.id,
-           count(*) FILTER (WHERE NOT (up.settled
-                                       AND up.status IN ('succeeded', 'failed', 'cancelled')))
-               AS left_to_finish,
-           count(*) FILTER (WHERE up.settled AND up.status IN ('failed', 'cancelled')) AS failed
-      FROM starlette_jobs AS job JOIN starlette_jobs AS up ON up.id = ANY(job.upstream)
-     WHERE job.id = ANY($1::bigint[])
-     GROUP BY job.id
-), recounted AS (
+WITH target AS (
+    SELECT unnest($1::bigint[]) AS id
+),
+-- include: upstream_counted
+, recounted AS (
     -- One more of whose upstream failed than it allows since the batch chose it (the batch
     -- leaves those out) is cancelled by that failure, as if it had waited: its retry reopens it.
     UPDATE starlette_jobs AS job
