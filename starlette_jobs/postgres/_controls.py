@@ -76,7 +76,7 @@ class ControlledStore(ConnectedStore):
         names: Sequence[str] | None = None,
     ) -> list[Claim]:
         claiming = (
-            *(queue, limit, worker_id, lease_seconds, self.record_events, KEY_LIMIT_SCAN),
+            *(queue, limit, worker_id, lease_seconds, KEY_LIMIT_SCAN),
             list(ended), names,
         )  # fmt: skip
         rows = await self._claimer.fetch(self._q["claim_limited_batch"], *claiming)

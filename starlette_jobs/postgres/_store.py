@@ -21,6 +21,7 @@ from ._controls import ControlledStore
 from ._counts import CountStatements
 from ._depths import DepthStatements
 from ._driver_errors import UniqueViolationError, raise_as_store_error
+from ._history import job_history
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._schedules import ScheduleStatements
@@ -146,9 +147,8 @@ class PostgresStore(
         names: Sequence[str] | None = None,
     ) -> list[Claim]:
         rows = await self._claimer.fetch(
-            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, self.record_events,
-            names,
-        )  # fmt: skip
+            self._q["claim_batch"], queue, limit, worker_id, lease_seconds, names
+        )
         # By position: the statement's RETURNING lists `Claim`'s fields in order. `Claim(**row)`
         # would first build a dict of each record, which cost 0.7 us of the worker's time a job.
         return [Claim(*row) for row in rows]
@@ -314,7 +314,7 @@ class PostgresStore(
 
     async def job_events(self, job_id: int) -> list[JobEvent]:
         rows = await self._read("fetch", self._q["job_events"], job_id)
-        return [JobEvent._from_row(row) for row in rows]
+        return job_history(rows, running_claim=self.record_events)
 
     async def want_outcome(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["want_outcome"], job_id)

@@ -23,7 +23,7 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._records import EventKind, Outcome, Renewal, Unfinished
+from starlette_jobs._records import EventKind, JobEvent, Outcome, Renewal, Unfinished
 from starlette_jobs._storable import MAX_KEPT_ERRORS
 from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.memory._store import MemoryStore
@@ -447,6 +447,49 @@ async def test_every_change_writes_its_event_and_retention_removes_them(store: S
     await expire()
     assert await store.prune_finished(0.01, 10) == 1
     assert await store.job_events(job_id) == []
+
+
+async def test_each_attempt_is_told_as_claimed_before_its_events_however_it_ends(
+    store: Store,
+) -> None:
+    """Stopped, released, given back by its worker, rescued: each attempt's claim comes before
+    the events of that attempt, with its number, worker and time, while it runs and after
+    (PostgreSQL reads it from the row, not from an event of its own: postgres/_history.py)."""
+    [job_id] = await store.insert_jobs(new(max_attempts=5))
+
+    def told(events: list[JobEvent]) -> list[tuple[EventKind, JobStatus, int, str | None]]:
+        assert all(a.at <= b.at for a, b in itertools.pairwise(events))
+        return [(e.kind, e.status, e.attempt, e.worker_id) for e in events]
+
+    [first] = await store.claim_batch("default", 1, "w1", LEASE)
+    assert await store.release_jobs([(job_id, first.lease_token)]) == {job_id}  # shutdown
+    await store.claim_batch("default", 1, "w2", LEASE)
+    assert await store.release_job(job_id, by="ops")
+    await store.claim_batch("default", 1, "w3", 0.01)
+    await expire()
+    assert [rescued for rescued, _, _ in await store.rescue_expired(10)] == [job_id]
+    [fourth] = await store.claim_batch("default", 1, "w4", LEASE)
+    assert await store.cancel_job(job_id) is JobStatus.RUNNING
+    so_far = [
+        (EventKind.ENQUEUED, JobStatus.PENDING, 0, None),
+        (EventKind.CLAIMED, JobStatus.RUNNING, 1, "w1"),
+        (EventKind.RELEASED, JobStatus.PENDING, 0, "w1"),
+        (EventKind.CLAIMED, JobStatus.RUNNING, 1, "w2"),
+        (EventKind.RELEASED, JobStatus.PENDING, 0, "w2"),
+        (EventKind.CLAIMED, JobStatus.RUNNING, 1, "w3"),
+        (EventKind.RESCUED, JobStatus.PENDING, 1, "w3"),
+        (EventKind.CLAIMED, JobStatus.RUNNING, 2, "w4"),
+        (EventKind.CANCEL_REQUESTED, JobStatus.RUNNING, 2, "w4"),
+    ]
+    running = await store.job_events(job_id)
+    assert told(running) == so_far
+    assert await store.record_outcomes([ended(fourth, JobStatus.CANCELLED)]) == {job_id}
+    finished = await store.job_events(job_id)
+    assert told(finished) == [*so_far, (EventKind.CANCELLED, JobStatus.CANCELLED, 2, "w4")]
+    assert finished[:-1] == running  # the running attempt's claim, as it was told then
+    record = await store.get_job(job_id)
+    assert record is not None
+    assert record.started_at == finished[-3].at  # the claim's time is the attempt's start
 
 
 async def test_with_events_off_only_the_enqueued_event_is_there(store: Store) -> None:

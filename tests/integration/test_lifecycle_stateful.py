@@ -64,7 +64,6 @@ SELECT id, queue, status, attempts, max_attempts, lease_token, lease_expires_at,
   FROM starlette_jobs
  ORDER BY id
 """
-EVENTS = "SELECT job_id, kind, status, attempt FROM starlette_jobs_events ORDER BY job_id, id"
 EXPIRE = """
 UPDATE starlette_jobs SET lease_expires_at = now() - interval '1 second'
  WHERE id = $1 AND status = 'running'
@@ -580,13 +579,13 @@ class Lifecycle(RuleBasedStateMachine):
 
         # The history agrees with the state: every transition the model went through, in
         # order, each with the status and attempts it left; the last one is the row's state.
-        recorded: dict[int, list[tuple[EventKind, JobStatus, int]]] = {
-            job_id: [(EventKind.ENQUEUED, JobStatus.PENDING, 0)] for job_id in self.jobs
+        # As `jobs.events` tells it: the claims are read from the rows, not written as events.
+        recorded = {
+            job_id: [
+                (e.kind, e.status, e.attempt) for e in self.call(self.store.job_events(job_id))
+            ]
+            for job_id in self.jobs
         }
-        for event in self.call(self.store.pool.fetch(EVENTS)):
-            recorded[event["job_id"]].append(
-                (EventKind(event["kind"]), JobStatus(event["status"]), event["attempt"])
-            )
         for job_id, job in self.jobs.items():
             assert recorded[job_id] == job.events, f"job {job_id}: events"
             assert recorded[job_id][-1][1:] == (job.status, job.attempts)

@@ -33,7 +33,7 @@ EXPECTED: dict[str, list[str]] = {
         *["text[]", "text[]", "text[]", "bool[]"],
     ],
     "insert_jobs": [*INSERT, "bool"],
-    "claim_batch": ["text", "int8", "text", "float8", "bool", "text[]"],
+    "claim_batch": ["text", "int8", "text", "float8", "text[]"],
     "record_outcomes": [
         *["int8[]", "uuid[]", "text[]", "float8[]", "text[]", "text[]", "text[]", "bool"]
     ],
@@ -80,7 +80,7 @@ EXPECTED: dict[str, list[str]] = {
     "queue_controls": ["text[]"],
     "lock_queue": ["text"],
     "claim_limited_batch": [
-        *("text", "int8", "text", "float8", "bool", "int8", "uuid[]", "text[]"),
+        *("text", "int8", "text", "float8", "int8", "uuid[]", "text[]"),
     ],
     "wake_queues": ["text[]"],
     "register_worker": ["text", "text", "int4", "text[]", "text[]", "text", "float8", "jsonb"],

@@ -51,7 +51,7 @@ async def test_a_claim_planned_on_an_empty_table_reads_the_index_once_the_table_
 
         store = on_postgres(jobs)
         plan = await _plan(
-            store._claimer, "picked AS", "plans", 10, jobs.worker_id, 30.0, True, [tiny.name]
+            store._claimer, "picked AS", "plans", 10, jobs.worker_id, 30.0, [tiny.name]
         )
         assert '"Relation Name": "starlette_jobs"' in plan
         assert '"Node Type": "Seq Scan"' not in plan, plan

@@ -175,12 +175,14 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- Only jobs whose name the worker knows (deploy-aware claiming, docs/workers.md): a job only a
 -- newer worker declares waits for one. The name is not in the index: it is checked on the row
 -- the claim reads anyway.
+-- It writes no event: the `claimed` event is read from the job row while the attempt runs, and
+-- from the event that ends it afterwards (job_events; docs/events.md).
 -- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
--- $5 whether to record events, $6 the job names the worker knows (NULL: any name)
+-- $5 the job names the worker knows (NULL: any name)
 WITH picked AS (
     SELECT id FROM starlette_jobs
      WHERE queue = $1 AND status = 'pending' AND run_at <= now()
-       AND ($6::text[] IS NULL OR name = ANY($6::text[]))
+       AND ($5::text[] IS NULL OR name = ANY($5::text[]))
      ORDER BY priority DESC, run_at, id
      LIMIT $2
        FOR NO KEY UPDATE SKIP LOCKED
@@ -204,9 +206,6 @@ WITH picked AS (
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
               job.max_attempts, job.lease_token, job.trace_context::text AS trace_context,
               job.scheduled_for, job.workflow_id
-), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
-    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
 )
 SELECT * FROM claimed;
 
@@ -300,11 +299,14 @@ WITH outcome AS (
       FROM outcome
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
     RETURNING job.id, job.status, job.attempts, job.worker_id, outcome.error, job.run_at,
-              job.outcome_wanted, job.step, job.dependents
+              job.outcome_wanted, job.step, job.dependents, job.started_at
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
+    -- With the claim of the attempt it ends (`claimed_at`: the claim wrote no event).
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'pending' THEN 'attempt_failed' ELSE status END, status,
-           attempts, worker_id, error, CASE WHEN status = 'pending' THEN run_at END
+           attempts, worker_id, error, CASE WHEN status = 'pending' THEN run_at END,
+           started_at, attempts
       FROM written WHERE $8::boolean
 ), told AS (
     -- Workflows (docs/workflows.md): the steps that wait for those just finished, how many of
@@ -358,10 +360,14 @@ WITH written AS (
            settled = job.dependents IS NOT NULL
       FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents,
+              job.started_at
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
-    SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
+    -- With the claim of the attempt it ends, as in record_outcomes.
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, claimed_at,
+                                       claimed_attempt)
+    SELECT id, 'succeeded', 'succeeded', attempts, worker_id, started_at, attempts
+      FROM written WHERE $4::boolean
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
 ), told AS (
@@ -417,10 +423,13 @@ WITH written AS (
            lease_expires_at = NULL
       FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.started_at
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
-    SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
+    -- With the claim of the attempt it ends, as in record_outcomes.
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, claimed_at,
+                                       claimed_attempt)
+    SELECT id, 'succeeded', 'succeeded', attempts, worker_id, started_at, attempts
+      FROM written WHERE $4::boolean
 )
 -- Whoever waits for one of these jobs (`jobs.wait`) is told by the NOTIFY in the rows returned:
 -- every row is sent, so each is evaluated. A CTE of its own would read `written` once more.
@@ -459,10 +468,14 @@ WITH written AS (
            -- A workflow's step tells the steps that wait for it below (`told`).
            settled = job.dependents IS NOT NULL
      WHERE job.id = $1 AND job.lease_token = $2 AND job.status = 'running'
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents
+    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents,
+              job.started_at
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
-    SELECT id, 'succeeded', 'succeeded', attempts, worker_id FROM written WHERE $4::boolean
+    -- With the claim of the attempt it ends, as in record_outcomes.
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, claimed_at,
+                                       claimed_attempt)
+    SELECT id, 'succeeded', 'succeeded', attempts, worker_id, started_at, attempts
+      FROM written WHERE $4::boolean
 ), told AS (
     -- As in record_outcomes, for a success: nothing failed, nothing to name as a cause.
     SELECT dependent AS id, count(*) AS finished, 0::bigint AS failed, NULL::text AS cause
@@ -535,9 +548,11 @@ WITH free AS (
        AND job.id IN (SELECT id FROM free)
     RETURNING job.*
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    -- With the claim of the attempt it ends (the claim counted one attempt more).
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
-           worker_id, CASE WHEN status = 'pending' THEN run_at END
+           worker_id, CASE WHEN status = 'pending' THEN run_at END, started_at, attempts + 1
       FROM released WHERE $3::boolean
 ), notified AS (
     SELECT pg_notify('starlette_jobs:' || queue, '')
@@ -564,9 +579,11 @@ WITH released AS (
        AND lease_token <> ALL($3::uuid[])
     RETURNING *
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    -- With the claim of the attempt it ends (the claim counted one attempt more).
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
-           worker_id, CASE WHEN status = 'pending' THEN run_at END
+           worker_id, CASE WHEN status = 'pending' THEN run_at END, started_at, attempts + 1
       FROM released WHERE $4::boolean
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
@@ -589,9 +606,12 @@ WITH released AS (
      WHERE id = $1 AND status = 'running'
     RETURNING *
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at, actor)
+    -- With the claim of the attempt it ends (the claim counted one attempt more).
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at, actor,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
-           worker_id, CASE WHEN status = 'pending' THEN run_at END, $3::text
+           worker_id, CASE WHEN status = 'pending' THEN run_at END, $3::text, started_at,
+           attempts + 1
       FROM released WHERE $2::boolean
 )
 SELECT queue,
@@ -611,9 +631,11 @@ WITH released AS (
      WHERE worker_id = $1 AND status = 'running'
     RETURNING *
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at)
+    -- With the claim of the attempt it ends (the claim counted one attempt more).
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, run_at,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'pending' THEN 'released' ELSE status END, status, attempts,
-           worker_id, CASE WHEN status = 'pending' THEN run_at END
+           worker_id, CASE WHEN status = 'pending' THEN run_at END, started_at, attempts + 1
       FROM released WHERE $2::boolean
 ), notified AS (
     SELECT pg_notify('starlette_jobs:' || queue, '')
@@ -703,9 +725,12 @@ WITH expired AS (
      WHERE job.id = expired.id
     RETURNING job.*
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
+    -- With the claim of the attempt it ends, as in record_outcomes.
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'rescued' END, status,
-           attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END
+           attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END,
+           started_at, attempts
       FROM rescued WHERE $2::boolean
 ), notified AS (
     SELECT pg_notify('starlette_jobs:' || queue, '')
@@ -812,9 +837,12 @@ WITH held AS (
      WHERE job.id = orphaned.id
     RETURNING job.*
 ), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at)
+    -- With the claim of the attempt it ends, as in record_outcomes.
+    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at,
+                                       claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'rescued' END, status,
-           attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END
+           attempts, worker_id, last_error, CASE WHEN status = 'pending' THEN run_at END,
+           started_at, attempts
       FROM rescued WHERE $2::boolean
 ), notified AS (
     SELECT pg_notify('starlette_jobs:' || queue, '')
@@ -1083,21 +1111,29 @@ SELECT * FROM starlette_jobs
  LIMIT $2;
 
 -- name: job_events
--- A job's history, oldest first: its enqueueing (the row itself), then its recorded events.
+-- A job's history, oldest first: its enqueueing (the row itself), then its recorded events, then
+-- the claim of the attempt running now, if one is (a row of no kind: when and by whom it was
+-- claimed). A recorded event that ends an attempt carries that attempt's claim (`claimed_at`):
+-- the store places each claim before its attempt's events (postgres/_history.py).
 -- $1 job id
 -- Each event names the job's workflow, if it is a step of one.
 WITH job AS (
-    SELECT id, created_at, upstream, workflow_id FROM starlette_jobs WHERE id = $1
+    SELECT id, created_at, upstream, workflow_id, status, started_at, attempts, worker_id
+      FROM starlette_jobs WHERE id = $1
 )
 SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
        CASE WHEN upstream IS NULL THEN 'pending' ELSE 'waiting' END AS status, 0 AS attempt,
        NULL AS worker_id, NULL AS error, NULL::timestamptz AS run_at, 0::bigint AS seq,
-       workflow_id, NULL AS actor
+       workflow_id, NULL AS actor, NULL::timestamptz AS claimed_at, NULL::int4 AS claimed_attempt
   FROM job
 UNION ALL
 SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id,
-       (SELECT workflow_id FROM job), actor
+       (SELECT workflow_id FROM job), actor, claimed_at, claimed_attempt
   FROM starlette_jobs_events WHERE job_id = $1
+UNION ALL
+SELECT id, NULL, NULL, NULL, NULL, worker_id, NULL, NULL, 9223372036854775807, workflow_id,
+       NULL, started_at, attempts
+  FROM job WHERE status = 'running'
  ORDER BY seq;
 
 -- name: want_outcome
@@ -1351,15 +1387,15 @@ SELECT FROM starlette_jobs_queues WHERE name = $1 FOR NO KEY UPDATE;
 -- jobs: a small set, found through the index on running rows), at most `key_limit` running per
 -- value of the argument `limit_key` (read from the payload; a job without it is not limited by
 -- it), and no more starts in any `rate_period` than `rate_limit` (the latest starts are kept in
--- the row, this statement's own included). With a key limit it looks at the first $6 due jobs,
+-- the row, this statement's own included). With a key limit it looks at the first $5 due jobs,
 -- in claim order, so that it stays bounded however long the queue. The jobs are read without
 -- a lock (no other claim of the queue runs meanwhile): the UPDATE takes those still pending.
 -- Returns the claims, in the order of `Claim`'s fields, each with `stale` false; or one row of
 -- NULLs with `stale` true.
 -- $1 queue, $2 how many at most (the worker's free slots), $3 worker id,
--- $4 lease duration in seconds, $5 whether to record events, $6 how many due jobs a key limit
--- looks at, $7 the lease tokens of attempts that have ended but whose outcome is not written
--- yet (not counted as running), $8 the job names the worker knows (NULL: any name)
+-- $4 lease duration in seconds, $5 how many due jobs a key limit looks at, $6 the lease
+-- tokens of attempts that have ended but whose outcome is not written yet (not counted as
+-- running), $7 the job names the worker knows (NULL: any name)
 WITH seen AS (
     SELECT claim_seq FROM starlette_jobs_queues WHERE name = $1
 ), turn AS (
@@ -1370,7 +1406,7 @@ WITH seen AS (
 ), running AS (
     SELECT payload ->> (SELECT limit_key FROM q) AS key
       FROM starlette_jobs
-     WHERE queue = $1 AND status = 'running' AND lease_token <> ALL($7::uuid[])
+     WHERE queue = $1 AND status = 'running' AND lease_token <> ALL($6::uuid[])
 ), per_key AS (
     SELECT key, count(*) AS running FROM running WHERE key IS NOT NULL GROUP BY key
 ), room AS (
@@ -1391,9 +1427,9 @@ WITH seen AS (
            row_number() OVER (ORDER BY priority DESC, run_at, id) AS position
       FROM (SELECT id, payload, priority, run_at FROM starlette_jobs
              WHERE queue = $1 AND status = 'pending' AND run_at <= now()
-               AND ($8::text[] IS NULL OR name = ANY($8::text[]))
+               AND ($7::text[] IS NULL OR name = ANY($7::text[]))
              ORDER BY priority DESC, run_at, id
-             LIMIT CASE WHEN (SELECT key_limit FROM q) IS NULL THEN $2 ELSE $6 END) AS first_due
+             LIMIT CASE WHEN (SELECT key_limit FROM q) IS NULL THEN $2 ELSE $5 END) AS first_due
 ), ranked AS (
     SELECT id, key, position, row_number() OVER (PARTITION BY key ORDER BY position) AS nth
       FROM due
@@ -1418,9 +1454,6 @@ WITH seen AS (
     RETURNING job.id, job.name, job.queue, job.payload::text AS payload, job.attempts,
               job.max_attempts, job.lease_token, job.trace_context::text AS trace_context,
               job.scheduled_for, job.workflow_id
-), logged AS (
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)
-    SELECT id, 'claimed', 'running', attempts, $3 FROM claimed WHERE $5::boolean
 ), started AS (
     -- The next claim's turn, and the latest rate_limit starts, the oldest first (those "after
     -- now" dropped: kept as the latest, they would push out every start made from now on).

@@ -117,6 +117,10 @@ CREATE TABLE starlette_jobs_events (
     run_at    timestamptz,
     -- Who asked for an operator's change (`by=`; migrations/0011_event_actor.sql), else NULL.
     actor     text,
+    -- On an event that ends an attempt, that attempt's claim (a claim writes no row of its own;
+    -- migrations/0017_claims_in_ending_events.sql), else NULL.
+    claimed_at      timestamptz,
+    claimed_attempt integer,
     PRIMARY KEY (job_id, id)
 ) WITH (
     autovacuum_vacuum_scale_factor = 0.01,

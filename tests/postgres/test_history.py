@@ -1,0 +1,78 @@
+"""`_history`: on PostgreSQL an attempt's claim is stored in the row that ends the attempt, or
+read from the job row while it runs, not written as an event of its own; the history tells it
+as both stores do (contract/test_store_contract.py, "each attempt is told as claimed")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from starlette_jobs import EventKind, JobStatus
+from starlette_jobs.postgres._store import PostgresStore
+from tests.records import new_jobs
+from tests.records import outcome as ended
+
+LEASE = 30.0
+
+
+@pytest.fixture
+async def store(database_dsn: str) -> AsyncIterator[PostgresStore]:
+    opened = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    yield opened
+    await opened.close()
+
+
+async def stored_events(store: PostgresStore, job_id: int) -> list[str]:
+    rows = await store.pool.fetch(
+        "SELECT kind FROM starlette_jobs_events WHERE job_id = $1 ORDER BY id", job_id
+    )
+    return [row["kind"] for row in rows]
+
+
+async def test_an_attempt_stores_one_event_row_and_tells_two(store: PostgresStore) -> None:
+    [job_id] = await store.insert_jobs(new_jobs(max_attempts=2))
+    [first] = await store.claim_batch("default", 1, "w1", LEASE)
+    assert await stored_events(store, job_id) == []  # the claim wrote the job row alone
+    retry = ended(first, JobStatus.PENDING, delay=0.0, error="boom")
+    assert await store.record_outcomes([retry]) == {job_id}
+    [second] = await store.claim_batch("default", 1, "w2", LEASE)
+    assert await store.record_outcomes([ended(second, JobStatus.SUCCEEDED)]) == {job_id}
+    assert await stored_events(store, job_id) == ["attempt_failed", "succeeded"]
+    assert [e.kind for e in await store.job_events(job_id)] == [
+        EventKind.ENQUEUED,
+        EventKind.CLAIMED,
+        EventKind.ATTEMPT_FAILED,
+        EventKind.CLAIMED,
+        EventKind.SUCCEEDED,
+    ]
+
+
+async def test_a_claim_written_as_an_event_before_the_upgrade_is_told_once(
+    store: PostgresStore,
+) -> None:
+    """A job claimed by a worker of the code before migration 0017 (which wrote the claim as
+    an event row) and finished by one after it (whose success carries the claim too)."""
+    [job_id] = await store.insert_jobs(new_jobs())
+    [claim] = await store.claim_batch("default", 1, "old", LEASE)
+    await store.pool.execute(
+        "INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id)"
+        " VALUES ($1, 'claimed', 'running', 1, 'old')",
+        job_id,
+    )
+    claimed_then = [e.kind for e in await store.job_events(job_id)]
+    assert claimed_then == [EventKind.ENQUEUED, EventKind.CLAIMED]
+    assert await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED)]) == {job_id}
+    events = await store.job_events(job_id)
+    assert [(e.kind, e.attempt, e.worker_id) for e in events] == [
+        (EventKind.ENQUEUED, 0, None),
+        (EventKind.CLAIMED, 1, "old"),
+        (EventKind.SUCCEEDED, 1, "old"),
+    ]
+
+
+async def test_with_events_off_a_running_attempt_is_not_told(store: PostgresStore) -> None:
+    store.record_events = False
+    [job_id] = await store.insert_jobs(new_jobs())
+    await store.claim_batch("default", 1, "w", LEASE)
+    assert [e.kind for e in await store.job_events(job_id)] == [EventKind.ENQUEUED]
