@@ -143,7 +143,7 @@ async def measure(dsn: str, jobs: int) -> None:
             pass
         connection: asyncpg.Connection[Any] = await asyncpg.connect(database)
         try:
-            print(f"{jobs:,} finished jobs, {3 * jobs:,} events, removed each way:\n", flush=True)
+            print(f"{jobs:,} finished jobs, {jobs:,} events, removed each way:\n", flush=True)
             cases = [(f"prune_finished, batch {batch}", prune, batch) for batch in BATCHES]
             cases += [(f"jobs only, batch {batch}", JOBS_ONLY, batch) for batch in (1_000, 10_000)]
             for label, query, batch in cases:
