@@ -240,9 +240,12 @@ class PostgresStore(
         return [row[0] for row in rows]
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
-        deleted: int = await self._worker_write(
-            "fetchval", self._q["prune_finished"], retention_seconds, limit
+        row = await self._worker_write(
+            "fetchrow", self._q["prune_finished"], retention_seconds, limit
         )
+        if row["kept"]:  # committed now: another round's deletes of their steps are seen
+            await self._worker_write("execute", self._q["forget_empty_workflows"], row["kept"])
+        deleted: int = row["deleted"]
         return deleted
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:

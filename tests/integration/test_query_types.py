@@ -48,6 +48,7 @@ EXPECTED: dict[str, list[str]] = {
     "release_job": ["int8", "bool", "text"],
     "release_worker_jobs": ["text", "bool"],
     "prune_finished": ["float8", "int8"],
+    "forget_empty_workflows": ["int8[]"],
     "rescue_expired": ["int8", "bool"],
     "get_job": ["int8"],
     "list_jobs": ["text", "text", "int8", "text", "int8", "text", "text", "int8"],

@@ -29,9 +29,9 @@ async def store(database_dsn: str) -> AsyncIterator[PostgresStore]:
     await opened.close()
 
 
-def fan_in(width: int, *, max_attempts: int = 3, allowed_failures: int = 0) -> NewWorkflow:
-    """`width` steps, then one that waits for them all."""
-    parts = [
+def fan_out(width: int, *, max_attempts: int = 3) -> list[NewStep]:
+    """`width` steps that wait for none."""
+    return [
         NewStep(
             step=f"part[{n}]",
             name="tests.part",
@@ -44,6 +44,11 @@ def fan_in(width: int, *, max_attempts: int = 3, allowed_failures: int = 0) -> N
         )
         for n in range(width)
     ]
+
+
+def fan_in(width: int, *, max_attempts: int = 3, allowed_failures: int = 0) -> NewWorkflow:
+    """`width` steps, then one that waits for them all."""
+    parts = fan_out(width, max_attempts=max_attempts)
     collect = NewStep(
         step="collect", name="tests.collect", queue="collect", payload="{}", priority=0,
         max_attempts=3, upstream=tuple(range(width)), allowed_failures=allowed_failures,
@@ -246,3 +251,43 @@ async def test_a_retry_that_reopens_a_step_while_another_upstream_of_it_finishes
     assert set(again) == {ids["B"], ids["X"]}
     await store.record_outcomes([outcome(again[ids["B"]], JobStatus.SUCCEEDED, result='"b"')])
     assert await store.job_status(ids["D"]) is JobStatus.PENDING
+
+
+async def test_a_workflow_whose_last_steps_two_workers_prune_at_once_goes_with_them(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    """Each round's statement saw the other's step as still there, so neither deleted the
+    workflow's record: it outlived its steps for good. The round that deleted steps of a
+    workflow and kept its record looks again once it has committed."""
+    pair = NewWorkflow.of("pair", fan_out(2), trace_context=None)
+    enqueued = await store.insert_workflow(pair)
+    for _ in range(2):  # one at a time: the first step finishes first
+        [claim] = await store.claim_batch("parts", 1, "w", 30)
+        assert await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)]) == {claim.id}
+    await asyncio.sleep(0.05)
+    other = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    holder = await asyncpg.connect(database_dsn)
+    try:
+        # An operator reading the first step's events FOR UPDATE holds the first round in its
+        # statement (at the events' DELETE) after its snapshot was taken.
+        first, second = enqueued.steps["part[0]"], enqueued.steps["part[1]"]
+        held = holder.transaction()
+        await held.start()
+        await holder.execute(
+            "SELECT FROM starlette_jobs_events WHERE job_id = $1 FOR UPDATE", first
+        )
+        first_round = asyncio.create_task(store.prune_finished(0.01, 1))
+        waiting = (
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE '-- Deletes up to % jobs that finished%'"
+        )
+        await eventually(lambda: holder.fetchval(waiting), "the first round to wait")
+        assert await other.prune_finished(0.01, 10) == 1  # the second step, the first locked
+        await held.commit()
+        assert await first_round == 1
+        assert await store.get_job(first) is None
+        assert await store.get_job(second) is None
+        assert await store.get_workflow(enqueued.id) is None
+    finally:
+        await holder.close()
+        await other.close()

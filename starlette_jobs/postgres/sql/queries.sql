@@ -648,8 +648,9 @@ SELECT id FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: prune_finished
 -- Deletes up to $2 jobs that finished more than $1 seconds ago, and their events; returns how
--- many jobs it deleted. SKIP LOCKED: workers pruning at the same time share the work instead
--- of queueing.
+-- many jobs it deleted, and the workflows it deleted steps of but kept (`kept`: steps of theirs
+-- were left, as its snapshot saw them). SKIP LOCKED: workers pruning at the same time share
+-- the work instead of queueing.
 -- $1 retention in seconds, $2 how many at most
 WITH old AS (
     SELECT id FROM starlette_jobs
@@ -670,15 +671,28 @@ WITH old AS (
 ), forgotten AS (
     DELETE FROM starlette_jobs_events AS event USING deleted WHERE event.job_id = deleted.id
 ), emptied AS (
-    -- A workflow's record goes with its last step. (Its steps deleted by two workers' rounds
-    -- at the same moment leave it: each sees the other's as still there.)
+    -- A workflow's record goes with its last step. Its last steps deleted by two workers'
+    -- rounds at the same moment leave it here (each sees the other's as still there): the
+    -- store asks again about those kept, once this has committed (forget_empty_workflows).
     DELETE FROM starlette_jobs_workflows AS flow
      WHERE flow.id IN (SELECT workflow_id FROM deleted WHERE workflow_id IS NOT NULL)
        AND NOT EXISTS (SELECT FROM starlette_jobs AS step
                         WHERE step.workflow_id = flow.id
                           AND step.id NOT IN (SELECT id FROM deleted))
+    RETURNING flow.id
 )
-SELECT count(*) FROM deleted;
+SELECT (SELECT count(*) FROM deleted) AS deleted,
+       ARRAY(SELECT DISTINCT workflow_id FROM deleted
+              WHERE workflow_id IS NOT NULL AND workflow_id NOT IN (SELECT id FROM emptied))
+           AS kept;
+
+-- name: forget_empty_workflows
+-- Of the workflows a retention round deleted steps of but kept, those with no step left now:
+-- their last steps went in another worker's round at the same moment (prune_finished).
+-- $1 workflow ids
+DELETE FROM starlette_jobs_workflows AS flow
+ WHERE flow.id = ANY($1::int8[])
+   AND NOT EXISTS (SELECT FROM starlette_jobs AS step WHERE step.workflow_id = flow.id);
 
 -- name: rescue_expired
 -- Jobs whose worker stopped renewing the lease (it crashed or stalled): back to pending, or
