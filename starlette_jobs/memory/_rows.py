@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 from .._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
 from .._schedule_records import DeclaredSchedule
 from .._storable import MAX_KEPT_ERRORS
+from ..store._history import claim_event, place_claim
 
 
 @dataclass(eq=False)
@@ -141,7 +142,14 @@ class Row:
             attempt=0,
             workflow_id=self.workflow_id,
         )
-        return [enqueued, *self.events]
+        events = [enqueued, *self.events]
+        if self.status is JobStatus.RUNNING and self.started_at is not None:
+            # Told from the row, as on PostgreSQL, whether or not the claim was recorded.
+            claim = claim_event(
+                self.id, self.started_at, self.attempts, self.worker_id, self.workflow_id
+            )
+            place_claim(events, claim)
+        return events
 
     def claim(self, worker_id: str, lease_expires_at: datetime, now: datetime) -> Claim:
         self.status, self.attempts, self.worker_id = JobStatus.RUNNING, self.attempts + 1, worker_id

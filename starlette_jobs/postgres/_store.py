@@ -317,7 +317,7 @@ class PostgresStore(
 
     async def job_events(self, job_id: int) -> list[JobEvent]:
         rows = await self._read("fetch", self._q["job_events"], job_id)
-        return job_history(rows, running_claim=self.record_events)
+        return job_history(rows)
 
     async def want_outcome(self, job_id: int) -> JobStatus | None:
         status = await self._write("fetchval", self._q["want_outcome"], job_id)

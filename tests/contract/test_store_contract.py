@@ -492,10 +492,18 @@ async def test_each_attempt_is_told_as_claimed_before_its_events_however_it_ends
     assert record.started_at == finished[-3].at  # the claim's time is the attempt's start
 
 
-async def test_with_events_off_only_the_enqueued_event_is_there(store: Store) -> None:
+async def test_with_events_off_only_what_the_job_row_says_is_there(store: Store) -> None:
+    """`enqueued`, and while an attempt runs its claim: both read from the job row, whatever
+    the settings of the processes that made the changes (a reader's history then agrees with
+    the record it reads next to it: the status route's stream relies on that)."""
     store.record_events = False
     [job_id] = await store.insert_jobs(new())
     [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    running = await store.job_events(job_id)
+    assert [(e.kind, e.attempt, e.worker_id) for e in running] == [
+        (EventKind.ENQUEUED, 0, None),
+        (EventKind.CLAIMED, 1, "w"),
+    ]
     assert await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED)]) == {job_id}
     assert [e.kind for e in await store.job_events(job_id)] == [EventKind.ENQUEUED]
 

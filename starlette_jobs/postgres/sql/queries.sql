@@ -1127,8 +1127,9 @@ SELECT * FROM starlette_jobs
 -- name: job_events
 -- A job's history, oldest first: its enqueueing (the row itself), then its recorded events, then
 -- the claim of the attempt running now, if one is (a row of no kind: when and by whom it was
--- claimed). A recorded event that ends an attempt carries that attempt's claim (`claimed_at`):
--- the store places each claim before its attempt's events (postgres/_history.py).
+-- claimed; told whatever the `events` settings, as `enqueued` is). A recorded event that ends
+-- an attempt carries that attempt's claim (`claimed_at`): the store places each claim before
+-- its attempt's events (postgres/_history.py).
 -- $1 job id
 -- Each event names the job's workflow, if it is a step of one.
 WITH job AS (
