@@ -105,6 +105,10 @@ class Ticker:
         # Ticks after this were due while this ticker ran: on time. Earlier ones, not yet
         # recorded, were missed while no worker ran: the catch-up policy decides.
         self._on_time_since = clock() - ON_TIME_SLACK
+        # Per schedule, the earliest tick the store refused (not due by the database's clock,
+        # which runs behind this worker's; or recorded by another worker meanwhile) and that
+        # is not recorded yet: still on time, however far behind this worker's clock it falls.
+        self._refused: dict[str, datetime] = {}
         # When the sleep after the last round should have ended (None: until a declaration).
         self._wake_by: datetime | None = None
         self._pruned_at: datetime | None = None
@@ -273,17 +277,24 @@ class Ticker:
     ) -> _Recorded:
         """Records the ticks of `schedule` due by `now`."""
         recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
-        planned = plan_ticks(
-            schedule.cron, schedule.catch_up, recorded_until, self._on_time_since, now
-        )
+        on_time_since = self._on_time_since
+        refused_at = self._refused.pop(schedule.name, None)  # set again below if still refused
+        if refused_at is not None and refused_at > recorded_until:
+            # Refused as early before: found due late by this worker's clock only.
+            on_time_since = min(on_time_since, refused_at - timedelta(microseconds=1))
+        planned = plan_ticks(schedule.cron, schedule.catch_up, recorded_until, on_time_since, now)
         waits = refused = False
         for tick in planned:
             new = schedule.new_tick(
                 definition_hash, tick.at, self._worker_id, skipped=tick.skipped, note=tick.note
             )
             recorded = await self._store.record_tick(new)
-            refused = refused or recorded is None
-            if recorded is not None:
+            if recorded is None:
+                refused = True
+                if tick.skipped is None and tick.note is None:  # on time: it stays on time
+                    earliest = self._refused.get(schedule.name, tick.at)
+                    self._refused[schedule.name] = min(earliest, tick.at)
+            else:
                 waits = waits or recorded.status is TickStatus.WAITING
                 if self._metrics is not None and self._metrics.recording():
                     # Missed: due while no worker ran (caught up, or skipped for it).

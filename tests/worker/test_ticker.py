@@ -198,6 +198,31 @@ async def test_a_worker_whose_clock_runs_fast_records_a_tick_seconds_late_not_a_
     assert tick.recorded_at - tick.at < timedelta(seconds=5), tick.recorded_at
 
 
+@pytest.mark.parametrize("skew", [3, 30])
+async def test_a_worker_whose_clock_runs_fast_enqueues_a_catch_up_none_tick_all_the_same(
+    clock: Clock, skew: float
+) -> None:
+    """The store refused each look at the tick as early (not due by its clock) until the tick
+    was more than ON_TIME_SLACK behind the worker's clock; then the ticker took it for missed,
+    and `catch_up="none"` skipped it: every tick, for as long as the clocks disagree."""
+    store = MemoryStore()
+    fast = Ticker(
+        store, [schedule(catch_up="none")], "w1", lambda: clock.now + timedelta(seconds=skew)
+    )
+    clock.now = T0 - timedelta(minutes=1)
+    wait = await fast.round()
+    for _ in range(200):  # each round after the sleep the last asked for
+        assert wait is not None
+        clock.advance(wait)
+        wait = await fast.round()
+        if len(await ticks(store)) == 2:
+            break
+    assert await ticks(store) == [
+        ("12:00:00", TickStatus.ENQUEUED),
+        ("12:01:00", TickStatus.ENQUEUED),
+    ]
+
+
 async def test_a_tick_due_just_before_a_worker_starts_is_on_time(clock: Clock) -> None:
     store = MemoryStore()
     clock.now = T0 - timedelta(minutes=1)
