@@ -113,13 +113,15 @@ async def run_attempt(claim: Claim, tracing: Tracing, control: AttemptControl) -
 
 def _run(job: Job[..., Any], kwargs: dict[str, Any], control: AttemptControl) -> Awaitable[Any]:
     """The job's run, timed if the worker counts how long its jobs hold the loop."""
+    if not job.is_async:
+        # Its thread marked on the control: shutdown waits a little for it (`_shutdown.py`).
+        return job._run(kwargs, control.in_thread)
     if control.loop_time is None:
         # An async job's own coroutine, not `Job._run`'s around it: one coroutine less per
         # attempt. Called here, inside the attempt's `try`, as it would be inside `Job._run`.
-        return job.func(**kwargs) if job.is_async else job._run(kwargs)
-    if job.is_async:
-        return timed(job._run(kwargs), control.loop_time)
-    return job._run(kwargs, control.loop_time.counting_thread)
+        run: Awaitable[Any] = job.func(**kwargs)
+        return run
+    return timed(job._run(kwargs), control.loop_time)
 
 
 def _is_request(error: asyncio.CancelledError) -> bool:

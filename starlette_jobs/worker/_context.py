@@ -3,6 +3,8 @@ asked to stop, and where it reports its progress."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -51,6 +53,8 @@ class AttemptControl:
         "started",
         "steps",
         "stopped_by_worker",
+        "thread_runs",
+        "thread_waiter",
         "timed_out",
         "upstream",
     )
@@ -91,6 +95,12 @@ class AttemptControl:
         """The worker cancelled the attempt for itself (shutdown, a lost lease): no outcome."""
         self.timed_out = False
         """The job ran past its `timeout`: the attempt failed, whatever its thread does next."""
+        self.thread_runs = False
+        """A sync job's function runs in its thread now: it outlives the attempt's task when
+        the task is cancelled, which cannot stop it. Set by the thread as it starts, cleared
+        on the event loop once it has returned."""
+        self.thread_waiter: Callable[[], None] | None = None
+        """Called on the event loop once the thread has returned (shutdown waits for it)."""
         self.started = False
         """The attempt's task took its first step. Until then, cancelling the task would
         close its coroutine unstarted, skipping the attempt's own clean-up: a stop that comes
@@ -125,6 +135,27 @@ class AttemptControl:
                 scheduled_for=claim.scheduled_for, _control=self,
             )  # fmt: skip
         return job
+
+    def in_thread(self, func: Callable[..., T]) -> Callable[..., T]:
+        """`func`, a sync job's, as its thread runs it: `thread_runs` while it does, and
+        counted by the worker's loop-time counter if there is one."""
+        counted = func if self.loop_time is None else self.loop_time.counting_thread(func)
+        loop = asyncio.get_running_loop()
+
+        def run(*args: Any, **kwargs: Any) -> T:
+            self.thread_runs = True
+            try:
+                return counted(*args, **kwargs)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                    loop.call_soon_threadsafe(self._thread_returned)
+
+        return run
+
+    def _thread_returned(self) -> None:
+        self.thread_runs = False
+        if self.thread_waiter is not None:
+            self.thread_waiter()
 
     @property
     def stop_requested(self) -> bool:

@@ -18,7 +18,7 @@ from .._records import Unfinished
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store
-from ._cancels import AttemptStops, is_async_job
+from ._cancels import AttemptStops
 from ._controls import QueueControlsCopy
 from ._drain import Draining, drain
 from ._duties import SharedDuties
@@ -308,8 +308,9 @@ class Worker:
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
         to_release, self.abandoned = await give_running_jobs_the_grace(
-            self._running.claims(), self._settings.shutdown_grace, self._stops.cancel, is_async_job
-        )
+            self._running.claims(), self._settings.shutdown_grace, self._stops.cancel,
+            self._stops.controls(),
+        )  # fmt: skip
         # One statement timeout for every last write, the registry row's deletion included.
         budget = self._statement_timeout
         deadline = asyncio.get_running_loop().time() + budget

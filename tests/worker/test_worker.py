@@ -607,6 +607,10 @@ async def test_a_sync_job_is_told_when_the_worker_gives_its_attempt_up(
             await plain_store.release_jobs([held])  # e.g. an operator's release
         elif stop == "shutdown":
             await worker.stop()
+            # Its thread returned within the unwind time: not counted as left behind (it was,
+            # for being a sync job's, and the CLI worker then exited without its interpreter's
+            # own shutdown, saying the job ignored cancellation).
+            assert worker.abandoned == 0
         # On the old code only `jobs.cancel` set the flag: the thread ran its whole 30 s.
         assert await in_thread(spins[-1].told_to_stop)
     finally:
@@ -617,6 +621,35 @@ async def test_a_sync_job_is_told_when_the_worker_gives_its_attempt_up(
         assert record.last_error.endswith("TimeoutError: job timed out after 0.2 s")
     else:  # given back (or taken from it): pending again, its attempt not used up
         assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
+
+
+held_threads: list[threading.Event] = []
+
+
+@job(queue=QUEUE, retry=Retry.none())
+def blocks_until_let_go(n: int) -> None:
+    me = current_job()
+    assert me is not None
+    spins[-1].started.set()
+    held_threads[-1].wait(30)  # it looks at no flag: nothing stops it
+
+
+async def test_a_sync_job_whose_thread_does_not_return_is_counted_as_left_behind() -> None:
+    spins.append(Spin())
+    held_threads.append(threading.Event())
+    store = MemoryStore()
+    await store.insert_jobs(
+        new_jobs(1, name=blocks_until_let_go.name, queue=QUEUE, payload='{"n": 1}')
+    )
+    worker = Worker(store, settings(shutdown_grace=0.0), Tracing())
+    await worker.start()
+    try:
+        assert await in_thread(spins[-1].started)
+        await worker.stop()
+        assert worker.abandoned == 1
+    finally:
+        held_threads[-1].set()
+        await worker.stop()
 
 
 @job(queue="logged-claims")
