@@ -45,7 +45,9 @@ async def test_claimers_at_the_same_moment_never_run_more_than_the_global_limit(
                 ]
 
                 async def all_waiting() -> bool:
-                    waiting: int = await connection.fetchval(WAITING_FOR_A_LOCK)
+                    # Not on the holder's connection: inside its transaction, pg_stat_activity
+                    # is read once, and would never show the claims that came to wait after.
+                    waiting: int = await stores[1].pool.fetchval(WAITING_FOR_A_LOCK)
                     return waiting == len(stores)
 
                 await eventually(all_waiting, "the six claims waiting for the row", timeout=30)

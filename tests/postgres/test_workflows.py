@@ -261,8 +261,12 @@ async def test_a_workflow_whose_last_steps_two_workers_prune_at_once_goes_with_t
     workflow and kept its record looks again once it has committed."""
     pair = NewWorkflow.of("pair", fan_out(2), trace_context=None)
     enqueued = await store.insert_workflow(pair)
-    for _ in range(2):  # one at a time: the first step finishes first
-        [claim] = await store.claim_batch("parts", 1, "w", 30)
+    # The first step fails once (an event row to hold), then both succeed, the first first.
+    [claim] = await store.claim_batch("parts", 1, "w", 30)
+    retried = outcome(claim, JobStatus.PENDING, delay=0.0, error="boom")
+    assert await store.record_outcomes([retried]) == {claim.id}
+    claims = sorted(await store.claim_batch("parts", 2, "w", 30))  # by id: the first first
+    for claim in claims:
         assert await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)]) == {claim.id}
     await asyncio.sleep(0.05)
     other = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
@@ -281,7 +285,8 @@ async def test_a_workflow_whose_last_steps_two_workers_prune_at_once_goes_with_t
             "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
             " AND query LIKE '-- Deletes up to % jobs that finished%'"
         )
-        await eventually(lambda: holder.fetchval(waiting), "the first round to wait")
+        # Asked outside the holder's transaction: inside, pg_stat_activity is read once.
+        await eventually(lambda: other.pool.fetchval(waiting), "the first round to wait")
         assert await other.prune_finished(0.01, 10) == 1  # the second step, the first locked
         await held.commit()
         assert await first_round == 1
