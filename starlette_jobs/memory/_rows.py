@@ -143,12 +143,23 @@ class Row:
             workflow_id=self.workflow_id,
         )
         events = [enqueued, *self.events]
-        if self.status is JobStatus.RUNNING and self.started_at is not None:
-            # Told from the row, as on PostgreSQL, whether or not the claim was recorded.
+        # What the row says of its last attempt, as on PostgreSQL: the claim of the one running
+        # now, whether or not it was recorded, or its success (not recorded: nothing changes a
+        # job after it), with that attempt's claim.
+        last = self.status in (JobStatus.RUNNING, JobStatus.SUCCEEDED)
+        if last and self.started_at is not None:
             claim = claim_event(
                 self.id, self.started_at, self.attempts, self.worker_id, self.workflow_id
             )
             place_claim(events, claim)
+        if self.status is JobStatus.SUCCEEDED and self.finished_at is not None:
+            events.append(
+                JobEvent(
+                    job_id=self.id, kind=EventKind.SUCCEEDED, at=self.finished_at,
+                    status=JobStatus.SUCCEEDED, attempt=self.attempts, worker_id=self.worker_id,
+                    workflow_id=self.workflow_id,
+                )
+            )  # fmt: skip
         return events
 
     def claim(self, worker_id: str, lease_expires_at: datetime, now: datetime) -> Claim:

@@ -118,7 +118,8 @@ class MemoryTables:
     ) -> None:
         """What follows every change of a row's state in the same statement on PostgreSQL: its
         event, and the NOTIFY of a finished job that someone waits for."""
-        if self.record_events:
+        # A success is told from the row, as on PostgreSQL (`Row.history`).
+        if self.record_events and kind is not EventKind.SUCCEEDED:
             row.log(kind, now, error=error, by=by)
         if row.outcome_wanted and row.status in FINISHED:
             for listener in list(self._outcome_listeners):

@@ -159,17 +159,14 @@ class PostgresStore(
         if all(o.status is succeeded and o.error is None and o.progress is None for o in outcomes):
             # The common batch: the statement made for it sends three arrays, not seven. Without
             # a workflow's step in it, the server need not even set up the steps' part.
-            if any(o.of_workflow for o in outcomes):
+            written = [o.id for o in outcomes], [o.lease_token for o in outcomes]
+            results = [o.result for o in outcomes]
+            if any(o.of_workflow for o in outcomes):  # the events: of the steps it releases
                 statement = self._q["record_successes"]
+                rows = await self._writer.fetch(statement, *written, results, self.record_events)
             else:
                 statement = self._q["record_plain_successes"]
-            rows = await self._writer.fetch(
-                statement,
-                [o.id for o in outcomes],
-                [o.lease_token for o in outcomes],
-                [o.result for o in outcomes],
-                self.record_events,
-            )
+                rows = await self._writer.fetch(statement, *written, results)
             return {row[0] for row in rows}
         rows = await self._writer.fetch(
             self._q["record_outcomes"],

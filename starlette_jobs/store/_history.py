@@ -1,7 +1,7 @@
-"""Where an attempt's `claimed` event goes in a job's history, for the stores that read it from
-elsewhere than an event of its own: PostgreSQL from the event that ends the attempt, or from
-the job row while it runs (`postgres/_history.py`); both stores tell the running attempt's
-claim from the job row whether or not the claim was recorded (docs/events.md).
+"""Where an attempt's `claimed` event goes in a job's history, when it is read from elsewhere
+than an event of its own: on PostgreSQL from the event that ends the attempt
+(`postgres/_history.py`); on both stores from the job row, for the attempt running now and for
+the last one of a job that succeeded, whether or not the claim was recorded (docs/events.md).
 
 A claim goes right before the events its attempt had before its end: requests to stop it
 (`cancel_requested`), which leave the job running, carry its attempt number and come after it.

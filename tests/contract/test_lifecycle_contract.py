@@ -248,7 +248,9 @@ async def test_events_tell_each_change_in_order(jobs: Jobs) -> None:
     assert all(e.job_id == job_id for e in events)
 
 
-async def test_with_events_off_only_the_enqueueing_is_told(jobs_dsn: str) -> None:
+async def test_with_events_off_only_what_the_job_row_says_is_told(jobs_dsn: str) -> None:
+    """The enqueueing, and of a job that succeeded its last attempt's claim and success: all
+    read from the job row, which nothing changes after a success."""
     async with Jobs(jobs_dsn, poll_interval=0.05, events=False) as quiet:
         job_id = await gated.enqueue(n=21, fail_first=True)
         cancelled = await failing.enqueue(n=22)
@@ -256,7 +258,13 @@ async def test_with_events_off_only_the_enqueueing_is_told(jobs_dsn: str) -> Non
         gates.setdefault(21, asyncio.Event()).set()
         record = await quiet.wait(job_id, timeout=10)
         assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 2)
-        assert kinds(await quiet.events(job_id)) == [EventKind.ENQUEUED]
+        told = await quiet.events(job_id)
+        assert [(e.kind, e.attempt) for e in told] == [
+            (EventKind.ENQUEUED, 0),
+            (EventKind.CLAIMED, 2),
+            (EventKind.SUCCEEDED, 2),
+        ]
+        assert (told[1].at, told[2].at) == (record.started_at, record.finished_at)
         assert kinds(await quiet.events(cancelled)) == [EventKind.ENQUEUED]
         assert quiet._ready_store.record_events is False
 

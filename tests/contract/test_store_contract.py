@@ -493,9 +493,10 @@ async def test_each_attempt_is_told_as_claimed_before_its_events_however_it_ends
 
 
 async def test_with_events_off_only_what_the_job_row_says_is_there(store: Store) -> None:
-    """`enqueued`, and while an attempt runs its claim: both read from the job row, whatever
-    the settings of the processes that made the changes (a reader's history then agrees with
-    the record it reads next to it: the status route's stream relies on that)."""
+    """`enqueued`, while an attempt runs its claim, and after a success the claim and the
+    success: read from the job row, whatever the settings of the processes that made the
+    changes (a reader's history then agrees with the record it reads next to it: the status
+    route's stream relies on that). A failure is an event, written or not."""
     store.record_events = False
     [job_id] = await store.insert_jobs(new())
     [claim] = await store.claim_batch("default", 1, "w", LEASE)
@@ -505,7 +506,15 @@ async def test_with_events_off_only_what_the_job_row_says_is_there(store: Store)
         (EventKind.CLAIMED, 1, "w"),
     ]
     assert await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED)]) == {job_id}
-    assert [e.kind for e in await store.job_events(job_id)] == [EventKind.ENQUEUED]
+    assert [e.kind for e in await store.job_events(job_id)] == [
+        EventKind.ENQUEUED,
+        EventKind.CLAIMED,
+        EventKind.SUCCEEDED,
+    ]
+    [failing] = await store.insert_jobs(new())
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    assert await store.record_outcomes([ended(claim, JobStatus.FAILED, error="x")]) == {failing}
+    assert [e.kind for e in await store.job_events(failing)] == [EventKind.ENQUEUED]
 
 
 async def test_a_waiter_hears_only_of_the_finished_jobs_it_asked_about(store: Store) -> None:

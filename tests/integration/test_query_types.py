@@ -38,7 +38,7 @@ EXPECTED: dict[str, list[str]] = {
         *["int8[]", "uuid[]", "text[]", "float8[]", "text[]", "text[]", "text[]", "bool"]
     ],
     "record_successes": ["int8[]", "uuid[]", "text[]", "bool"],
-    "record_plain_successes": ["int8[]", "uuid[]", "text[]", "bool"],
+    "record_plain_successes": ["int8[]", "uuid[]", "text[]"],
     "locked_jobs": ["int8[]"],
     "complete_job": ["int8", "uuid", "jsonb", "bool"],
     "record_progress": ["int8[]", "uuid[]", "text[]"],

@@ -301,13 +301,14 @@ WITH outcome AS (
     RETURNING job.id, job.status, job.attempts, job.worker_id, outcome.error, job.run_at,
               job.outcome_wanted, job.step, job.dependents, job.started_at
 ), logged AS (
-    -- With the claim of the attempt it ends (`claimed_at`: the claim wrote no event).
+    -- With the claim of the attempt it ends (`claimed_at`: the claim wrote no event). A success
+    -- writes none: it is read from the job row, which nothing changes after it (job_events).
     INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, error, run_at,
                                        claimed_at, claimed_attempt)
     SELECT id, CASE WHEN status = 'pending' THEN 'attempt_failed' ELSE status END, status,
            attempts, worker_id, error, CASE WHEN status = 'pending' THEN run_at END,
            started_at, attempts
-      FROM written WHERE $8::boolean
+      FROM written WHERE $8::boolean AND status <> 'succeeded'
 ), told AS (
     -- Workflows (docs/workflows.md): the steps that wait for those just finished, how many of
     -- theirs finished, how many of those otherwise than succeeded, and the first of those (the
@@ -360,14 +361,8 @@ WITH written AS (
            settled = job.dependents IS NOT NULL
       FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents,
-              job.started_at
-), logged AS (
-    -- With the claim of the attempt it ends, as in record_outcomes.
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, claimed_at,
-                                       claimed_attempt)
-    SELECT id, 'succeeded', 'succeeded', attempts, worker_id, started_at, attempts
-      FROM written WHERE $4::boolean
+    -- No event: a success, and its attempt's claim, are read from the job row (job_events).
+    RETURNING job.id, job.outcome_wanted, job.dependents
 ), announced AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM written WHERE outcome_wanted
 ), told AS (
@@ -412,7 +407,8 @@ SELECT id FROM written, (SELECT count(*) FROM announced) AS sent,
 -- still cost the server ~55 us a statement to set up and run (5 us a job in batches of 10;
 -- docs/performance.md). `settled` is left as it is: were a step ever written here, the
 -- upkeep's settle_steps would still find it finished and unsettled, and tell its dependents.
--- $1 ids, $2 lease tokens, $3 results (JSON text or NULL), $4 whether to record events
+-- No event: a success, and its attempt's claim, are read from the job row (job_events).
+-- $1 ids, $2 lease tokens, $3 results (JSON text or NULL)
 WITH written AS (
     UPDATE starlette_jobs AS job
        SET status = 'succeeded',
@@ -423,13 +419,7 @@ WITH written AS (
            lease_expires_at = NULL
       FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS outcome(id, lease_token, result)
      WHERE job.id = outcome.id AND job.lease_token = outcome.lease_token
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.started_at
-), logged AS (
-    -- With the claim of the attempt it ends, as in record_outcomes.
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, claimed_at,
-                                       claimed_attempt)
-    SELECT id, 'succeeded', 'succeeded', attempts, worker_id, started_at, attempts
-      FROM written WHERE $4::boolean
+    RETURNING job.id, job.outcome_wanted
 )
 -- Whoever waits for one of these jobs (`jobs.wait`) is told by the NOTIFY in the rows returned:
 -- every row is sent, so each is evaluated. A CTE of its own would read `written` once more.
@@ -468,14 +458,8 @@ WITH written AS (
            -- A workflow's step tells the steps that wait for it below (`told`).
            settled = job.dependents IS NOT NULL
      WHERE job.id = $1 AND job.lease_token = $2 AND job.status = 'running'
-    RETURNING job.id, job.attempts, job.worker_id, job.outcome_wanted, job.dependents,
-              job.started_at
-), logged AS (
-    -- With the claim of the attempt it ends, as in record_outcomes.
-    INSERT INTO starlette_jobs_events (job_id, kind, status, attempt, worker_id, claimed_at,
-                                       claimed_attempt)
-    SELECT id, 'succeeded', 'succeeded', attempts, worker_id, started_at, attempts
-      FROM written WHERE $4::boolean
+    -- No event: a success, and its attempt's claim, are read from the job row (job_events).
+    RETURNING job.id, job.outcome_wanted, job.dependents
 ), told AS (
     -- As in record_outcomes, for a success: nothing failed, nothing to name as a cause.
     SELECT dependent AS id, count(*) AS finished, 0::bigint AS failed, NULL::text AS cause
@@ -1126,14 +1110,17 @@ SELECT * FROM starlette_jobs
 
 -- name: job_events
 -- A job's history, oldest first: its enqueueing (the row itself), then its recorded events, then
--- the claim of the attempt running now, if one is (a row of no kind: when and by whom it was
--- claimed; told whatever the `events` settings, as `enqueued` is). A recorded event that ends
--- an attempt carries that attempt's claim (`claimed_at`): the store places each claim before
--- its attempt's events (postgres/_history.py).
+-- what the row says of its last attempt: the claim of the attempt running now (a row of no
+-- kind: when and by whom it was claimed), or its success, with that attempt's claim (nothing
+-- changes a job after it succeeded). Both are told whatever the `events` settings, as
+-- `enqueued` is. A recorded event that ends an attempt carries that attempt's claim
+-- (`claimed_at`): the store places each claim before its attempt's events
+-- (postgres/_history.py).
 -- $1 job id
 -- Each event names the job's workflow, if it is a step of one.
 WITH job AS (
-    SELECT id, created_at, upstream, workflow_id, status, started_at, attempts, worker_id
+    SELECT id, created_at, upstream, workflow_id, status, started_at, finished_at, attempts,
+           worker_id
       FROM starlette_jobs WHERE id = $1
 )
 SELECT id AS job_id, 'enqueued' AS kind, created_at AS at,
@@ -1146,9 +1133,10 @@ SELECT job_id, kind, at, status, attempt, worker_id, error, run_at, id,
        (SELECT workflow_id FROM job), actor, claimed_at, claimed_attempt
   FROM starlette_jobs_events WHERE job_id = $1
 UNION ALL
-SELECT id, NULL, NULL, NULL, NULL, worker_id, NULL, NULL, 9223372036854775807, workflow_id,
-       NULL, started_at, attempts
-  FROM job WHERE status = 'running'
+SELECT id, CASE WHEN status = 'succeeded' THEN 'succeeded' END, finished_at,
+       CASE WHEN status = 'succeeded' THEN 'succeeded' END, attempts, worker_id, NULL, NULL,
+       9223372036854775807, workflow_id, NULL, started_at, attempts
+  FROM job WHERE status IN ('running', 'succeeded')
  ORDER BY seq;
 
 -- name: want_outcome
