@@ -1,6 +1,8 @@
 """How fast retention can delete finished jobs, and what limits it: a throw-away database filled
-with old finished jobs (one event row each, as a job that succeeded at once leaves: its claim is
-kept in that row, docs/events.md; before migration 0017 it left two), then emptied
+with old finished jobs (one event row each, as a job that failed once, then succeeded, leaves:
+the failure, with its attempt's claim; the claims and a success are read from the job row,
+docs/events.md, so a job that succeeds at once leaves none; before migration 0017 it left
+two), then emptied
 by the store's own `prune_finished` query in batches of several sizes, and by two variants that
 tell its parts apart. The alternative design, finished jobs moved into a table partitioned by
 finish time whose old partitions are dropped, is measured too: the move, and the drop.
@@ -49,9 +51,10 @@ SELECT 'bench.work', 'default', jsonb_build_object('n', i, 'note', repeat('x', 1
        LATERAL (SELECT now() - interval '2 hours' + i * interval '1 ms' AS t) AS at
 """
 FILL_EVENTS = """
-INSERT INTO starlette_jobs_events (job_id, at, kind, status, attempt, worker_id, claimed_at,
-                                   claimed_attempt)
-SELECT job.id, job.finished_at, 'succeeded', 'succeeded', 1, 'bench-worker', job.started_at, 1
+INSERT INTO starlette_jobs_events (job_id, at, kind, status, attempt, worker_id, error, run_at,
+                                   claimed_at, claimed_attempt)
+SELECT job.id, job.started_at, 'attempt_failed', 'pending', 1, 'bench-worker', 'boom',
+       job.started_at, job.started_at, 1
   FROM starlette_jobs AS job
 """
 JOBS_ONLY = """

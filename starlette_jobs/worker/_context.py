@@ -31,8 +31,8 @@ T = TypeVar("T")
 class AttemptControl:
     """What the worker and one attempt's code share. A sync job reads it from its thread: the
     flags are plain attributes, set only on the event loop's thread (but `thread_runs`, which
-    the thread sets as it starts), and a read of one sees either value whole (a `threading.Event` per attempt cost a tenth of a worker's CPU time
-    per job).
+    the thread sets as it starts), and a read of one sees either value whole (a
+    `threading.Event` per attempt cost a tenth of a worker's CPU time per job).
 
     The progress the job reports, as JSON text, goes to `progress(job id, lease token, text)`
     (the worker's progress writer) once the attempt knows its claim, else to `report(text)`;
