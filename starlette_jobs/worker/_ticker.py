@@ -197,7 +197,10 @@ class Ticker:
             row = stored.get(schedule.name)
             definition_hash = self._hashes[schedule.name]
             if row is None or row.definition_hash != definition_hash:
-                continue  # another live worker's code holds it as stored: not ours to tick
+                # Another live worker's code holds it as stored: not ours to tick, nor a tick
+                # refused before ours to keep on time should it be ours again later.
+                self._refused.pop(schedule.name, None)
+                continue
             recorded = await self._record_due(schedule, row, definition_hash, now)
             behind, refused = behind or recorded.full, refused or recorded.refused
             if schedule.overlap == "one_waiting" and (
