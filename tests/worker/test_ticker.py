@@ -177,6 +177,19 @@ async def test_a_backlog_longer_than_a_round_is_caught_up_in_rounds_one_after_an
     assert len(await store.list_jobs(None, "ticker", 5000)) == 2 * 1440
 
 
+async def run_until_ticked(fast: Ticker, store: MemoryStore, clock: Clock, count: int) -> None:
+    """From a minute before T0, rounds of `fast`, each after the sleep the last asked for,
+    until `count` ticks are recorded (at most 200 rounds)."""
+    clock.now = T0 - timedelta(minutes=1)
+    wait = await fast.round()
+    for _ in range(200):
+        assert wait is not None
+        clock.advance(wait)
+        wait = await fast.round()
+        if len(await ticks(store)) >= count:
+            return
+
+
 async def test_a_worker_whose_clock_runs_fast_records_a_tick_seconds_late_not_a_period(
     clock: Clock,
 ) -> None:
@@ -185,14 +198,7 @@ async def test_a_worker_whose_clock_runs_fast_records_a_tick_seconds_late_not_a_
     recorded, slept until the next one, and recorded this one a whole period late."""
     store = MemoryStore()
     fast = Ticker(store, [schedule()], "w1", lambda: clock.now + timedelta(seconds=5))
-    clock.now = T0 - timedelta(minutes=1)
-    wait = await fast.round()
-    for _ in range(70):  # each round after the sleep the last asked for
-        assert wait is not None
-        clock.advance(wait)
-        wait = await fast.round()
-        if await ticks(store):
-            break
+    await run_until_ticked(fast, store, clock, 1)
     (tick,) = await store.schedule_ticks("beat", 10)
     assert tick.at.strftime("%H:%M:%S") == "12:00:00"
     assert tick.recorded_at - tick.at < timedelta(seconds=5), tick.recorded_at
@@ -209,14 +215,7 @@ async def test_a_worker_whose_clock_runs_fast_enqueues_a_catch_up_none_tick_all_
     fast = Ticker(
         store, [schedule(catch_up="none")], "w1", lambda: clock.now + timedelta(seconds=skew)
     )
-    clock.now = T0 - timedelta(minutes=1)
-    wait = await fast.round()
-    for _ in range(200):  # each round after the sleep the last asked for
-        assert wait is not None
-        clock.advance(wait)
-        wait = await fast.round()
-        if len(await ticks(store)) == 2:
-            break
+    await run_until_ticked(fast, store, clock, 2)
     assert await ticks(store) == [
         ("12:00:00", TickStatus.ENQUEUED),
         ("12:01:00", TickStatus.ENQUEUED),
