@@ -102,8 +102,9 @@ async def _worker(jobs: Jobs, *, burst: bool, retry_wait: float = DEFAULT_RETRY_
         # Their jobs are released, and everything else is closed; but asyncio.run() would wait
         # for a task that ignores cancellation, and the interpreter for a thread, forever.
         logger.warning(
-            "%d job attempt(s) still run after being cancelled (a job that ignores "
-            "cancellation, or a sync job whose thread has not returned); exiting without them",
+            "%d job attempt(s) still run: a job that ignores cancellation, or a sync job whose "
+            "thread has not returned (stopped at shutdown, or timed out before); exiting "
+            "without them",
             jobs._abandoned_attempts,
         )
         logging.shutdown()

@@ -83,11 +83,6 @@ class AttemptStops:
     def forget(self, token: UUID) -> None:
         del self._controls[token]
 
-    def controls(self) -> dict[UUID, AttemptControl]:
-        """The running attempts' controls, by lease token, as they are now (a copy: each is
-        forgotten once its task ends, when a sync job's thread may still run)."""
-        return dict(self._controls)
-
     def lost(self, job_id: int, token: UUID) -> None:
         """The job is no longer held under this attempt's token: another worker may be running
         it now, so stop this copy's side effects early."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,9 +30,9 @@ T = TypeVar("T")
 
 class AttemptControl:
     """What the worker and one attempt's code share. A sync job reads it from its thread: the
-    flags are plain attributes, set only on the event loop's thread (but `thread_runs`, which
-    the thread sets as it starts), and a read of one sees either value whole (a
-    `threading.Event` per attempt cost a tenth of a worker's CPU time per job).
+    flags are plain attributes, set only on the event loop's thread, and a read of one sees
+    either value whole (a `threading.Event` per attempt cost a tenth of a worker's CPU time
+    per job).
 
     The progress the job reports, as JSON text, goes to `progress(job id, lease token, text)`
     (the worker's progress writer) once the attempt knows its claim, else to `report(text)`;
@@ -53,8 +53,6 @@ class AttemptControl:
         "started",
         "steps",
         "stopped_by_worker",
-        "thread_runs",
-        "thread_waiter",
         "timed_out",
         "upstream",
     )
@@ -95,12 +93,6 @@ class AttemptControl:
         """The worker cancelled the attempt for itself (shutdown, a lost lease): no outcome."""
         self.timed_out = False
         """The job ran past its `timeout`: the attempt failed, whatever its thread does next."""
-        self.thread_runs = False
-        """A sync job's function runs in its thread now: it outlives the attempt's task when
-        the task is cancelled, which cannot stop it. Set by the thread as it starts, cleared
-        on the event loop once it has returned."""
-        self.thread_waiter: Callable[[], None] | None = None
-        """Called on the event loop once the thread has returned (shutdown waits for it)."""
         self.started = False
         """The attempt's task took its first step. Until then, cancelling the task would
         close its coroutine unstarted, skipping the attempt's own clean-up: a stop that comes
@@ -137,31 +129,56 @@ class AttemptControl:
         return job
 
     def in_thread(self, func: Callable[..., T]) -> Callable[..., T]:
-        """`func`, a sync job's, as its thread runs it: `thread_runs` while it does, and
-        counted by the worker's loop-time counter if there is one."""
+        """`func`, a sync job's, as its thread runs it: among `job_threads_running()` while it
+        does, and counted by the worker's loop-time counter if there is one."""
         counted = func if self.loop_time is None else self.loop_time.counting_thread(func)
         loop = asyncio.get_running_loop()
 
         def run(*args: Any, **kwargs: Any) -> T:
-            self.thread_runs = True
+            _job_threads.add(self)  # one call, atomic: the event loop may be counting
             try:
                 return counted(*args, **kwargs)
             finally:
-                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
-                    loop.call_soon_threadsafe(self._thread_returned)
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody counts
+                    loop.call_soon_threadsafe(_thread_returned, self)
 
         return run
-
-    def _thread_returned(self) -> None:
-        self.thread_runs = False
-        if self.thread_waiter is not None:
-            self.thread_waiter()
 
     @property
     def stop_requested(self) -> bool:
         """Whether the attempt should stop, for any reason: a cancel request, a timeout, the
         worker's shutdown or a lost lease. What a sync job sees as `cancel_requested`."""
         return self.cancel_requested or self.stopped_by_worker or self.timed_out
+
+
+_job_threads: set[AttemptControl] = set()
+"""The attempts whose sync function runs in a thread now, in this process. Such a thread
+outlives its attempt's task when the task is cancelled (shutdown) or times out, since nothing
+can stop it, and the interpreter waits for it before it exits."""
+_thread_listeners: set[Callable[[], None]] = set()
+
+
+def _thread_returned(control: AttemptControl) -> None:
+    """On the event loop: a job's thread returned."""
+    _job_threads.discard(control)
+    for listener in list(_thread_listeners):
+        listener()
+
+
+def job_threads_running() -> int:
+    """How many sync jobs' threads run now in this process, their attempts ended or not."""
+    return len(_job_threads)
+
+
+@contextlib.contextmanager
+def told_when_a_thread_returns(listener: Callable[[], None]) -> Iterator[None]:
+    """Within the block, `listener` is called on the event loop each time a job's thread
+    returns."""
+    _thread_listeners.add(listener)
+    try:
+        yield
+    finally:
+        _thread_listeners.discard(listener)
 
 
 @dataclass(frozen=True, slots=True)

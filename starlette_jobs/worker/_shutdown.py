@@ -13,7 +13,7 @@ from uuid import UUID
 from .._records import Claim
 from ..store._connectivity import worker_statement_timeout
 from ..store._protocol import Store
-from ._context import AttemptControl
+from ._context import job_threads_running, told_when_a_thread_returns
 from ._queues import QueueState
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -37,44 +37,34 @@ async def give_running_jobs_the_grace(
     running: Mapping[asyncio.Task[None], Claim],
     grace: float,
     cancel: Callable[[UUID, asyncio.Task[None]], None],
-    controls: Mapping[UUID, AttemptControl],
 ) -> tuple[list[tuple[int, UUID]], int]:
     """Waits up to `grace` seconds for the running attempts, then cancels the rest and gives
     them `UNWIND_SECONDS` to unwind. Returns (job id, lease token) of the jobs to release, and
-    how many attempts are left running behind (a sync job's thread that has not returned, a
-    job that ignores cancellation). `controls`: the attempts' own, by lease token."""
+    how many attempts are left running behind: a job that ignores cancellation, and a sync
+    job's thread that has not returned, whether its attempt was stopped now or timed out
+    before (nothing can stop a thread, and the interpreter waits for it at exit)."""
     if not running:
-        return [], 0
+        return [], job_threads_running()
     logger.info("waiting up to %.1f s for %d running job(s)", grace, len(running))
     _, unfinished = await asyncio.wait(running, timeout=grace)
     for task in unfinished:
         cancel(running[task].lease_token, task)
-    abandoned = 0
+
+    def left_behind() -> int:
+        return sum(1 for task in unfinished if not task.done()) + job_threads_running()
+
     if unfinished:
-        # Well-behaved jobs unwind at once; one that ignores cancellation is left behind, and
-        # so is a sync job's thread that does not return (a cancel cannot interrupt it: it
-        # sees the flag, `current_job().cancel_requested`). Its task ends at once.
+        # Well-behaved jobs unwind at once; one that ignores cancellation is left behind. A
+        # sync job's task ends at once, its thread when the job sees the flag
+        # (`current_job().cancel_requested`) and returns: waited for in the same time.
         unwound_by = asyncio.get_running_loop().time() + UNWIND_SECONDS
         await asyncio.wait(unfinished, timeout=UNWIND_SECONDS)
-        stopped = [(task, running[task].lease_token) for task in unfinished]
         returned = asyncio.Event()
-        for _, token in stopped:
-            control = controls.get(token)
-            if control is not None:
-                control.thread_waiter = returned.set
-
-        def left_behind() -> int:
-            return sum(
-                1 for task, token in stopped
-                if not task.done() or _thread_runs(controls, token)
-            )  # fmt: skip
-
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout_at(unwound_by):  # the threads, in what is left of it
+        with told_when_a_thread_returns(returned.set), contextlib.suppress(TimeoutError):
+            async with asyncio.timeout_at(unwound_by):
                 while left_behind():
                     returned.clear()
                     await returned.wait()
-        abandoned = left_behind()
     # A job that caught the cancellation and returned has its outcome buffered: release only
     # the jobs that are still running or ended cancelled.
     to_release = [
@@ -82,12 +72,7 @@ async def give_running_jobs_the_grace(
         for task in unfinished
         if not task.done() or task.cancelled()
     ]
-    return to_release, abandoned
-
-
-def _thread_runs(controls: Mapping[UUID, AttemptControl], token: UUID) -> bool:
-    control = controls.get(token)
-    return control is not None and control.thread_runs
+    return to_release, left_behind()
 
 
 async def release_held(store: Store, held: list[tuple[int, UUID]]) -> None:

@@ -308,9 +308,8 @@ class Worker:
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
         to_release, self.abandoned = await give_running_jobs_the_grace(
-            self._running.claims(), self._settings.shutdown_grace, self._stops.cancel,
-            self._stops.controls(),
-        )  # fmt: skip
+            self._running.claims(), self._settings.shutdown_grace, self._stops.cancel
+        )
         # One statement timeout for every last write, the registry row's deletion included.
         budget = self._statement_timeout
         deadline = asyncio.get_running_loop().time() + budget

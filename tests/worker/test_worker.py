@@ -634,22 +634,43 @@ def blocks_until_let_go(n: int) -> None:
     held_threads[-1].wait(30)  # it looks at no flag: nothing stops it
 
 
-async def test_a_sync_job_whose_thread_does_not_return_is_counted_as_left_behind() -> None:
+@job(queue=QUEUE, retry=Retry.none(), timeout=0.2)
+def blocks_past_its_timeout(n: int) -> None:
+    blocks_until_let_go(n)
+
+
+@pytest.mark.parametrize("ended", ["stopped at shutdown", "timed out before"])
+async def test_a_sync_job_whose_thread_does_not_return_is_counted_as_left_behind(
+    ended: str,
+) -> None:
+    """A timed-out attempt's thread was not counted (its attempt had ended), so the CLI worker
+    waited for it at exit, as long as the job's code took, past the shutdown's bound."""
     spins.append(Spin())
     held_threads.append(threading.Event())
     store = MemoryStore()
-    await store.insert_jobs(
-        new_jobs(1, name=blocks_until_let_go.name, queue=QUEUE, payload='{"n": 1}')
+    blocking = blocks_until_let_go if ended == "stopped at shutdown" else blocks_past_its_timeout
+    [job_id] = await store.insert_jobs(
+        new_jobs(1, name=blocking.name, queue=QUEUE, payload='{"n": 1}')
     )
     worker = Worker(store, settings(shutdown_grace=0.0), Tracing())
     await worker.start()
     try:
         assert await in_thread(spins[-1].started)
+        if ended == "timed out before":
+            await worker._outcomes.flush()
+            await eventually(
+                lambda: _status_is(store, job_id, JobStatus.FAILED), "the attempt timed out"
+            )
         await worker.stop()
         assert worker.abandoned == 1
     finally:
         held_threads[-1].set()
         await worker.stop()
+
+
+async def _status_is(store: MemoryStore, job_id: int, status: JobStatus) -> bool:
+    record = await store.get_job(job_id)
+    return record is not None and record.status is status
 
 
 @job(queue="logged-claims")
