@@ -176,7 +176,8 @@ SELECT array_agg(id ORDER BY id) AS ids,
 -- newer worker declares waits for one. The name is not in the index: it is checked on the row
 -- the claim reads anyway.
 -- It writes no event: the `claimed` event is read from the job row while the attempt runs, and
--- from the event that ends it afterwards (job_events; docs/events.md).
+-- afterwards from the event that ends it, or from the row again once the job has succeeded
+-- (job_events; docs/events.md).
 -- $1 queue, $2 how many at most, $3 worker id, $4 lease duration in seconds,
 -- $5 the job names the worker knows (NULL: any name)
 WITH picked AS (
