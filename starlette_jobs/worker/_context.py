@@ -3,9 +3,7 @@ asked to stop, and where it reports its progress."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +17,7 @@ from . import _completion, _steps, _upstream
 from ._completion import Completer
 from ._loop_time import JobLoopTime
 from ._steps import StepStore
+from ._threads import tracked
 from ._upstream import UpstreamReader
 
 if TYPE_CHECKING:
@@ -129,56 +128,15 @@ class AttemptControl:
         return job
 
     def in_thread(self, func: Callable[..., T]) -> Callable[..., T]:
-        """`func`, a sync job's, as its thread runs it: among `job_threads_running()` while it
-        does, and counted by the worker's loop-time counter if there is one."""
-        counted = func if self.loop_time is None else self.loop_time.counting_thread(func)
-        loop = asyncio.get_running_loop()
-
-        def run(*args: Any, **kwargs: Any) -> T:
-            _job_threads.add(self)  # one call, atomic: the event loop may be counting
-            try:
-                return counted(*args, **kwargs)
-            finally:
-                with contextlib.suppress(RuntimeError):  # the loop closed: nobody counts
-                    loop.call_soon_threadsafe(_thread_returned, self)
-
-        return run
+        """`func`, a sync job's, as its thread runs it: among the job threads shutdown counts
+        (`_threads.py`), and counted by the worker's loop-time counter if there is one."""
+        return tracked(func if self.loop_time is None else self.loop_time.counting_thread(func))
 
     @property
     def stop_requested(self) -> bool:
         """Whether the attempt should stop, for any reason: a cancel request, a timeout, the
         worker's shutdown or a lost lease. What a sync job sees as `cancel_requested`."""
         return self.cancel_requested or self.stopped_by_worker or self.timed_out
-
-
-_job_threads: set[AttemptControl] = set()
-"""The attempts whose sync function runs in a thread now, in this process. Such a thread
-outlives its attempt's task when the task is cancelled (shutdown) or times out, since nothing
-can stop it, and the interpreter waits for it before it exits."""
-_thread_listeners: set[Callable[[], None]] = set()
-
-
-def _thread_returned(control: AttemptControl) -> None:
-    """On the event loop: a job's thread returned."""
-    _job_threads.discard(control)
-    for listener in list(_thread_listeners):
-        listener()
-
-
-def job_threads_running() -> int:
-    """How many sync jobs' threads run now in this process, their attempts ended or not."""
-    return len(_job_threads)
-
-
-@contextlib.contextmanager
-def told_when_a_thread_returns(listener: Callable[[], None]) -> Iterator[None]:
-    """Within the block, `listener` is called on the event loop each time a job's thread
-    returns."""
-    _thread_listeners.add(listener)
-    try:
-        yield
-    finally:
-        _thread_listeners.discard(listener)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from uuid import UUID
 from .._records import Claim
 from ..store._connectivity import worker_statement_timeout
 from ..store._protocol import Store
-from ._context import job_threads_running, told_when_a_thread_returns
 from ._queues import QueueState
+from ._threads import job_threads_running, told_when_a_thread_returns
 
 logger = logging.getLogger("starlette_jobs.worker")
 
