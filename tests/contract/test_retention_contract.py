@@ -60,3 +60,36 @@ async def test_a_workflow_goes_with_its_last_step_and_one_with_steps_left_stays(
     assert await store.get_workflow(done.id) is None
     assert [w.id for w in await store.list_workflows(10, None)] == [running.id]
     assert await store.get_workflow(running.id) is not None
+
+
+async def _finish(store: Store, queue: str, status: JobStatus, count: int) -> list[int]:
+    """`count` jobs of `queue` that ended `status` now."""
+    ids = await store.insert_jobs(new_jobs(count, queue=queue, max_attempts=1))
+    if status is JobStatus.CANCELLED:
+        for job_id in ids:
+            assert await store.cancel_job(job_id) is JobStatus.CANCELLED
+        return ids
+    claims = await store.claim_batch(queue, count, "w", 30)
+    await store.record_outcomes([outcome(c, status, error="boom") for c in claims])
+    return ids
+
+
+async def test_old_jobs_of_every_queue_and_status_are_deleted_batch_after_batch(
+    store: Store,
+) -> None:
+    """Batches smaller than the old jobs of one queue and status: every queue's and every
+    status's old jobs go, one batch after another, and the recent ones of each stay."""
+    queues = ("alpha", "beta", "gamma")
+    ended = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+    old = [i for q in queues for status in ended for i in await _finish(store, q, status, 3)]
+    await asyncio.sleep(0.5)  # the store's clock: these finished more than 0.4 s ago
+    recent = [i for q in queues for status in ended for i in await _finish(store, q, status, 1)]
+    [pending] = await store.insert_jobs(new_jobs(1, queue="beta"))
+
+    batches = []
+    while deleted := await store.prune_finished(0.4, 2):
+        batches.append(deleted)
+    assert sum(batches) == len(old) == 27
+    assert max(batches) == 2
+    left = {record.id for record in await store.list_jobs(None, None, 100)}
+    assert left == {*recent, pending}

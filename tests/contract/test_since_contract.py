@@ -141,3 +141,20 @@ async def test_a_job_that_fails_after_a_bulk_retry_began_is_left_out(store: Stor
     assert (end.matched, end.done, end.finished) == (1, 1, True)
     assert await store.job_status(before) is JobStatus.PENDING
     assert await store.job_status(later) is JobStatus.FAILED
+
+
+async def test_the_bound_takes_in_the_jobs_of_every_queue_and_status(store: Store) -> None:
+    """Finished since the bound in three queues, failed, succeeded and cancelled: the list over
+    every queue holds them all, and only them."""
+    older = await failed_jobs(store, 2, queue="alpha")
+    bound = max(await finished_at(store, older)) + MICROSECOND
+    newer = await failed_jobs(store, 2, queue="beta")
+    newer += await failed_jobs(store, 2, queue="gamma")
+    [succeeded] = await store.insert_jobs(new(1, queue="alpha"))
+    [claim] = await store.claim_batch("alpha", 1, "w", 30)
+    await store.record_outcomes([ended(claim, JobStatus.SUCCEEDED)])
+    [cancelled] = await store.insert_jobs(new(1, queue="gamma"))
+    assert await store.cancel_job(cancelled) is JobStatus.CANCELLED
+
+    listed = await store.list_jobs(None, None, 20, None, None, finished_after=bound)
+    assert [job.id for job in listed] == sorted([*newer, succeeded, cancelled], reverse=True)
