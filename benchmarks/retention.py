@@ -57,27 +57,30 @@ SELECT job.id, job.started_at, 'attempt_failed', 'pending', 1, 'bench-worker', '
        job.started_at, job.started_at, 1
   FROM starlette_jobs AS job
 """
-# The store's own choice of old jobs (its `old` CTE, read through status_idx), then only the
-# rows deleted, or moved: the variants differ from prune_finished in what follows it alone.
-OLD = queries()["prune_finished"].split("), deleted AS (")[0] + ")"
-JOBS_ONLY = (
-    OLD
-    + """, deleted AS (
+JOBS_ONLY = """
+WITH old AS (
+    SELECT id FROM starlette_jobs
+     WHERE status IN ('succeeded', 'failed', 'cancelled')
+       AND finished_at < now() - make_interval(secs => $1)
+     ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), deleted AS (
     DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id RETURNING job.id
 )
 SELECT count(*) FROM deleted
 """
-)
-MOVE = (
-    OLD
-    + """, moved AS (
+MOVE = """
+WITH old AS (
+    SELECT id FROM starlette_jobs
+     WHERE status IN ('succeeded', 'failed', 'cancelled')
+       AND finished_at < now() - make_interval(secs => $1)
+     ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), moved AS (
     DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id RETURNING job.*
 ), kept AS (
     INSERT INTO bench_history SELECT * FROM moved RETURNING 1
 )
 SELECT count(*) FROM kept
 """
-)
 
 
 async def fill(connection: asyncpg.Connection[Any], jobs: int) -> None:

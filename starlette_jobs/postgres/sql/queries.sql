@@ -631,58 +631,25 @@ WITH released AS (
 )
 SELECT id FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
--- fragment: finished_kinds
--- `finished`: each status a job ends in, with each queue that has jobs of that status, read
--- from status_idx one entry at a time (PostgreSQL 15 does not skip through an index's leading
--- columns by itself: a plain read of the finished jobs' queues would read every entry). A
--- status with no job in it has one row, of queue NULL. The statement starts `WITH RECURSIVE`.
--- Each subquery names the statuses of the index's predicate: the planner uses a partial index
--- only where the query implies it.
-finished (status, queue) AS (
-    SELECT kind.status,
-           (SELECT min(queue) FROM starlette_jobs
-             WHERE status IN ('succeeded', 'failed', 'cancelled') AND status = kind.status)
-      FROM (VALUES ('succeeded'), ('failed'), ('cancelled')) AS kind (status)
-    UNION ALL
-    SELECT finished.status,
-           (SELECT min(queue) FROM starlette_jobs
-             WHERE status IN ('succeeded', 'failed', 'cancelled')
-               AND status = finished.status AND queue > finished.queue)
-      FROM finished
-     WHERE finished.queue IS NOT NULL
-)
-
 -- name: prune_finished
 -- Deletes up to $2 jobs that finished more than $1 seconds ago, and their events; returns how
 -- many jobs it deleted, and the workflows it deleted steps of but kept (`kept`: steps of theirs
 -- were left, as its snapshot saw them). SKIP LOCKED: workers pruning at the same time share
 -- the work instead of queueing.
--- The old jobs are read from status_idx, one status and queue after another (`finished`),
--- oldest first in each; which goes first does not matter, all are past the retention.
 -- $1 retention in seconds, $2 how many at most
-WITH RECURSIVE
--- include: finished_kinds
-, old AS (
-    SELECT job.id
-      FROM finished CROSS JOIN LATERAL (
-           SELECT id FROM starlette_jobs
-            WHERE status IN ('succeeded', 'failed', 'cancelled')
-              AND status = finished.status AND queue = finished.queue
-              AND finished_at < now() - make_interval(secs => $1)
-              -- A workflow's step is kept while a step that waits for it is: that one reads
-              -- its result, and counts its outcome, when it runs and when it is retried after
-              -- it failed (docs/workflows.md). So a workflow goes from its last steps up, a
-              -- round at a time.
-              AND (dependents IS NULL
-                   OR NOT EXISTS (SELECT FROM starlette_jobs AS dependent
-                                   WHERE dependent.id = ANY(starlette_jobs.dependents)))
-            ORDER BY finished_at
-            -- Here too: the planner then reads the index in order, and stops with the batch,
-            -- however many old jobs wait (a sort would read them all, every batch).
-            LIMIT $2
-              FOR UPDATE SKIP LOCKED
-           ) AS job
+WITH old AS (
+    SELECT id FROM starlette_jobs
+     WHERE status IN ('succeeded', 'failed', 'cancelled')
+       AND finished_at < now() - make_interval(secs => $1)
+       -- A workflow's step is kept while a step that waits for it is: that one reads its
+       -- result, and counts its outcome, when it runs and when it is retried after it failed
+       -- (docs/workflows.md). So a workflow goes from its last steps up, a round at a time.
+       AND (dependents IS NULL
+            OR NOT EXISTS (SELECT FROM starlette_jobs AS dependent
+                            WHERE dependent.id = ANY(starlette_jobs.dependents)))
+     ORDER BY finished_at
      LIMIT $2
+       FOR UPDATE SKIP LOCKED
 ), deleted AS (
     DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id
     RETURNING job.id, job.workflow_id
@@ -2132,22 +2099,18 @@ SELECT * FROM starlette_jobs_bulk_actions WHERE id = $1;
 SELECT * FROM starlette_jobs_bulk_actions ORDER BY id DESC LIMIT $1;
 
 -- name: finished_since
--- The ids of up to $2 jobs finished at or after $1 (with ids below $3, if given), read from
--- status_idx, one status and queue after another (`finished`): fewer than $2 back, they are
--- every job the bound matches on this page and after, and the list is drawn from them
--- (`list_jobs_among`); else the bound is wide and the list scans by id (`list_finished_jobs`),
--- and which $2 came back does not matter.
+-- The ids of up to $2 jobs finished at or after $1 (with ids below $3, if given), read on
+-- starlette_jobs_finished_idx (its order and the LIMIT keep the planner on it): fewer than $2
+-- back, they are every job the bound matches on this page and after, and the list is drawn
+-- from them (`list_jobs_among`); else the bound is wide and the list scans by id
+-- (`list_finished_jobs`). Oldest finished first: those tend to have the lowest ids, the ones
+-- below $3, so a page well inside a wide bound finds $2 of them at once.
 -- $1 finished at or after, $2 how many at most, $3 only ids below this one, or NULL, $4 only
 -- ids above this one, or NULL
-WITH RECURSIVE
--- include: finished_kinds
-SELECT job.id
-  FROM finished CROSS JOIN LATERAL (
-       SELECT id FROM starlette_jobs
-        WHERE status IN ('succeeded', 'failed', 'cancelled')
-          AND status = finished.status AND queue = finished.queue AND finished_at >= $1
-          AND ($3::bigint IS NULL OR id < $3) AND ($4::bigint IS NULL OR id > $4)
-        LIMIT $2) AS job
+SELECT id FROM starlette_jobs
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= $1
+   AND ($3::bigint IS NULL OR id < $3) AND ($4::bigint IS NULL OR id > $4)
+ ORDER BY finished_at
  LIMIT $2;
 
 -- name: list_jobs_among

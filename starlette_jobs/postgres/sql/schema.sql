@@ -75,6 +75,10 @@ CREATE INDEX starlette_jobs_lease_idx
     ON starlette_jobs (lease_expires_at)
     WHERE status = 'running';
 
+CREATE INDEX starlette_jobs_finished_idx
+    ON starlette_jobs (finished_at)
+    WHERE status IN ('succeeded', 'failed', 'cancelled');
+
 CREATE UNIQUE INDEX starlette_jobs_unique_key_idx
     ON starlette_jobs (unique_key)
     WHERE unique_key IS NOT NULL AND status IN ('pending', 'running');
@@ -92,13 +96,11 @@ CREATE INDEX starlette_jobs_unsettled_idx
     WHERE dependents IS NOT NULL AND NOT settled
           AND status IN ('succeeded', 'failed', 'cancelled');
 
--- The finished jobs and the waiting steps, by status and queue (migrations/0013_status_counts.sql,
--- 0018_one_index_for_finished_jobs.sql): counts per status that do not grow with the table
--- (jobs.status_counts, docs/dashboard.md: the waiting steps counted exactly, each finished
--- status up to a cap, per queue or in all), and each status and queue's jobs in the order they
--- finished, for retention and the job list's time bound (prune_finished, finished_since).
+-- Counts per status that do not grow with the table (jobs.status_counts, docs/dashboard.md):
+-- the waiting steps counted exactly, each finished status up to a cap, per queue or in all
+-- (migrations/0013_status_counts.sql).
 CREATE INDEX starlette_jobs_status_idx
-    ON starlette_jobs (status, queue, finished_at)
+    ON starlette_jobs (status, queue)
     WHERE status IN ('waiting', 'succeeded', 'failed', 'cancelled');
 
 -- A job's history: one row per change of its state, written by the statement that makes the
