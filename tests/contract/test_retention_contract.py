@@ -62,6 +62,9 @@ async def test_a_workflow_goes_with_its_last_step_and_one_with_steps_left_stays(
     assert await store.get_workflow(running.id) is not None
 
 
+RETENTION = 1.0
+
+
 async def _finish(store: Store, queue: str, status: JobStatus, count: int) -> list[int]:
     """`count` jobs of `queue` that ended `status` now."""
     ids = await store.insert_jobs(new_jobs(count, queue=queue, max_attempts=1))
@@ -82,12 +85,15 @@ async def test_old_jobs_of_every_queue_and_status_are_deleted_batch_after_batch(
     queues = ("alpha", "beta", "gamma")
     ended = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
     old = [i for q in queues for status in ended for i in await _finish(store, q, status, 3)]
-    await asyncio.sleep(0.5)  # the store's clock: these finished more than 0.4 s ago
+    # The store's clock: these finished more than RETENTION ago; the recent ones, written next,
+    # stay younger than it for as long as writing them and the batches take (well under 1 s
+    # on a loaded machine).
+    await asyncio.sleep(RETENTION + 0.5)
     recent = [i for q in queues for status in ended for i in await _finish(store, q, status, 1)]
     [pending] = await store.insert_jobs(new_jobs(1, queue="beta"))
 
     batches = []
-    while deleted := await store.prune_finished(0.4, 2):
+    while deleted := await store.prune_finished(RETENTION, 2):
         batches.append(deleted)
     assert sum(batches) == len(old) == 27
     assert max(batches) == 2
