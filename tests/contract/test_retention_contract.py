@@ -73,7 +73,8 @@ async def _finish(store: Store, queue: str, status: JobStatus, count: int) -> li
             assert await store.cancel_job(job_id) is JobStatus.CANCELLED
         return ids
     claims = await store.claim_batch(queue, count, "w", 30)
-    await store.record_outcomes([outcome(c, status, error="boom") for c in claims])
+    error = "boom" if status is JobStatus.FAILED else None
+    await store.record_outcomes([outcome(c, status, error=error) for c in claims])
     return ids
 
 
