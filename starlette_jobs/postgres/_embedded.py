@@ -51,11 +51,11 @@ def start_embedded_postgres(data_dir: Path) -> str:
         ) from error
     data_dir = data_dir.expanduser().resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    _ensure_system_user()
     with _lock:
         if data_dir in _servers:
             server, users = _servers[data_dir]
         else:
+            _ensure_system_user()  # before the package's own, racing, check-then-create
             server, users = (
                 postgres_server.get_server(data_dir, cleanup_mode="stop", start=False),
                 0,

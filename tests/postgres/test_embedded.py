@@ -1,6 +1,7 @@
 """The embedded PostgreSQL's bookkeeping (`_embedded`), with the package's server stood in for:
 one server per data directory, counted per `start`, stopped with the last `release`, and users
-that died forgotten. A real embedded server, started and stopped by `Jobs`, is in
+that died forgotten; and its system user made once by processes starting at once. A real
+embedded server, started and stopped by `Jobs`, is in
 integration/test_embedded.py."""
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from starlette_jobs.postgres._embedded import SYSTEM_USER, _ensure_system_user
+
 
 def _binaries() -> Path:
     configured = os.environ.get("STARLETTE_JOBS_TEST_PG_BIN")
@@ -45,10 +47,11 @@ class Cluster:
         self.port = _free_port()
         self.directory = Path(tempfile.mkdtemp(prefix="starlette-jobs-cluster-"))
         self.data = self.directory / "data"
-        self.user = "pgserver" if os.geteuid() == 0 else None
+        # PostgreSQL refuses to run as root: as the embedded server's system user, made the
+        # way a start makes it (one process at a time).
+        self.user = SYSTEM_USER if os.geteuid() == 0 else None
         if self.user is not None:
-            if subprocess.run(["id", self.user], capture_output=True).returncode != 0:
-                subprocess.run(["useradd", "-s", "/bin/sh", self.user], check=True)
+            _ensure_system_user()
             shutil.chown(self.directory, self.user)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
         self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
