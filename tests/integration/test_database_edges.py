@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -228,7 +229,7 @@ async def test_too_many_connections_is_reported_as_unavailable_not_raw(
     instead of DatabaseUnavailableError; at start it is not treated as an outage either (the
     app fails to start with the raw error). Simulated with a role's CONNECTION LIMIT (superusers
     are exempt, so a plain role)."""
-    role = f"sj_review_{int(time.time() * 1000) % 10**9}"
+    role = f"sj_review_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
     await connection.execute(f"CREATE ROLE {role} LOGIN")
     await connection.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
     await connection.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
@@ -248,7 +249,8 @@ async def test_too_many_connections_is_reported_as_unavailable_not_raw(
         try:
             await connection.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = 'starlette_jobs enqueue'"
+                " WHERE datname = current_database()"
+                " AND application_name = 'starlette_jobs enqueue'"
             )
             await asyncio.sleep(0.2)
             blocker = await asyncpg.connect(dsn)  # the freed slot is taken by someone else
@@ -426,7 +428,7 @@ async def test_too_many_connections_at_start_is_an_outage_not_a_crash(
     is neither in DATABASE_ERRORS nor a ConfigurationError: `__aenter__`'s `except
     BaseException` closes the store and re-raises asyncpg's raw TooManyConnectionsError, and
     the app fails to start."""
-    role = f"sj_review_{int(time.time() * 1000) % 10**9}"
+    role = f"sj_review_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
     await connection.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")
     from urllib.parse import urlsplit, urlunsplit
 

@@ -419,8 +419,8 @@ async def test_a_statement_cancelled_on_a_connection_of_its_own_leaves_the_next_
 ) -> None:
     async def sleeping() -> bool:
         found: bool = await connection.fetchval(
-            "SELECT count(*) > 0 FROM pg_stat_activity WHERE state = 'active'"
-            " AND query = 'SELECT pg_sleep(5)'"
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state = 'active' AND query = 'SELECT pg_sleep(5)'"
         )
         return found
 

@@ -215,6 +215,7 @@ async def _fetch_true(connection: asyncpg.Connection[Any], query: str) -> bool:
 LOCK_HELD = """
     SELECT count(*) = 1 FROM pg_locks
      WHERE locktype = 'advisory' AND granted AND objsubid = 1
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
        AND ((classid::int8 << 32) | objid::int8) = hashtextextended($1, 0)
 """
 

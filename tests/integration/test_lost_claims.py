@@ -35,8 +35,8 @@ def _clear() -> None:
 
 async def claims_waiting_on_a_lock(connection: asyncpg.Connection[Any]) -> bool:
     waiting: bool = await connection.fetchval(
-        "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        " AND query LIKE '%SKIP LOCKED%'"
+        "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'"
     )
     return waiting
 

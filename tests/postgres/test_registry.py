@@ -150,6 +150,7 @@ def _someone_waits_for_an_advisory_lock(store: PostgresStore) -> Callable[[], Aw
         return bool(
             await store.pool.fetchval(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             )
         )
 
@@ -182,6 +183,8 @@ class SilentAsItTakesOver(PostgresStore):
                 return bool(
                     await self.looking.fetchval(
                         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                        " AND database ="
+                        " (SELECT oid FROM pg_database WHERE datname = current_database())"
                     )
                 )
 
@@ -212,6 +215,7 @@ async def test_a_takeover_cut_short_leaves_no_lock_the_worker_cannot_take_back(
         # The server granted the lock to the session cut short, which the proxy keeps open.
         assert await connection.fetchval(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         )
         again = await store.hold_liveness("w")  # the liveness check's next attempt
         assert await again.alive(1.0)

@@ -197,8 +197,10 @@ async def test_a_deadlock_reaches_the_caller_as_the_database_unavailable_for_now
             cancel = asyncio.create_task(store.cancel_workflow(enqueued.id))
 
             async def cancel_waits_for_the_second_step() -> bool:
+                # Waits behind this transaction: other test processes may share the server.
                 waiting = await operator.fetchval(
                     "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
+                    " AND pg_backend_pid() = ANY(pg_blocking_pids(pid))"
                 )
                 return bool(waiting)
 
@@ -238,7 +240,10 @@ async def test_a_retry_that_reopens_a_step_while_another_upstream_of_it_finishes
             writing = asyncio.create_task(store.record_outcomes([succeeded]))
 
             async def outcome_waits() -> bool:
-                waits = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                waits = (
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                    " AND pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+                )
                 return bool(await other.fetchval(waits))
 
             await eventually(outcome_waits, "the outcome of C to wait for the lock on X")
@@ -282,8 +287,8 @@ async def test_a_workflow_whose_last_steps_two_workers_prune_at_once_goes_with_t
         )
         first_round = asyncio.create_task(store.prune_finished(0.01, 1))
         waiting = (
-            "SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE '-- Deletes up to % jobs that finished%'"
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE '-- Deletes up to % jobs that finished%'"
         )
         # Asked outside the holder's transaction: inside, pg_stat_activity is read once.
         await eventually(lambda: other.pool.fetchval(waiting), "the first round to wait")
