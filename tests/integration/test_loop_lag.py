@@ -4,10 +4,11 @@ runs every job: on by default in a web app (`jobs.lifespan`), off under `async w
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -88,7 +89,8 @@ async def test_a_web_apps_worker_protects_its_loop_unless_told_not_to(
 @dataclass
 class Waiters:
     running: int = 0
-    peak: int = 0
+    # How many ran side by side as each one started (itself included).
+    alongside: list[int] = field(default_factory=list)
 
 
 waiters = Waiters()
@@ -97,7 +99,7 @@ waiters = Waiters()
 @job(queue=QUEUE, retry=Retry.none())
 async def await_a_reply(n: int) -> None:
     waiters.running += 1
-    waiters.peak = max(waiters.peak, waiters.running)
+    waiters.alongside.append(waiters.running)
     await asyncio.sleep(0.05)  # an HTTP call, say: the loop is free meanwhile
     waiters.running -= 1
 
@@ -125,5 +127,9 @@ async def test_a_loop_late_for_the_apps_own_reasons_does_not_hold_back_jobs_that
         app_stops.set()
         await app
     # The jobs held the loop for microseconds of each late sample: the lateness is not theirs,
-    # and starting fewer of them would help no request.
-    assert waiters.peak == CONCURRENCY
+    # and starting fewer of them would help no request. Counted against them, it keeps the
+    # queue at one job (1.0-1.3 side by side on average, 1-8 at the most, in 14 runs). Not the
+    # peak: a machine busy with other processes may preempt the worker while a job's step
+    # runs, that sample counts as the jobs', and the limit stops short of the concurrency for a
+    # while (a peak of 9 of 10 in CI; on average 9.0 idle, 7.1-8.0 beside three busy loops).
+    assert statistics.mean(waiters.alongside) > CONCURRENCY / 2
