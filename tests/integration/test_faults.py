@@ -111,10 +111,13 @@ async def test_a_worker_that_loses_a_lease_cancels_its_own_attempt(
     async with start_jobs(lease_duration=0.3) as jobs:
         job_id = await long_job.enqueue()
         await asyncio.wait_for(started.wait(), timeout=10)
-        # Another worker now holds the job (as after a rescue and a new claim).
+        # Another worker now holds the job (as after a rescue and a new claim), with a lease of
+        # its own that it renews: the 0.3 s one this worker took would expire while a loaded
+        # machine runs the rest of the test, and its rescue would rightly fail the job.
         other_token = uuid.uuid4()
         await connection.execute(
-            "UPDATE starlette_jobs SET lease_token = $1, worker_id = 'other' WHERE id = $2",
+            "UPDATE starlette_jobs SET lease_token = $1, worker_id = 'other',"
+            " lease_expires_at = now() + interval '1 hour' WHERE id = $2",
             other_token,
             job_id,
         )
