@@ -31,7 +31,7 @@ STORE_CALLS = (
     *("set_paused", "declare_queues", "queue_controls", "claim_limited_batch", "wake_queues"),
     *("register_worker", "worker_seen", "unregister_worker", "list_workers", "prune_workers"),
     *("worker_schedules",),
-    *("hold_liveness", "rescue_dead_workers", "unrunnable_jobs"),
+    *("hold_liveness", "lockless_workers", "rescue_dead_workers", "unrunnable_jobs"),
     *("insert_workflow", "settle_steps", "upstream_results", "get_workflow", "cancel_workflow"),
     *("workflow_of", "add_steps"),
     *("queue_depths",),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from .._errors import DatabaseUnavailableError
@@ -137,12 +137,17 @@ class WorkerRegistry(ConnectedStore):
                 waiting.exception()  # read: raised above if it mattered
         return True
 
+    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+        rows = await self._worker_write("fetch", self._q["lockless_workers"], excluding)
+        return [row["id"] for row in rows]
+
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None
+        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
     ) -> list[tuple[int, str, JobStatus]]:
         rows = await self._worker_write(
-            "fetch", self._q["rescue_dead_workers"], limit, self.record_events, excluding
-        )
+            "fetch", self._q["rescue_dead_workers"], limit, self.record_events, excluding,
+            None if among is None else list(among),
+        )  # fmt: skip
         return [(row["id"], row["queue"], JobStatus(row["status"])) for row in rows]
 
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:

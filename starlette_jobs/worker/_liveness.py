@@ -71,6 +71,7 @@ class Liveness:
         metrics: Metrics | None = None,
         listen: Wakeups | None = None,
         settle: float | None = None,
+        dead_after: float | None = None,
     ) -> None:
         self._store = store
         self._listen = listen
@@ -97,6 +98,11 @@ class Liveness:
         # Two of their checks and the wait of one (theirs are a second apart at most; their
         # statements time out as this worker's do).
         self._settle = 2 * interval + check_timeout if settle is None else settle
+        # The other workers found without their lock by the rescue's last look, with when they
+        # were first found so (the event loop's clock); dead once so for `_dead_after`: two of
+        # their checks, at the first of which a live one whose lock was freed takes it again.
+        self._lockless_since: dict[str, float] = {}
+        self._dead_after = 2 * interval if dead_after is None else dead_after
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -224,9 +230,27 @@ class Liveness:
         # And no one's while its own lock is lost, or a moment after it was taken again: the
         # others are taking theirs again then (the statement also finds nothing while the
         # caller's own lock is free, which its check may not have seen yet).
-        if not self.held or asyncio.get_running_loop().time() < self._regained_at + self._settle:
+        now = asyncio.get_running_loop().time()
+        if not self.held or now < self._regained_at + self._settle:
             return
-        rescued = await self._store.rescue_dead_workers(_RESCUE_LIMIT, excluding=self._worker_id)
+        # A worker is dead once its lock has stayed free for two of its checks: a live one
+        # whose lock was freed under it takes it again at the next. The guard above is not
+        # enough: an operator's `pg_terminate_backend` over every liveness session ends them
+        # one after another, and a rescue between two of them saw a live peer's lock free and
+        # its own still held.
+        lockless = await self._store.lockless_workers(excluding=self._worker_id)
+        since = self._lockless_since
+        self._lockless_since = {worker: since.get(worker, now) for worker in lockless}
+        dead = [
+            worker
+            for worker, first_found in self._lockless_since.items()
+            if now - first_found >= self._dead_after
+        ]
+        if not dead:
+            return
+        rescued = await self._store.rescue_dead_workers(
+            _RESCUE_LIMIT, excluding=self._worker_id, among=dead
+        )
         for job_id, queue, status in rescued:
             logger.warning(
                 "job %s on queue %r: its worker died, now %s", job_id, queue, status.value

@@ -14,6 +14,7 @@ import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
 from starlette_jobs.postgres._store import PostgresStore
+from starlette_jobs.worker._liveness import Liveness
 from tests.conftest import eventually
 from tests.contract.test_workers_contract import new_worker
 from tests.faultproxy import FaultProxy, named
@@ -43,6 +44,10 @@ async def _rescued(store: PostgresStore) -> None:
     assert await store.rescue_dead_workers(100) == []  # both hold their lock
 
     await dead.close()  # as the server ends the connection of a killed process
+    assert await store.lockless_workers(excluding="alive") == ["dead"]
+    assert await store.lockless_workers(excluding="dead") == []  # its own lock is free
+    # Only of the workers asked for: those found without their lock a while ago too.
+    assert await store.rescue_dead_workers(100, excluding="alive", among=["alive"]) == []
     # Never by itself: a worker whose lock was lost a moment ago stops its attempts itself.
     assert await store.rescue_dead_workers(100, excluding="dead") == []
     assert await store.rescue_dead_workers(100, excluding="alive") == [
@@ -222,4 +227,43 @@ async def test_a_takeover_cut_short_leaves_no_lock_the_worker_cannot_take_back(
         await again.close()
         stale.terminate()
     finally:
+        await store.close()
+
+
+async def test_a_peer_whose_lock_was_freed_a_moment_ago_is_not_taken_for_dead(
+    database_dsn: str,
+) -> None:
+    """An operator ending every liveness session at once (`pg_terminate_backend`) ends them one
+    after another: a rescue between two saw a live peer's lock free and its own still held, and
+    took the peer's running job (failed, with no attempt left). A peer is dead once its lock
+    has stayed free a while (two of its checks); a live one takes it again at the first."""
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=3)
+
+    async def nothing() -> None: ...
+
+    liveness = Liveness(
+        store, "rescuer", 0.05, 1.0, list, lambda queue: None, nothing, lambda: None,
+        dead_after=0.5,
+    )  # fmt: skip
+    try:
+        await store.insert_jobs(new_jobs(1, queue="peer", max_attempts=1))
+        peer = await store.hold_liveness("peer")
+        await store.register_worker(new_worker("peer"))
+        [claim] = await store.claim_batch("peer", 1, "peer", 60.0)
+        await liveness.start()  # rescues every 0.05 s from now on, as a worker does
+        await peer.close()  # the first session the operator ends
+        await liveness.rescue()
+        assert await store.job_status(claim.id) is JobStatus.RUNNING
+        peer = await store.hold_liveness("peer")  # the peer's next check takes it again
+        await asyncio.sleep(0.6)  # rounds of the rescue that find it held, past `dead_after`
+        await peer.close()  # now for good: the peer died
+        await liveness.rescue()  # freed a moment ago, not since the first time
+        assert await store.job_status(claim.id) is JobStatus.RUNNING
+
+        async def rescued() -> bool:
+            return await store.job_status(claim.id) is JobStatus.FAILED
+
+        await eventually(rescued, "the dead peer's job to be rescued")
+    finally:
+        await liveness.stop()
         await store.close()

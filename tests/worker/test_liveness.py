@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -156,8 +156,11 @@ async def test_a_worker_that_stops_without_its_lock_is_handed_the_jobs_it_stoppe
 class DeadWorker(MemoryStore):
     """A dead worker's jobs, as `rescue_dead_workers` ends them: those of an expired lease."""
 
+    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+        return ["dead"]
+
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None
+        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
     ) -> list[tuple[int, str, JobStatus]]:
         return await self.rescue_expired(limit)
 
@@ -174,7 +177,9 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
     )  # fmt: skip
     enqueued = await store.insert_workflow(NewWorkflow.of("w", (first, second), None))
     await store.claim_batch("q", 10, "dead", 0.0)  # its lease runs out at once
-    liveness = Liveness(store, "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still)
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still, dead_after=0.0
+    )
     await liveness.start()
     await liveness.rescue()
     await liveness.stop()
@@ -185,16 +190,20 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
 
 async def test_the_jobs_a_rescue_gives_back_are_counted() -> None:
     class DeadPeer(MemoryStore):
+        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+            return ["peer"]
+
         async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None
+            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
         ) -> list[tuple[int, str, JobStatus]]:
             return [(1, "mail", JobStatus.PENDING), (2, "mail", JobStatus.FAILED)]
 
     reader = InMemoryMetricReader()
     metrics = Metrics(MeterProvider(metric_readers=[reader]))
     liveness = Liveness(
-        DeadPeer(), "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still, metrics
-    )
+        DeadPeer(), "w", 1.0, 1.0, list, lambda queue: None, _nothing, _still, metrics,
+        dead_after=0.0,
+    )  # fmt: skip
     await liveness.start()
     await liveness.rescue()
     await liveness.stop()
@@ -297,18 +306,24 @@ async def test_a_workers_rescue_never_takes_its_own_jobs() -> None:
     excluded: list[str | None] = []
 
     class Rescues(MemoryStore):
+        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+            excluded.append(excluding)
+            return ["peer"]
+
         async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None
+            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
         ) -> list[tuple[int, str, JobStatus]]:
             excluded.append(excluding)
             return []
 
     store = Rescues()
-    liveness = Liveness(store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still)
+    liveness = Liveness(
+        store, "w", 1.0, 1.0, list, lambda q: None, _nothing, _still, dead_after=0.0
+    )
     await liveness.start()
     await liveness.rescue()
     await liveness.stop()
-    assert excluded == ["w"]
+    assert excluded == ["w", "w"]  # the look, then the rescue
 
 
 async def test_once_it_took_a_lost_lock_again_a_worker_leaves_the_others_time_to_take_theirs() -> (
@@ -320,15 +335,19 @@ async def test_once_it_took_a_lost_lock_again_a_worker_leaves_the_others_time_to
     asked: list[str | None] = []
 
     class Rescues(Flaky):
+        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+            return ["peer"]
+
         async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None
+            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
         ) -> list[tuple[int, str, JobStatus]]:
             asked.append(excluding)
             return []
 
     liveness = Liveness(
-        Rescues(), "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.2
-    )
+        Rescues(), "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.2,
+        dead_after=0.0,
+    )  # fmt: skip
     await liveness.start()  # its first lock is lost at once (Flaky)
     await liveness.rescue()
     assert asked == ["w"]  # a worker that never lost its lock rescues at once

@@ -786,6 +786,22 @@ SELECT mine.granted AS held,
               WHERE pid = ANY($2::text[]::int4[])) AS alive
   FROM (SELECT) AS one LEFT JOIN lock AS mine ON mine.pid = $3;
 
+-- name: lockless_workers
+-- The registered workers, other than $1 (the caller), whose liveness lock (`hold_liveness`) is
+-- free: dead, or alive and about to take again a lock that was freed under them a moment ago.
+-- None while the caller's own lock is free (see rescue_dead_workers).
+WITH held AS (
+    SELECT (lock.classid::int8 << 32) | lock.objid::int8 AS key
+      FROM pg_locks AS lock
+     WHERE lock.locktype = 'advisory' AND lock.granted AND lock.objsubid = 1
+       AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+SELECT worker.id FROM starlette_jobs_workers AS worker
+ WHERE worker.id IS DISTINCT FROM $1::text
+   AND NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
+   AND ($1::text IS NULL OR EXISTS (SELECT FROM held WHERE held.key = hashtextextended($1, 0)))
+ ORDER BY worker.id;
+
 -- name: rescue_dead_workers
 -- The running jobs of registered workers whose liveness lock (`hold_liveness`) is free: their
 -- process died, so the jobs go back to pending (or failed, or cancelled, as `rescue_expired`
@@ -793,7 +809,9 @@ SELECT mine.granted AS held,
 -- registers and deletes its row before it lets the lock go, so a row whose lock is free is a
 -- dead worker's. Their rows are deleted with their jobs.
 -- $1 how many jobs at most, $2 whether to record events, $3 the calling worker's id (never
--- rescued by itself: between losing its lock and taking it again it stops its attempts itself)
+-- rescued by itself: between losing its lock and taking it again it stops its attempts itself),
+-- $4 only these workers (NULL: any): those the caller found without their lock a while ago
+-- too (`lockless_workers`), as a live one whose lock was freed under it would not be.
 -- Nothing while the caller's own lock is free: what freed it (a restart of the server, which
 -- frees every lock at once; an operator ending sessions; a network cut) has likely freed the
 -- others' too, and live workers are taking theirs again (the caller waits a while after taking
@@ -809,6 +827,7 @@ WITH held AS (
      WHERE worker.id IS DISTINCT FROM $3::text
        AND NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
        AND ($3::text IS NULL OR EXISTS (SELECT FROM held WHERE held.key = hashtextextended($3, 0)))
+       AND ($4::text[] IS NULL OR worker.id = ANY($4::text[]))
 ), orphaned AS (
     SELECT id FROM starlette_jobs
      WHERE status = 'running' AND worker_id IN (SELECT id FROM dead)
