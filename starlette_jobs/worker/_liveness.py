@@ -193,6 +193,9 @@ class Liveness:
 
     def _lose_lock(self) -> None:
         self.held = False  # first: a claim that returns from now on hands its jobs back
+        # What the rescue found of the others' locks says nothing of them once this one's is
+        # taken again: a peer free then and free again is likely freed again, not dead since.
+        self._lockless_since = {}
         if self._lock is not None:
             # None silent before: the takeover that gave this lock closed it.
             self._silent_lock, self._lock = self._lock, None

@@ -480,3 +480,38 @@ async def test_a_lock_lost_in_the_grace_of_a_shutdown_still_stops_the_attempts(
     record = await store.get_job(job_id)
     assert record is not None
     assert (record.status, record.attempts) == (JobStatus.PENDING, 0)
+
+
+async def test_what_a_rescue_found_before_its_own_lock_was_lost_is_forgotten() -> None:
+    """A peer found without its lock before the rescuer lost its own, and found so again once
+    the rescuer holds its lock again, was freed again (an operator's next round of ending
+    sessions), not free all along: it is looked at afresh, not rescued at once."""
+    asked: list[Collection[str] | None] = []
+
+    class Rescues(Flaky):
+        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+            return ["peer"]
+
+        async def rescue_dead_workers(
+            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+        ) -> list[tuple[int, str, JobStatus]]:
+            asked.append(among)
+            return []
+
+    liveness = Liveness(
+        Rescues(), "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.0,
+        dead_after=0.05,
+    )  # fmt: skip
+    await liveness.start()  # its first lock is lost at once (Flaky)
+    await liveness.rescue()  # finds the peer without its lock: the first look
+    await liveness.check()  # finds its own lock lost, and takes it again
+    await asyncio.sleep(0.1)  # past `dead_after` since the first look
+    await liveness.rescue()
+    assert asked == []  # a first look again
+
+    async def rescued() -> bool:
+        await liveness.rescue()
+        return asked == [["peer"]]
+
+    await eventually(rescued, "the peer's jobs rescued once its lock stayed free")
+    await liveness.stop()
