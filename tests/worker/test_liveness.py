@@ -58,6 +58,24 @@ class Flaky(MemoryStore):
         return Cut() if self.held == 1 else await super().hold_liveness(worker_id)  # type: ignore[return-value]
 
 
+class PeerWithoutItsLock(Flaky):
+    """A registered peer whose lock is always free; records what each rescue asked for (the
+    workers it was limited to)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[Collection[str] | None] = []
+
+    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+        return ["peer"]
+
+    async def rescue_dead_workers(
+        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+    ) -> list[tuple[int, str, JobStatus]]:
+        self.asked.append(among)
+        return []
+
+
 async def _nothing() -> None:
     pass
 
@@ -332,29 +350,19 @@ async def test_once_it_took_a_lost_lock_again_a_worker_leaves_the_others_time_to
     """What freed its lock (a restart of the server, an operator ending sessions) likely freed
     the others': their rows with a free lock are live workers about to take theirs again, and
     rescuing their jobs then failed the running attempts of live workers."""
-    asked: list[str | None] = []
-
-    class Rescues(Flaky):
-        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-            return ["peer"]
-
-        async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
-        ) -> list[tuple[int, str, JobStatus]]:
-            asked.append(excluding)
-            return []
-
+    store = PeerWithoutItsLock()
+    asked = store.asked
     liveness = Liveness(
-        Rescues(), "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.2,
+        store, "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.2,
         dead_after=0.0,
     )  # fmt: skip
     await liveness.start()  # its first lock is lost at once (Flaky)
     await liveness.rescue()
-    assert asked == ["w"]  # a worker that never lost its lock rescues at once
+    assert asked == [["peer"]]  # a worker that never lost its lock rescues at once
     await liveness.check()  # finds its lock lost, and takes it again
     assert liveness.held
     await liveness.rescue()
-    assert asked == ["w"]  # not now
+    assert asked == [["peer"]]  # not now
 
     async def rescued_again() -> bool:
         await liveness.rescue()
@@ -486,20 +494,10 @@ async def test_what_a_rescue_found_before_its_own_lock_was_lost_is_forgotten() -
     """A peer found without its lock before the rescuer lost its own, and found so again once
     the rescuer holds its lock again, was freed again (an operator's next round of ending
     sessions), not free all along: it is looked at afresh, not rescued at once."""
-    asked: list[Collection[str] | None] = []
-
-    class Rescues(Flaky):
-        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-            return ["peer"]
-
-        async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
-        ) -> list[tuple[int, str, JobStatus]]:
-            asked.append(among)
-            return []
-
+    store = PeerWithoutItsLock()
+    asked = store.asked
     liveness = Liveness(
-        Rescues(), "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.0,
+        store, "w", 60.0, 1.0, list, lambda q: None, _nothing, _still, settle=0.0,
         dead_after=0.05,
     )  # fmt: skip
     await liveness.start()  # its first lock is lost at once (Flaky)
