@@ -12,15 +12,7 @@ from typing import Any, Self, TypeVar
 from uuid import UUID
 
 from ..store._connectivity import STATEMENT_TIMEOUT
-from ._connections import (
-    CANCEL_CHANNEL,
-    CONTROLS_CHANNEL,
-    OUTCOMES_CHANNEL,
-    Listener,
-    SharedPool,
-    channel_for,
-    connect_plain,
-)
+from ._connections import SharedPool, connect_plain
 from ._driver_errors import (
     UndefinedTableError,
     connection_lost,
@@ -29,6 +21,13 @@ from ._driver_errors import (
     raise_as_store_error,
 )
 from ._lanes import Lane
+from ._listener import (
+    CANCEL_CHANNEL,
+    CONTROLS_CHANNEL,
+    OUTCOMES_CHANNEL,
+    Listener,
+    channel_for,
+)
 from ._migrations import apply_migrations, check_schema_version, queries
 from ._schema import channel_prefix, search_path_settings
 

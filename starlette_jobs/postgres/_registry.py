@@ -14,8 +14,9 @@ from .._errors import DatabaseUnavailableError
 from .._records import JobStatus
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
-from ._connections import Connection, Listener, answered_within, connect, read_outcome
+from ._connections import Connection, answered_within, connect, read_outcome
 from ._driver_errors import LOCK_NOT_AVAILABLE, raise_as_store_error
+from ._listener import Listener
 
 LIVENESS_TAKEOVER_WAIT = 2.0
 """How long (seconds) a worker's new liveness session waits for the lock its stale session

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import JobDefinitionError, Jobs, SchemaVersionError, job
-from starlette_jobs.postgres._connections import channel_for
+from starlette_jobs.postgres._listener import channel_for
 from starlette_jobs.postgres._migrations import migrations, queries
 from starlette_jobs.postgres._schema import (
     DEFAULT_CHANNEL_PREFIX,

@@ -12,7 +12,7 @@ import pytest
 
 from starlette_jobs.memory._rows import OutcomeListener, QueueListener
 from starlette_jobs.memory._store import MemoryStore
-from starlette_jobs.postgres._connections import Listener as PostgresListener
+from starlette_jobs.postgres._listener import Listener as PostgresListener
 from starlette_jobs.postgres._store import PostgresStore
 from starlette_jobs.store._protocol import Listener, Store
 
