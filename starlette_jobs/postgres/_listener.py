@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any
 
-import asyncpg
-
-from ._connections import answered_within, connect
+from ._connections import Connection, answered_within, connect
 from ._driver_errors import raise_as_store_error
 from ._schema import DEFAULT_CHANNEL_PREFIX
 
@@ -33,7 +30,7 @@ CONTROLS_CHANNEL = ".controls"
 class Listener:
     """The LISTEN connection: calls a channel's callback with each notification's payload."""
 
-    def __init__(self, connection: asyncpg.Connection[Any], statement_timeout: float) -> None:
+    def __init__(self, connection: Connection, statement_timeout: float) -> None:
         self._connection = connection
         self._statement_timeout = statement_timeout
 
