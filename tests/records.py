@@ -6,7 +6,8 @@ from typing import Protocol
 from uuid import UUID
 
 from starlette_jobs import JobStatus
-from starlette_jobs._records import NewJobs, Outcome
+from starlette_jobs._attempt_records import Outcome
+from starlette_jobs._records import NewJobs
 
 
 class Leased(Protocol):

@@ -1,5 +1,5 @@
 """The records (`_records`): statuses as stored, a row read into a `JobRecord` whatever it
-holds, and `to_dict` ready for JSON."""
+holds, `to_dict` ready for JSON, and `NewJobs` built by keyword only."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
-from uuid import uuid4
 
 import pytest
 
 from starlette_jobs import JobRecord, JobStatus
-from starlette_jobs._records import Claim, NewJobs, Outcome, outcome_of_attempt
+from starlette_jobs._records import NewJobs
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -101,31 +100,6 @@ def test_to_dict_is_ready_for_json_with_iso_timestamps() -> None:
     assert json.loads(json.dumps(data)) == data
 
 
-def test_records_are_built_by_keyword_only_and_frozen() -> None:
-    claim = Claim(
-        id=1, name="n", queue="q", payload="{}", attempts=1, max_attempts=3,
-        lease_token=uuid4(), trace_context=None,
-    )  # fmt: skip
-    with pytest.raises(TypeError):
-        Outcome(1, claim.lease_token, JobStatus.SUCCEEDED, None, None, None)  # type: ignore[call-arg]
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        claim.attempts = 2  # type: ignore[misc]
+def test_new_jobs_are_built_by_keyword_only() -> None:
     with pytest.raises(TypeError):
         NewJobs("n", "q", [], 0, None, None, 1, None, None, True)  # type: ignore[call-arg]
-
-
-def test_the_workers_outcome_is_the_one_built_by_keyword() -> None:
-    """`outcome_of_attempt` sets each field itself, for speed: a field added to `Outcome` and
-    not to it would be missing from every attempt's outcome."""
-    token = uuid4()
-    fast = outcome_of_attempt(7, token, JobStatus.PENDING, 1.5, "boom", None, True)
-    named = Outcome(
-        id=7, lease_token=token, status=JobStatus.PENDING, retry_delay=1.5, error="boom",
-        result=None, of_workflow=True,
-    )  # fmt: skip
-    assert fast == named
-    assert [getattr(fast, f.name) for f in dataclasses.fields(Outcome)] == [
-        getattr(named, f.name) for f in dataclasses.fields(Outcome)
-    ]
-    assert type(fast) is Outcome
-    assert outcome_of_attempt(1, token, JobStatus.SUCCEEDED, None, None, "1", False).result == "1"

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from .._attempt_records import Outcome
 from .._errors import LeaseLostError, MemoryStoreUnsupportedError
-from .._records import JobStatus, Outcome
+from .._records import JobStatus
 from ._tables import utc_now
 from ._workflows import MemoryWorkflows
 

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from uuid import UUID
 
+from .._attempt_records import Claim
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
-from .._records import Claim, EventKind
+from .._records import EventKind
 from ._rows import Row
 from ._tables import MemoryTables, utc_now
 

@@ -11,7 +11,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
 
-from .._records import Claim, EventKind, JobEvent, JobRecord, JobStatus, NewJobs, Outcome
+from .._attempt_records import Claim, Outcome
+from .._records import EventKind, JobEvent, JobRecord, JobStatus, NewJobs
 from .._schedule_records import DeclaredSchedule
 from .._storable import MAX_KEPT_ERRORS
 from ..store._history import claim_event, place_claim

@@ -27,17 +27,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from .._attempt_records import Claim, Outcome, Renewal, Unfinished
 from .._errors import MemoryStoreUnsupportedError
-from .._records import (
-    FINISHED,
-    Claim,
-    EventKind,
-    JobStatus,
-    NewJobs,
-    Outcome,
-    Renewal,
-    Unfinished,
-)
+from .._records import FINISHED, EventKind, JobStatus, NewJobs
 from ..memory._outage import failing_in_outages
 from ._added_steps import MemoryAddedSteps
 from ._bulk import MemoryBulk

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from .._attempt_records import Claim
 from .._errors import JobDefinitionError
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
-from .._records import Claim
 from ._connected import ConnectedStore
 from ._driver_errors import raise_as_store_error
 

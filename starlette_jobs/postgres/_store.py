@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from .._attempt_records import Claim, Outcome, Renewal, Unfinished
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
-from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._added_steps import AddedStepStatements
 from ._bulk import BulkStatements
 from ._completions import CompletionStatements

@@ -9,9 +9,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._attempt_records import Claim
 from .._metric_records import QueueDepth
 from .._queue import QueueControls, QueueLimits
-from .._records import Claim, JobStatus
+from .._records import JobStatus
 from .._schedule_records import DeclaredSchedule, NewTick, StoredSchedule, TickRecord
 from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
 from .._workflow_records import (

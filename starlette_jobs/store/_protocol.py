@@ -21,8 +21,9 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._attempt_records import Claim, Outcome, Renewal, Unfinished
 from .._count_records import StatusCounts
-from .._records import Claim, JobEvent, JobRecord, JobStatus, NewJobs, Outcome, Renewal, Unfinished
+from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._bulk import BulkStore
 from ._listener import Listener as Listener  # where the rest of the library finds it
 from ._parts import ControlStore, RegistryStore, ScheduleStore, WorkflowStore

@@ -10,9 +10,10 @@ import traceback
 from collections.abc import Awaitable
 from typing import Any
 
+from .._attempt_records import Claim, Outcome, outcome_of_attempt
 from .._errors import JobArgumentsError, UnknownJobError, UnstorableResultError
 from .._job import Job, registered_job
-from .._records import Claim, JobStatus, Outcome, outcome_of_attempt
+from .._records import JobStatus
 from .._retry import delay_after_failure
 from .._storable import MAX_ERROR_LENGTH, MAX_RESULT_BYTES, storable, storable_json
 from .._tracing import ProcessScope, Tracing

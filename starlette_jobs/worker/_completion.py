@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from .._attempt_records import Claim
 from .._errors import JobDefinitionError, LeaseLostError
-from .._records import Claim
 from .._storable import MAX_RESULT_BYTES, storable_json
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID
 
 from .._added_steps import AddedSteps
-from .._records import Claim, JobStatus
+from .._attempt_records import Claim
+from .._records import JobStatus
 from .._storable import MAX_PROGRESS_BYTES, storable_json
 from . import _completion, _steps, _upstream
 from ._completion import Completer

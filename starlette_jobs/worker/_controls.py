@@ -24,11 +24,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID
 
+from .._attempt_records import Claim
 from .._errors import DatabaseUnavailableError
 from .._failures import FailureLog
 from .._job import registered_jobs
 from .._queue import QueueControls, QueueLimits
-from .._records import Claim
 from ..store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs.worker")

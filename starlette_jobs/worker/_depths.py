@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .._attempt_records import Claim, Outcome
 from .._failures import FailureLog
 from .._metrics import Metrics
-from .._records import Claim, JobStatus, Outcome
+from .._records import JobStatus
 from ..store._protocol import Store
 from ._context import AttemptControl
 from ._registry import MISSED_HEARTBEATS

@@ -10,9 +10,9 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from .._attempt_records import Unfinished
 from .._errors import DatabaseUnavailableError
 from .._failures import FailureLog
-from .._records import Unfinished
 from ..store._protocol import Store
 from ._outcomes import OutcomeWriter
 from ._settings import check_drain_durations, drain_horizon, log_left_pending

@@ -12,8 +12,9 @@ import functools
 from collections.abc import Callable
 from time import perf_counter
 
+from .._attempt_records import Claim
 from .._metrics import Metrics
-from .._records import Claim, JobStatus
+from .._records import JobStatus
 from .._tracing import Tracing
 from ..store._protocol import Store
 from ._attempt import run_attempt

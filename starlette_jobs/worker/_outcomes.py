@@ -23,10 +23,10 @@ from collections.abc import Callable
 from time import perf_counter
 from uuid import UUID
 
+from .._attempt_records import Outcome
 from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from .._failures import FailureLog
 from .._metrics import Metrics
-from .._records import Outcome
 from .._storable import MAX_OUTCOME_LENGTH, MAX_STATEMENT_LENGTH
 from ..store._connectivity import Backoff
 from ..store._protocol import Store

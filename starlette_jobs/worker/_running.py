@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Generic, TypeVar
 from uuid import UUID
 
-from .._records import Claim
+from .._attempt_records import Claim
 
 Handle = TypeVar("Handle")
 """What runs the attempt: the worker's asyncio task (anything, in tests)."""

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .._attempt_records import Unfinished
 from .._queue import QueueLimits
-from .._records import Unfinished
 
 logger = logging.getLogger("starlette_jobs.worker")
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from uuid import UUID
 
-from .._records import Claim
+from .._attempt_records import Claim
 from ..store._connectivity import worker_statement_timeout
 from ..store._protocol import Store
 from ._queues import QueueState

@@ -11,8 +11,8 @@ from typing import Protocol
 from uuid import UUID
 
 from .._added_steps import AddedSteps
+from .._attempt_records import Claim
 from .._enqueue import check_step_payload_sizes
-from .._records import Claim
 from .._workflow_records import EnqueuedWorkflow, NewWorkflow
 
 

@@ -12,9 +12,9 @@ import logging
 from time import perf_counter
 from uuid import UUID
 
+from .._attempt_records import Unfinished
 from .._failures import FailureLog
 from .._metrics import Metrics
-from .._records import Unfinished
 from .._tracing import Tracing
 from ..store._connectivity import Backoff, worker_statement_timeout
 from ..store._protocol import Store

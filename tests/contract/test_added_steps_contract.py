@@ -20,7 +20,7 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._records import Outcome
+from starlette_jobs._attempt_records import Outcome
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 
 ran: list[str] = []

@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from starlette_jobs import Jobs, JobStatus, UnrunnableJobs, job
+from starlette_jobs._attempt_records import Unfinished
 from starlette_jobs._queue import QueueLimits
-from starlette_jobs._records import Unfinished
 from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.store._protocol import Store
 from tests.records import new_jobs

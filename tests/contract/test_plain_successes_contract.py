@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from starlette_jobs import EventKind, Jobs, JobStatus, QueueLimits, Workflow, job
-from starlette_jobs._records import Claim, Outcome
+from starlette_jobs._attempt_records import Claim, Outcome
 
 
 @job(name="plain.echo")

@@ -23,7 +23,8 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._records import EventKind, JobEvent, Outcome, Renewal, Unfinished
+from starlette_jobs._attempt_records import Outcome, Renewal, Unfinished
+from starlette_jobs._records import EventKind, JobEvent
 from starlette_jobs._storable import MAX_KEPT_ERRORS
 from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.memory._store import MemoryStore

@@ -21,7 +21,7 @@ from starlette_jobs import (
     current_job,
     job,
 )
-from starlette_jobs._records import Outcome
+from starlette_jobs._attempt_records import Outcome
 from tests.records import outcome as ended
 
 ran: list[str] = []

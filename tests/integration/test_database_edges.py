@@ -29,7 +29,7 @@ from starlette_jobs import (
     Retry,
     job,
 )
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import StartJobs, eventually
 from tests.faultproxy import FaultProxy

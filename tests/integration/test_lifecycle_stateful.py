@@ -36,8 +36,9 @@ from hypothesis.stateful import (
 )
 
 from starlette_jobs import JobStatus
+from starlette_jobs._attempt_records import Claim, Renewal
 from starlette_jobs._errors import UniqueKeyTakenError
-from starlette_jobs._records import Claim, EventKind, NewJobs, Renewal
+from starlette_jobs._records import EventKind, NewJobs
 from starlette_jobs.postgres._store import PostgresStore
 from starlette_jobs.worker._running import RunningAttempts
 from tests.records import new_jobs, outcome

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, JobStatus, Retry, job
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs.postgres._store import PostgresStore
 from starlette_jobs.store._connectivity import worker_statement_timeout
 from starlette_jobs.worker._shutdown import CLOSE_SECONDS

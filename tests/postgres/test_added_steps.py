@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from starlette_jobs import EventKind, JobStatus, WorkflowDefinitionError
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs._workflow_records import EnqueuedWorkflow, NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
 from tests.records import outcome

@@ -10,7 +10,7 @@ from uuid import uuid4
 import pytest
 
 from starlette_jobs import JobStatus, Retry, current_job, job
-from starlette_jobs._records import Claim, Outcome
+from starlette_jobs._attempt_records import Claim, Outcome
 from starlette_jobs._storable import MAX_ERROR_LENGTH
 from starlette_jobs._tracing import Tracing
 from starlette_jobs.worker._attempt import CANCEL_REQUESTED, run_attempt

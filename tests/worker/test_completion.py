@@ -10,7 +10,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from starlette_jobs import JobDefinitionError, LeaseLostError, RunningJob, job
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs.worker._completion import complete
 from starlette_jobs.worker._context import AttemptControl, running
 

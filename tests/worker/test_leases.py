@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
-from starlette_jobs._records import Renewal
+from starlette_jobs._attempt_records import Renewal
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._leases import Held, LeaseKeeper
 from tests.records import new_jobs, outcome

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._attempt_records import Claim, Outcome
 from starlette_jobs._errors import DatabaseTooSlowError
-from starlette_jobs._records import Claim, Outcome
 from starlette_jobs._storable import (
     MAX_ERROR_LENGTH,
     MAX_OUTCOME_LENGTH,

@@ -14,7 +14,7 @@ from uuid import UUID
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker import _progress as progress_module
 from starlette_jobs.worker._progress import PROGRESS_INTERVAL, ProgressWriter

@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import pytest
 
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs.worker._running import RunningAttempts
 
 

@@ -10,7 +10,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from starlette_jobs import JobStatus
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker._shutdown import (

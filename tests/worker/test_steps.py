@@ -9,8 +9,8 @@ from uuid import UUID, uuid4
 import pytest
 
 from starlette_jobs import WorkflowDefinitionError, job
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs._errors import DatabaseUnavailableError
-from starlette_jobs._records import Claim
 from starlette_jobs._workflow_records import EnqueuedWorkflow, NewWorkflow
 from starlette_jobs.worker._steps import added_steps, is_step
 

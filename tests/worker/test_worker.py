@@ -18,7 +18,7 @@ from uuid import UUID
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, Retry, current_job, job
-from starlette_jobs._records import Claim
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs._tracing import Tracing
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.postgres._store import PostgresStore
