@@ -137,3 +137,16 @@ class Actions:
         await (self._jobs.pause if action == "pause" else self._jobs.resume)(queue)
         logger.info("dashboard: %s: %s queue %r", who, action, queue)
         return Done(f"{base}/")
+
+
+_SAID = {"changed": "done", "unchanged": "not done: the job's status does not allow it"}
+# A workflow's step can be refused for another reason than its status.
+_RETRY_REFUSED = " (nor is a workflow's step retried before the steps it waits for that failed)"
+
+
+def said_of(action: str | None, outcome: str | None) -> str | None:
+    """What the job page says of the action just done (read from its redirect's query)."""
+    if action not in JOB_ACTIONS or outcome not in _SAID:
+        return None
+    why_not = _RETRY_REFUSED if action == "retry" and outcome == "unchanged" else ""
+    return f"{action}: {_SAID[outcome]}{why_not}"

@@ -20,7 +20,16 @@ from .._errors import DatabaseUnavailableError
 from .._jobs import Jobs
 from .._options import check_queue_name
 from .._records import JobStatus
-from ._actions import JOB_ACTIONS, QUEUE_ACTIONS, Actions, Authorize, Done, Refused, job_actions
+from ._actions import (
+    JOB_ACTIONS,
+    QUEUE_ACTIONS,
+    Actions,
+    Authorize,
+    Done,
+    Refused,
+    job_actions,
+    said_of,
+)
 from ._bulk import BulkRuns, bulk_actions
 from ._csrf import FIELD, CsrfTokens
 from ._listing import SCAN_WINDOW, FilterError, JobFilter, job_id
@@ -142,6 +151,15 @@ class Dashboard:
             self._tokens.keep(request, response, token)
         return response
 
+    def _error(
+        self, request: Request, title: str, message: str, status_code: int, *, refresh: bool = False
+    ) -> Response:
+        """The error page: nothing to reload but a database that may come back."""
+        context = {"title": title, "message": message}
+        return self._render(
+            request, "error.html", context, refresh=refresh, status_code=status_code
+        )
+
     async def _overview(self, request: Request) -> Response:
         now = datetime.now(UTC)
         queues = await overview(self.jobs, await queue_names(self.jobs, self._queues), now)
@@ -152,17 +170,11 @@ class Dashboard:
             wanted = job_id(request.query_params.get("id") or None, "id")
             filters = JobFilter.from_query(request.query_params)
         except FilterError as error:
-            return self._render(
-                request, "error.html", {"title": "Bad filter", "message": str(error)},
-                refresh=False, status_code=400,
-            )  # fmt: skip
+            return self._error(request, "Bad filter", str(error), 400)
         if wanted is not None:
             if await self.jobs.get(wanted) is not None:
                 return RedirectResponse(f"{_base(request)}/jobs/{wanted}", status_code=303)
-            return self._render(
-                request, "error.html", {"title": "No such job", "message": f"no job {wanted}"},
-                refresh=False, status_code=404,
-            )  # fmt: skip
+            return self._error(request, "No such job", f"no job {wanted}", 404)
         floor = top = None
         if filters.windowed:
             # A bounded walk (`SCAN_WINDOW`): the ids below the page's `before`, or the newest.
@@ -202,10 +214,7 @@ class Dashboard:
         text = request.path_params["job_id"]
         record = await self.jobs.get(text)
         if record is None:
-            return self._render(
-                request, "error.html", {"title": "No such job", "message": f"no job {text}"},
-                refresh=False, status_code=404,
-            )  # fmt: skip
+            return self._error(request, "No such job", f"no job {text}", 404)
         events = await self.jobs.events(record.id)
         workflow = None
         if record.workflow_id is not None:
@@ -216,7 +225,9 @@ class Dashboard:
             "events": events,
             "workflow": workflow,
             "actions": job_actions(record) if self._actions.enabled else [],
-            "done": _done(request.query_params.get("action"), request.query_params.get("outcome")),
+            "done": said_of(
+                request.query_params.get("action"), request.query_params.get("outcome")
+            ),
             "trace_link": self._trace_links.link(record.trace_id),
         }
         return self._render(request, "job.html", context, refresh=not record.finished)
@@ -237,10 +248,7 @@ class Dashboard:
         try:
             before = workflow_id(request.query_params.get("before") or None, "before")
         except FilterError as error:
-            return self._render(
-                request, "error.html", {"title": "Bad filter", "message": str(error)},
-                refresh=False, status_code=400,
-            )  # fmt: skip
+            return self._error(request, "Bad filter", str(error), 400)
         flows = await self.jobs.workflows(limit=self._page_size, before=before)
         older = flows[-1].id if len(flows) == self._page_size else None
         context = {
@@ -257,11 +265,7 @@ class Dashboard:
             wanted = None
         flow = None if wanted is None else await self.jobs.workflow(wanted)
         if flow is None:
-            return self._render(
-                request, "error.html",
-                {"title": "No such workflow", "message": f"no workflow {text}"},
-                refresh=False, status_code=404,
-            )  # fmt: skip
+            return self._error(request, "No such workflow", f"no workflow {text}", 404)
         context = {
             "title": f"Workflow {flow.id}: {flow.name}",
             "workflow": flow,
@@ -302,11 +306,7 @@ class Dashboard:
         if text.isascii() and text.isdigit() and len(text) <= 18:
             record = await self.jobs.get_bulk(int(text))
         if record is None:
-            return self._render(
-                request, "error.html",
-                {"title": "No such bulk action", "message": f"no bulk action {text}"},
-                refresh=False, status_code=404,
-            )  # fmt: skip
+            return self._error(request, "No such bulk action", f"no bulk action {text}", 404)
         running = self._bulk.running(record.id)
         context = {
             "title": f"Bulk {record.action} {record.id}",
@@ -327,31 +327,12 @@ class Dashboard:
         return RedirectResponse(done.location, status_code=303)
 
     def _refused(self, request: Request, refused: Refused) -> Response:
-        context = {"title": "Not done", "message": refused.message}
-        return self._render(
-            request, "error.html", context, refresh=False, status_code=refused.status
-        )
+        return self._error(request, "Not done", refused.message, refused.status)
 
     async def _unavailable(self, request: Request, error: Exception) -> Response:
-        return self._render(
-            request, "error.html", {"title": "Database unavailable", "message": str(error)},
-            status_code=503,
-        )  # fmt: skip
+        return self._error(request, "Database unavailable", str(error), 503, refresh=True)
 
 
 def _base(request: Request) -> str:
     """The path the dashboard is mounted at ("" at the root)."""
     return str(request.scope.get("root_path", "")).rstrip("/")
-
-
-_SAID = {"changed": "done", "unchanged": "not done: the job's status does not allow it"}
-# A workflow's step can be refused for another reason than its status.
-_RETRY_REFUSED = " (nor is a workflow's step retried before the steps it waits for that failed)"
-
-
-def _done(action: str | None, outcome: str | None) -> str | None:
-    """What the job page says of the action just done (read from its redirect's query)."""
-    if action not in JOB_ACTIONS or outcome not in _SAID:
-        return None
-    why_not = _RETRY_REFUSED if action == "retry" and outcome == "unchanged" else ""
-    return f"{action}: {_SAID[outcome]}{why_not}"
