@@ -47,7 +47,7 @@ from ._worker_queries import WorkerListing
 from ._workflow_queries import WorkflowQueries
 from .postgres._embedded import DEFAULT_DATA_DIR, release_embedded_postgres
 from .store._protocol import Store
-from .worker._shutdown import CLOSE_SECONDS
+from .worker._shutdown import close_in_time
 from .worker._worker import Worker
 
 logger = logging.getLogger("starlette_jobs")
@@ -271,16 +271,10 @@ class Jobs(
             self._worker = None
             if self._waiters is not None:
                 waiters, self._waiters = self._waiters, None
-                try:
-                    await asyncio.wait_for(waiters.close(), timeout=CLOSE_SECONDS)
-                except TimeoutError:
-                    waiters.terminate()
+                await close_in_time(waiters)
             if self._store is not None:
                 store, self._store = self._store, None
-                try:
-                    await asyncio.wait_for(store.close(), timeout=CLOSE_SECONDS)
-                except TimeoutError:
-                    store.terminate()
+                await close_in_time(store)
             await self._release_embedded()
 
     async def _release_embedded(self) -> None:

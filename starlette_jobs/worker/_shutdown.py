@@ -1,6 +1,6 @@
-"""Shutdown: the grace period running jobs get before they are cancelled, and the longest a
-worker's whole shutdown can take however the database behaves. `Worker.stop` runs it; the
-releases and last writes that follow are the worker's own."""
+"""Shutdown: the grace period running jobs get before they are cancelled, the longest a
+worker's whole shutdown can take however the database behaves, and connections closed within
+a bound. `Worker.stop` runs it; the releases and last writes that follow are the worker's own."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import Protocol
 from uuid import UUID
 
 from .._attempt_records import Claim
@@ -22,6 +23,21 @@ UNWIND_SECONDS = 0.5
 """How long a cancelled job gets to unwind at shutdown before it is left behind."""
 CLOSE_SECONDS = 2.0
 """How long closing the connections may take at the end of a shutdown before they are cut."""
+
+
+class Closable(Protocol):
+    async def close(self) -> None: ...
+
+    def terminate(self) -> None: ...
+
+
+async def close_in_time(closable: Closable) -> None:
+    """Closes `closable` (a store, a listener), or cuts its connections when closing them takes
+    longer than `CLOSE_SECONDS`: a database that went silent would hold the shutdown for ever."""
+    try:
+        await asyncio.wait_for(closable.close(), timeout=CLOSE_SECONDS)
+    except TimeoutError:
+        closable.terminate()
 
 
 def shutdown_bound(shutdown_grace: float, lease_duration: float) -> float:
