@@ -62,4 +62,4 @@ class AddedStepStatements(ConnectedStore):
         except (StepNotRunningError, WorkflowDefinitionError):
             raise
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)

@@ -73,7 +73,7 @@ class BulkStatements(WorkflowStatements):
         except UniqueViolationError:
             raise
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
 
     async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
         row = await self._read("fetchrow", self._q["get_bulk"], bulk_id)

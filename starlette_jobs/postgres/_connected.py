@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar
 from uuid import UUID
 
+from .._errors import SchemaVersionError
 from ..store._connectivity import STATEMENT_TIMEOUT
 from ._connections import SharedPool, connect_plain
 from ._driver_errors import (
-    UndefinedTableError,
     connection_lost,
     never_sent,
     no_answer,
@@ -68,7 +68,10 @@ class ConnectedStore:
 
         def lane(purpose: str, timeout: float, extra: dict[str, str] | None = None) -> Lane:
             settings = {**self._settings, **(extra or {})}
-            return Lane(dsn, purpose, timeout, self._write, self.expire_connections, settings)
+            return Lane(
+                dsn, purpose, timeout, self._write, self.expire_connections, settings,
+                schema=schema,
+            )  # fmt: skip
 
         # The hot paths (enqueue, claim, outcomes) each have a connection of their own: a pool
         # checkout costs a shielded task and timers per statement, and hops between backends.
@@ -148,14 +151,16 @@ class ConnectedStore:
             return await self._shared.run(method, query, *args)
         except Exception as error:
             if not no_answer(error):
-                raise_as_store_error(error)
+                raise_as_store_error(error, schema=self.schema)
             await self.expire_connections()
             if not connection_lost(error):
-                raise_as_store_error(error)  # no answer in time: once more would double the wait
+                raise_as_store_error(
+                    error, schema=self.schema
+                )  # no answer in time: once more would double the wait
         try:
             return await self._shared.run(method, query, *args)
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
 
     async def _write(
         self, method: str, query: str, *args: Any, timeout: float | None = None
@@ -166,14 +171,14 @@ class ConnectedStore:
             return await self._shared.run(method, query, *args, timeout=timeout)
         except Exception as error:
             if not no_answer(error):
-                raise_as_store_error(error)
+                raise_as_store_error(error, schema=self.schema)
             await self.expire_connections()
             if not never_sent(error):
-                raise_as_store_error(error)
+                raise_as_store_error(error, schema=self.schema)
         try:
             return await self._shared.run(method, query, *args, timeout=timeout)
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
 
     async def _worker_write(self, method: str, query: str, *args: Any) -> Any:
         """`_write` for a worker's own statement, given up after a worker statement timeout
@@ -193,7 +198,7 @@ class ConnectedStore:
             await connection.close()
         except BaseException as error:
             connection.terminate()
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
         return applied
 
     async def check_schema(self, *, complete: bool) -> None:
@@ -201,9 +206,11 @@ class ConnectedStore:
         with `complete`, if it lacks a migration (for a start with `migrate=False`)."""
         try:
             rows = await self._read("fetch", self._q["applied_migrations"])
-        except UndefinedTableError:
+        except SchemaVersionError:  # not even the migrations' table
             rows = []
-        check_schema_version({row[0] for row in rows}, missing_is_error=complete)
+        check_schema_version(
+            {row[0] for row in rows}, missing_is_error=complete, schema=self.schema
+        )
 
     async def listen(
         self,

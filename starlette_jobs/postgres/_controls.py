@@ -90,7 +90,7 @@ class ControlledStore(ConnectedStore):
                 await connection.execute(self._q["lock_queue"], queue)
                 rows = await connection.fetch(self._q["claim_limited_batch"], *claiming)
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
         return [Claim(*row[:-1]) for row in rows if not row["stale"]]
 
     async def wake_queues(self, queues: Sequence[str]) -> None:

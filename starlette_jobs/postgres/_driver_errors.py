@@ -10,7 +10,8 @@ from typing import NoReturn
 
 import asyncpg
 
-from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError, SchemaVersionError
+from ._schema import lacks_tables
 
 # The driver's errors that the store turns into the library's meaning.
 UniqueViolationError = asyncpg.UniqueViolationError
@@ -54,6 +55,14 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     *CONFLICT,
     TimeoutError,  # no answer in time: the network went silent, or the server hangs
     asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
+)
+# What the statements name is not there: the schema was never migrated, or was by an older
+# release than this code (a mistyped `schema=`, a process started with `migrate=False` before
+# `starlette-jobs migrate` ran). Raised as `SchemaVersionError`, which says what to do.
+NOT_MIGRATED: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.UndefinedTableError,
+    asyncpg.exceptions.UndefinedColumnError,
+    asyncpg.exceptions.UndefinedFunctionError,
 )
 # A server that is there refusing a new connection, for now: the database does not take
 # connections (ALLOW_CONNECTIONS false, during maintenance). PostgreSQL also raises this
@@ -124,10 +133,26 @@ def _misused_connection(error: BaseException) -> bool:
     )
 
 
-def raise_as_store_error(error: BaseException, *, connecting: bool = False) -> NoReturn:
-    """Raises `error` as the store's callers see it: the library's error (see `unavailable`),
-    or `error` itself. For an `except` clause at the store's boundary."""
-    translated = unavailable(error, connecting=connecting)
+def not_migrated(error: BaseException, schema: str | None = None) -> SchemaVersionError | None:
+    """The library's error for `error` if it says that what a statement names is not in the
+    database (`NOT_MIGRATED`), naming `schema` (None: the connections' search_path); None for
+    any other error."""
+    if not isinstance(error, NOT_MIGRATED):
+        return None
+    translated = SchemaVersionError(
+        lacks_tables(schema, f"the tables of this release of starlette-jobs ({error})")
+    )
+    translated.__cause__ = error
+    return translated
+
+
+def raise_as_store_error(
+    error: BaseException, *, connecting: bool = False, schema: str | None = None
+) -> NoReturn:
+    """Raises `error` as the store's callers see it: the library's error (see `unavailable`
+    and `not_migrated`, whose message names `schema`), or `error` itself. For an `except`
+    clause at the store's boundary."""
+    translated = unavailable(error, connecting=connecting) or not_migrated(error, schema)
     if translated is None:
         if isinstance(error, _UNSTORABLE_TEXT):
             # A NUL character, say, in text that reached a statement unchecked: the caller's

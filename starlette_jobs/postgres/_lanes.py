@@ -38,8 +38,11 @@ class Lane:
         pooled: Callable[..., Awaitable[Any]],
         on_connection_lost: Callable[[], Awaitable[None]],
         extra_settings: dict[str, str] | None = None,
+        *,
+        schema: str | None = None,
     ) -> None:
         self._dsn = dsn
+        self._schema = schema  # named by the error of a statement on tables that are not there
         self._purpose = purpose
         self._statement_timeout = statement_timeout
         self._pooled = pooled
@@ -90,9 +93,9 @@ class Lane:
                         await self._on_connection_lost()  # the others are likely gone too
                     if error is not caught:
                         error.__cause__ = caught
-                        raise_as_store_error(error)
+                        raise_as_store_error(error, schema=self._schema)
                     if attempt or not never_sent(error):
-                        raise_as_store_error(error)
+                        raise_as_store_error(error, schema=self._schema)
                 finally:
                     self._in_flight = self._cut_for_silence = None
             raise AssertionError("unreachable: the second try returns or raises")

@@ -10,7 +10,7 @@ from importlib import resources
 
 from .._errors import SchemaVersionError
 from ._connections import Connection
-from ._schema import create_schema_statement, migration_lock_key, with_channels
+from ._schema import create_schema_statement, lacks_tables, migration_lock_key, with_channels
 
 # A named query, or a fragment of one: CTEs that several queries share, pasted where a query
 # says `-- include: NAME` on a line of its own, so that one piece of logic has one text.
@@ -48,7 +48,9 @@ def migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-def check_schema_version(applied: set[int], *, missing_is_error: bool = False) -> None:
+def check_schema_version(
+    applied: set[int], *, missing_is_error: bool = False, schema: str | None = None
+) -> None:
     known = {version: name for version, name, _ in migrations()}
     newer = sorted(applied - known.keys())
     if newer:
@@ -60,10 +62,8 @@ def check_schema_version(applied: set[int], *, missing_is_error: bool = False) -
         )
     missing = sorted(known.keys() - applied)
     if missing and missing_is_error:
-        raise SchemaVersionError(
-            f"the database lacks migration(s) {', '.join(known[v] for v in missing)}: run "
-            "`starlette-jobs migrate`, or start Jobs with migrate=True"
-        )
+        names = ", ".join(known[version] for version in missing)
+        raise SchemaVersionError(lacks_tables(schema, f"migration(s) {names}"))
 
 
 # The longest a migration waits for a lock on a table (a DDL statement needs the table to itself).

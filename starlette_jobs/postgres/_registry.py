@@ -80,7 +80,7 @@ class WorkerRegistry(ConnectedStore):
                 held = await self._take_over_liveness(connection, worker_id, own)
         except BaseException as error:
             connection.terminate()
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
         if not held:
             connection.terminate()
             raise DatabaseUnavailableError(

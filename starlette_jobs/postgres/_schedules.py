@@ -75,7 +75,7 @@ class ScheduleStatements(ConnectedStore):
                     return None
                 row = await connection.fetchrow(query, *args)
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
         return None if row is None else _tick(row)
 
     async def schedule_ticks(self, schedule: str, limit: int) -> list[TickRecord]:

@@ -83,3 +83,14 @@ def with_channels(query: str, schema: str | None) -> str:
     return query.replace(f"'{DEFAULT_CHANNEL_PREFIX}:'", f"'{prefix}:'").replace(
         f"'{DEFAULT_CHANNEL_PREFIX}.", f"'{prefix}."
     )
+
+
+def lacks_tables(schema: str | None, what: str) -> str:
+    """The message of a schema that lacks `what` ("migration(s) 0001_initial.sql", say),
+    naming it and the command that migrates it."""
+    where = "the database" if schema is None else f"schema {schema!r}"
+    option = "" if schema is None else f" --schema {schema}"
+    return (
+        f"{where} lacks {what}: run `starlette-jobs migrate{option}`, or start Jobs with "
+        "migrate=True"
+    )

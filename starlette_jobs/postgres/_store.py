@@ -136,7 +136,7 @@ class PostgresStore(
         except UniqueKeyTakenError:
             return set()
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
         return {row[0] for row in rows}
 
     async def claim_batch(

@@ -79,7 +79,7 @@ class WorkflowStatements(ConnectedStore):
         except UniqueViolationError:
             raise
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
 
     async def _reopen(self, connection: Any, step_ids: list[int]) -> None:
         """The steps waiting for a step retried count their upstream again (`reopen_steps`);
@@ -101,7 +101,7 @@ class WorkflowStatements(ConnectedStore):
                     self._q["cancel_workflow"], workflow_id, self.record_events
                 )
         except Exception as error:
-            raise_as_store_error(error)
+            raise_as_store_error(error, schema=self.schema)
         return [(row[0], JobStatus(row[1])) for row in rows]
 
     async def upstream_results(self, job_id: int) -> list[UpstreamStep]:

@@ -167,6 +167,17 @@ def test_migrate_and_status_in_a_schema(
     assert "invalid schema name 'Bad-Name'" in capsys.readouterr().err
 
 
+def test_status_of_a_schema_never_migrated_says_so_on_one_line(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped `--schema`: one line that says to migrate, not the driver's traceback."""
+    assert main(["status", "--dsn", database_dsn, "--schema", "never_migrated"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1, error
+    assert "starlette-jobs migrate" in error
+    assert "never_migrated" in error
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError
-from starlette_jobs._errors import DatabaseTooSlowError
+from starlette_jobs._errors import DatabaseTooSlowError, SchemaVersionError
 from starlette_jobs.postgres._driver_errors import (
     connection_lost,
     never_sent,
@@ -121,3 +121,32 @@ async def test_text_postgres_cannot_take_is_a_value_error_not_the_drivers(
     with pytest.raises(ValueError, match="PostgreSQL cannot take this text") as raised:
         raise_as_store_error(raw.value)
     assert raised.value.__cause__ is raw.value
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        asyncpg.UndefinedTableError('relation "starlette_jobs" does not exist'),
+        asyncpg.UndefinedColumnError('column "settled" does not exist'),
+        asyncpg.UndefinedFunctionError("function starlette_jobs_tick() does not exist"),
+    ],
+)
+def test_what_the_statements_name_missing_is_a_schema_to_migrate(error: BaseException) -> None:
+    with pytest.raises(SchemaVersionError) as raised:
+        raise_as_store_error(error, schema="billing")
+    assert str(raised.value).startswith("schema 'billing' lacks the tables of this release")
+    assert "`starlette-jobs migrate --schema billing`" in str(raised.value)
+    assert raised.value.__cause__ is error
+    with pytest.raises(
+        SchemaVersionError, match=r"^the database lacks .* `starlette-jobs migrate`"
+    ):
+        raise_as_store_error(error)
+
+
+def test_a_statements_own_mistake_stays_the_drivers_error() -> None:
+    """Not an outage, not a missing schema: the caller's to see as it is (a duplicate key is
+    how `insert_jobs` tells a taken unique key, say)."""
+    duplicate = asyncpg.UniqueViolationError("duplicate key")
+    with pytest.raises(asyncpg.UniqueViolationError) as raised:
+        raise_as_store_error(duplicate, schema="billing")
+    assert raised.value is duplicate

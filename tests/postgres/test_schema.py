@@ -66,9 +66,23 @@ async def test_each_schema_gets_every_table_and_its_own_migrations(
 async def test_a_schema_never_migrated_is_refused_at_start_without_migrate(
     database_dsn: str,
 ) -> None:
-    with pytest.raises(SchemaVersionError, match="starlette-jobs migrate"):
+    with pytest.raises(SchemaVersionError, match="starlette-jobs migrate") as refused:
         async with Jobs(database_dsn, schema="never", migrate=False, require_database=True):
             pass
+    assert "schema 'never'" in str(refused.value)
+
+
+async def test_calls_in_a_schema_never_migrated_say_to_migrate_it(database_dsn: str) -> None:
+    """A process that only enqueues starts without the tables (`starlette-jobs migrate` may
+    run as one such, or before it); its calls then raise the library's error, which names the
+    schema and what to do, not the driver's "relation does not exist"."""
+    async with Jobs(database_dsn, schema="never", migrate=False, queues={}) as jobs:
+        with pytest.raises(SchemaVersionError, match="starlette-jobs migrate") as refused:
+            await jobs.enqueue(tagged, "x")
+        assert "schema 'never'" in str(refused.value)
+        assert isinstance(refused.value.__cause__, asyncpg.UndefinedTableError)
+        with pytest.raises(SchemaVersionError, match="starlette-jobs migrate"):
+            await jobs.count_by_status()
 
 
 async def test_an_existing_database_without_a_schema_keeps_working_beside_one(
