@@ -4,7 +4,7 @@ the PostgreSQL store keeps those of every process. `_store.MemoryStore` is built
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from .._records import JobStatus
@@ -64,11 +64,14 @@ class MemoryRegistry(MemoryTables):
     async def hold_liveness(self, worker_id: str) -> NothingHeld:
         return NothingHeld()
 
-    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-        return []
+    async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
+        return {}
 
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+        self,
+        limit: int,
+        excluding: str | None = None,
+        among: Mapping[str, datetime] | None = None,
     ) -> list[tuple[int, str, JobStatus]]:
         return []
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from .._errors import DatabaseUnavailableError
@@ -138,16 +139,22 @@ class WorkerRegistry(ConnectedStore):
                 waiting.exception()  # read: raised above if it mattered
         return True
 
-    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+    async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
         rows = await self._worker_write("fetch", self._q["lockless_workers"], excluding)
-        return [row["id"] for row in rows]
+        return {row["id"]: row["last_seen"] for row in rows}
 
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+        self,
+        limit: int,
+        excluding: str | None = None,
+        among: Mapping[str, datetime] | None = None,
     ) -> list[tuple[int, str, JobStatus]]:
+        ids = seen = None
+        if among is not None:
+            ids, seen = list(among), list(among.values())
         rows = await self._worker_write(
             "fetch", self._q["rescue_dead_workers"], limit, self.record_events, excluding,
-            None if among is None else list(among),
+            ids, seen,
         )  # fmt: skip
         return [(row["id"], row["queue"], JobStatus(row["status"])) for row in rows]
 

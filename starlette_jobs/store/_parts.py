@@ -5,7 +5,8 @@ them; each store implements each part in a module of its own (`postgres/_schedul
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -145,23 +146,29 @@ class RegistryStore(Protocol):
         In memory: nothing to hold, a store of one process."""
         ...
 
-    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-        """The ids of registered workers, except `excluding` (the caller), whose liveness lock
-        is free: dead, or alive and taking again a lock freed under them a moment ago. None
-        while `excluding`'s own lock is free. In memory: none."""
+    async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
+        """The registered workers, except `excluding` (the caller), whose liveness lock is
+        free: dead, or alive and taking again a lock freed under them a moment ago; by id, with
+        when each last wrote its row (`WorkerRecord.last_seen`: a live worker writes it each
+        time it takes its lock again, a dead one never). None while `excluding`'s own lock is
+        free. In memory: none."""
         ...
 
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+        self,
+        limit: int,
+        excluding: str | None = None,
+        among: Mapping[str, datetime] | None = None,
     ) -> list[tuple[int, str, JobStatus]]:
         """Up to `limit` running jobs of registered workers whose liveness lock is free (their
         process died), only of those in `among` if given (found so a while ago, too long for a
-        live worker), except worker `excluding`'s (the caller's own: a lock it lost a moment
-        ago its own check handles), and none while `excluding`'s own lock is free (what freed
-        it likely freed the others', who are taking theirs again): back to pending, or failed,
-        or cancelled, as `rescue_expired` decides; deletes those workers' rows. Returns (id,
-        queue, new status) of each. In memory: none (a dead worker's process took the store
-        with it)."""
+        live worker) whose row was last written when `among` says (written since: the worker
+        took its lock again meanwhile, alive), except worker `excluding`'s (the caller's own: a
+        lock it lost a moment ago its own check handles), and none while `excluding`'s own lock
+        is free (what freed it likely freed the others', who are taking theirs again): back to
+        pending, or failed, or cancelled, as `rescue_expired` decides; deletes those workers'
+        rows. Returns (id, queue, new status) of each. In memory: none (a dead worker's process
+        took the store with it)."""
         ...
 
     async def prune_workers(self, missed_heartbeats: float) -> list[str]:

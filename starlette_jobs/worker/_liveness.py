@@ -33,6 +33,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from .._failures import FailureLog
 from .._metrics import Metrics
@@ -98,10 +99,12 @@ class Liveness:
         # Two of their checks and the wait of one (theirs are a second apart at most; their
         # statements time out as this worker's do).
         self._settle = 2 * interval + check_timeout if settle is None else settle
-        # The other workers found without their lock by the rescue's last look, with when they
-        # were first found so (the event loop's clock); dead once so for `_dead_after`: two of
-        # their checks, at the first of which a live one whose lock was freed takes it again.
-        self._lockless_since: dict[str, float] = {}
+        # The other workers found without their lock by the rescue's last look: when they were
+        # first found so (the event loop's clock) with their row's last write as it was then.
+        # Dead once so for `_dead_after` (two of their checks, at the first of which a live one
+        # whose lock was freed takes it again) without writing their row meanwhile (a live one
+        # writes it each time it takes its lock again).
+        self._lockless_since: dict[str, tuple[float, datetime]] = {}
         self._dead_after = 2 * interval if dead_after is None else dead_after
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -240,15 +243,20 @@ class Liveness:
         # whose lock was freed under it takes it again at the next. The guard above is not
         # enough: an operator's `pg_terminate_backend` over every liveness session ends them
         # one after another, and a rescue between two of them saw a live peer's lock free and
-        # its own still held.
+        # its own still held. Nor are looks alone: a lock freed again each time just after its
+        # worker takes it again is free at every look; the worker's row, written each time it
+        # takes the lock again, tells it from a dead one's.
         lockless = await self._store.lockless_workers(excluding=self._worker_id)
         since = self._lockless_since
-        self._lockless_since = {worker: since.get(worker, now) for worker in lockless}
-        dead = [
-            worker
-            for worker, first_found in self._lockless_since.items()
+        self._lockless_since = {
+            worker: found if (found := since.get(worker)) and found[1] == seen else (now, seen)
+            for worker, seen in lockless.items()
+        }
+        dead = {
+            worker: seen
+            for worker, (first_found, seen) in self._lockless_since.items()
             if now - first_found >= self._dead_after
-        ]
+        }
         if not dead:
             return
         rescued = await self._store.rescue_dead_workers(

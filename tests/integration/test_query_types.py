@@ -95,7 +95,7 @@ EXPECTED: dict[str, list[str]] = {
     "end_stale_liveness": ["text", "text[]", "int4"],
     "wait_for_liveness": ["text", "text"],
     "lockless_workers": ["text"],
-    "rescue_dead_workers": ["int8", "bool", "text", "text[]"],
+    "rescue_dead_workers": ["int8", "bool", "text", "text[]", "timestamptz[]"],
     "insert_workflow": [
         *["text", "jsonb", "text", "jsonb", "text[]", "text[]", "int4[]", "int4[]", "text"],
         *["int4[]", "int4[]", "int4[]", "int4[]", "text", "text", "text", "text[]", "int4"],

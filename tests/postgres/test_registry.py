@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -44,10 +45,15 @@ async def _rescued(store: PostgresStore) -> None:
     assert await store.rescue_dead_workers(100) == []  # both hold their lock
 
     await dead.close()  # as the server ends the connection of a killed process
-    assert await store.lockless_workers(excluding="alive") == ["dead"]
-    assert await store.lockless_workers(excluding="dead") == []  # its own lock is free
-    # Only of the workers asked for: those found without their lock a while ago too.
-    assert await store.rescue_dead_workers(100, excluding="alive", among=["alive"]) == []
+    lockless = await store.lockless_workers(excluding="alive")
+    [dead_row] = [worker for worker in await store.list_workers() if worker.id == "dead"]
+    assert lockless == {"dead": dead_row.last_seen}
+    assert await store.lockless_workers(excluding="dead") == {}  # its own lock is free
+    # Only of the workers asked for: those found without their lock a while ago too...
+    assert await store.rescue_dead_workers(100, "alive", among={"alive": dead_row.last_seen}) == []
+    # ...and only while their row is as it was then (written since: alive then).
+    earlier = {"dead": dead_row.last_seen - timedelta(microseconds=1)}
+    assert await store.rescue_dead_workers(100, excluding="alive", among=earlier) == []
     # Never by itself: a worker whose lock was lost a moment ago stops its attempts itself.
     assert await store.rescue_dead_workers(100, excluding="dead") == []
     assert await store.rescue_dead_workers(100, excluding="alive") == [
@@ -264,6 +270,46 @@ async def test_a_peer_whose_lock_was_freed_a_moment_ago_is_not_taken_for_dead(
             return await store.job_status(claim.id) is JobStatus.FAILED
 
         await eventually(rescued, "the dead peer's job to be rescued")
+    finally:
+        await liveness.stop()
+        await store.close()
+
+
+async def test_a_peer_whose_lock_is_freed_each_time_it_takes_it_again_is_not_taken_for_dead(
+    database_dsn: str,
+) -> None:
+    """A live peer whose liveness session is ended each time just after it takes its lock again
+    (an operator's script, a flapping network): every look of the rescue finds the lock free,
+    though the peer holds it between them, and would take it for dead (its running job failed,
+    with no attempt left; a success it had finished refused). A live peer writes its row each
+    time it takes its lock again; one that wrote nothing since it was first found without it is
+    dead."""
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=3)
+
+    async def nothing() -> None: ...
+
+    liveness = Liveness(  # rescues only when told to here: an interval of a minute
+        store, "rescuer", 60.0, 1.0, list, lambda queue: None, nothing, lambda: None,
+        dead_after=0.3,
+    )  # fmt: skip
+    try:
+        await store.insert_jobs(new_jobs(1, queue="peer", max_attempts=1))
+        peer = await store.hold_liveness("peer")
+        await store.register_worker(new_worker("peer"))
+        [claim] = await store.claim_batch("peer", 1, "peer", 60.0)
+        await liveness.start()
+        await peer.close()
+        await liveness.rescue()  # first found without its lock
+        for _ in range(3):
+            peer = await store.hold_liveness("peer")  # the peer's check takes it again...
+            await store.register_worker(new_worker("peer"))  # ...and writes its row
+            await peer.close()  # ended again at once
+            await asyncio.sleep(0.35)  # past `dead_after` since the lock was first found free
+            await liveness.rescue()
+            assert await store.job_status(claim.id) is JobStatus.RUNNING
+        await asyncio.sleep(0.35)  # nothing written since the last look: the peer is dead
+        await liveness.rescue()
+        assert await store.job_status(claim.id) is JobStatus.FAILED
     finally:
         await liveness.stop()
         await store.close()

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -33,6 +34,9 @@ from tests.test_metrics import points
 from tests.worker.test_upkeep import NoListen
 from tests.worker.test_worker import Gate, at_least, enqueue, settings
 from tests.worker.test_worker import gate as gate  # a fixture
+
+SEEN = datetime(2026, 1, 1, tzinfo=UTC)
+"""When the fakes' lockless peers last wrote their row: never since."""
 
 
 class Cut:
@@ -64,15 +68,15 @@ class PeerWithoutItsLock(Flaky):
 
     def __init__(self) -> None:
         super().__init__()
-        self.asked: list[Collection[str] | None] = []
+        self.asked: list[list[str] | None] = []
 
-    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-        return ["peer"]
+    async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
+        return {"peer": SEEN}
 
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+        self, limit: int, excluding: str | None = None, among: Mapping[str, datetime] | None = None
     ) -> list[tuple[int, str, JobStatus]]:
-        self.asked.append(among)
+        self.asked.append(None if among is None else list(among))
         return []
 
 
@@ -174,11 +178,11 @@ async def test_a_worker_that_stops_without_its_lock_is_handed_the_jobs_it_stoppe
 class DeadWorker(MemoryStore):
     """A dead worker's jobs, as `rescue_dead_workers` ends them: those of an expired lease."""
 
-    async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-        return ["dead"]
+    async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
+        return {"dead": SEEN}
 
     async def rescue_dead_workers(
-        self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+        self, limit: int, excluding: str | None = None, among: Mapping[str, datetime] | None = None
     ) -> list[tuple[int, str, JobStatus]]:
         return await self.rescue_expired(limit)
 
@@ -208,11 +212,14 @@ async def test_a_step_a_rescue_fails_tells_its_dependents_at_once() -> None:
 
 async def test_the_jobs_a_rescue_gives_back_are_counted() -> None:
     class DeadPeer(MemoryStore):
-        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
-            return ["peer"]
+        async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
+            return {"peer": SEEN}
 
         async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+            self,
+            limit: int,
+            excluding: str | None = None,
+            among: Mapping[str, datetime] | None = None,
         ) -> list[tuple[int, str, JobStatus]]:
             return [(1, "mail", JobStatus.PENDING), (2, "mail", JobStatus.FAILED)]
 
@@ -324,12 +331,15 @@ async def test_a_workers_rescue_never_takes_its_own_jobs() -> None:
     excluded: list[str | None] = []
 
     class Rescues(MemoryStore):
-        async def lockless_workers(self, excluding: str | None = None) -> list[str]:
+        async def lockless_workers(self, excluding: str | None = None) -> dict[str, datetime]:
             excluded.append(excluding)
-            return ["peer"]
+            return {"peer": SEEN}
 
         async def rescue_dead_workers(
-            self, limit: int, excluding: str | None = None, among: Collection[str] | None = None
+            self,
+            limit: int,
+            excluding: str | None = None,
+            among: Mapping[str, datetime] | None = None,
         ) -> list[tuple[int, str, JobStatus]]:
             excluded.append(excluding)
             return []

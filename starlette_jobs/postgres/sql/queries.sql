@@ -788,7 +788,8 @@ SELECT mine.granted AS held,
 
 -- name: lockless_workers
 -- The registered workers, other than $1 (the caller), whose liveness lock (`hold_liveness`) is
--- free: dead, or alive and about to take again a lock that was freed under them a moment ago.
+-- free: dead, or alive and about to take again a lock that was freed under them a moment ago;
+-- with when each last wrote its row (a live one writes it each time it takes its lock again).
 -- None while the caller's own lock is free (see rescue_dead_workers).
 WITH held AS (
     SELECT (lock.classid::int8 << 32) | lock.objid::int8 AS key
@@ -796,7 +797,7 @@ WITH held AS (
      WHERE lock.locktype = 'advisory' AND lock.granted AND lock.objsubid = 1
        AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 )
-SELECT worker.id FROM starlette_jobs_workers AS worker
+SELECT worker.id, worker.last_seen FROM starlette_jobs_workers AS worker
  WHERE worker.id IS DISTINCT FROM $1::text
    AND NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
    AND ($1::text IS NULL OR EXISTS (SELECT FROM held WHERE held.key = hashtextextended($1, 0)))
@@ -810,8 +811,9 @@ SELECT worker.id FROM starlette_jobs_workers AS worker
 -- dead worker's. Their rows are deleted with their jobs.
 -- $1 how many jobs at most, $2 whether to record events, $3 the calling worker's id (never
 -- rescued by itself: between losing its lock and taking it again it stops its attempts itself),
--- $4 only these workers (NULL: any): those the caller found without their lock a while ago
--- too (`lockless_workers`), as a live one whose lock was freed under it would not be.
+-- $4 only these workers (NULL: any), $5 as long as each row's last_seen is still this one:
+-- those the caller found without their lock a while ago too (`lockless_workers`), and which
+-- have not written their row since, as a live one whose lock was freed under it would have.
 -- Nothing while the caller's own lock is free: what freed it (a restart of the server, which
 -- frees every lock at once; an operator ending sessions; a network cut) has likely freed the
 -- others' too, and live workers are taking theirs again (the caller waits a while after taking
@@ -827,7 +829,8 @@ WITH held AS (
      WHERE worker.id IS DISTINCT FROM $3::text
        AND NOT EXISTS (SELECT FROM held WHERE held.key = hashtextextended(worker.id, 0))
        AND ($3::text IS NULL OR EXISTS (SELECT FROM held WHERE held.key = hashtextextended($3, 0)))
-       AND ($4::text[] IS NULL OR worker.id = ANY($4::text[]))
+       AND ($4::text[] IS NULL OR (worker.id, worker.last_seen) IN (
+                SELECT * FROM unnest($4::text[], $5::timestamptz[])))
 ), orphaned AS (
     SELECT id FROM starlette_jobs
      WHERE status = 'running' AND worker_id IN (SELECT id FROM dead)
