@@ -143,7 +143,7 @@ async def prepare_schema(store: Store, config: JobsConfig, dsn_source: str) -> N
     # One connection of its own first: its errors are the ones that tell a mistake in the
     # settings from an outage, whatever the steps below would connect with.
     if isinstance(store, PostgresStore):
-        await check_connection(store.dsn, dsn_source)
+        await check_connection(store.dsn, dsn_source, store.schema)
     if config.migrate:
         applied = await store.migrate()
         if applied:

@@ -200,6 +200,9 @@ class FaultProxy:
         self._new_delay = 0.0
         self._new_close_delay = 0.0
         self._blackhole_at: list[bytes] = []
+        # Startup parameters not passed on to the server, as a connection pooler configured to
+        # ignore them does (PgBouncer's `ignore_startup_parameters`).
+        self.dropped_parameters: set[str] = set()
         self._server: asyncio.Server | None = None
         # Set (and replaced) whenever a connection opens, closes or sends SQL: `wait_for` wakes.
         self._activity = asyncio.Event()
@@ -346,6 +349,14 @@ class FaultProxy:
                 for k, v in zip(fields[0::2], fields[1::2], strict=False)
                 if k
             }
+            if self.dropped_parameters:
+                kept = b"".join(
+                    f"{key}\0{value}\0".encode()
+                    for key, value in connection.parameters.items()
+                    if key not in self.dropped_parameters
+                )
+                body = body[:4] + kept + b"\0"
+                startup = struct.pack("!i", len(body) + 4) + body
         self._changed()
         # A new connection during a blackhole hangs here, before reaching the server.
         await connection._flowing.wait()

@@ -1,9 +1,11 @@
 """At start, by the driver's errors: a setting that cannot work (`ConfigurationError`: no such
-database, host or role, a wrong password) told apart from a server that is down for now (the
-store's `DatabaseUnavailableError`). `_startup.py` decides what the start does with each."""
+database, host or role, a wrong password; a schema that the connections do not keep) told apart
+from a server that is down for now (the store's `DatabaseUnavailableError`). `_startup.py`
+decides what the start does with each."""
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 
@@ -15,6 +17,9 @@ from ._driver_errors import (
     InvalidCatalogNameError,
     raise_as_store_error,
 )
+from ._schema import search_path_settings
+
+logger = logging.getLogger("starlette_jobs")
 
 EXPECTED_DSN = "expected postgresql://user:password@host:port/database"
 
@@ -65,11 +70,15 @@ def _host(dsn: str) -> str:
     return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
 
 
-async def check_connection(dsn: str, source: str) -> None:
-    """Connects once and closes, to find a mistake in the settings at start.
+async def check_connection(dsn: str, source: str, schema: str | None = None) -> None:
+    """Connects and closes, to find a mistake in the settings at start: once as configured,
+    and with `schema`, once more with the schema's `search_path` (see `_check_schema_kept`).
+    Warns when `schema` is on the connections' default `search_path` (see
+    `_on_default_search_path`).
 
     Raises:
-        ConfigurationError: the settings cannot work (see `configuration_mistake`).
+        ConfigurationError: the settings cannot work (see `configuration_mistake`), or the
+            connections do not keep the schema's `search_path`.
         DatabaseUnavailableError: an outage (see `_driver_errors.unavailable`).
         Exception: any other error, the driver's own.
     """
@@ -83,4 +92,54 @@ async def check_connection(dsn: str, source: str) -> None:
             # the app fails to start; it stays at hand as `__context__`.
             raise mistake from None
         raise_as_store_error(error, connecting=True)
-    await connection.close()
+    try:
+        if schema is not None:
+            row = await connection.fetchrow(
+                "SELECT current_setting('search_path') AS path, current_user AS role"
+            )
+            assert row is not None
+            default_path, role = row["path"], row["role"]
+            if schema in _on_path(default_path, role):
+                logger.warning(
+                    "schema %r is on the default search_path of these connections (%s, as %s): "
+                    "an app on this database without schema= uses its tables too, with other "
+                    "notification channels and another migration lock; give every app that "
+                    "shares these tables the same schema=",
+                    schema, default_path, role,
+                )  # fmt: skip
+        await connection.close()
+    except Exception as error:
+        connection.terminate()
+        raise_as_store_error(error)
+    if schema is not None:
+        await _check_schema_kept(dsn, source, schema)
+
+
+def _on_path(search_path: str, role: str) -> set[str]:
+    """The schema names a `search_path` setting lists, `"$user"` read as `role`."""
+    names = {entry.strip().strip('"') for entry in search_path.split(",")}
+    return {role if name == "$user" else name for name in names}
+
+
+async def _check_schema_kept(dsn: str, source: str, schema: str) -> None:
+    """Raises `ConfigurationError` when a connection opened with the schema's `search_path`
+    does not keep it: a connection pooler that drops startup settings (PgBouncer's
+    `ignore_startup_parameters`) would put every statement in the server's default schema,
+    beside another app's jobs, with no error."""
+    wanted = search_path_settings(schema)["search_path"]
+    try:
+        connection = await connect_plain(dsn, search_path_settings(schema))
+        try:
+            kept = await connection.fetchval("SELECT current_setting('search_path')")
+        finally:
+            await connection.close()
+    except Exception as error:
+        raise_as_store_error(error, connecting=True)
+    if kept != wanted:
+        raise ConfigurationError(
+            f"the connections to {masked_dsn(dsn)} ({source}) do not keep the search_path of "
+            f"schema {schema!r}: asked for {wanted}, PostgreSQL answered {kept!r}. A connection "
+            "pooler that drops startup parameters (PgBouncer's ignore_startup_parameters) "
+            "would put the jobs in another schema; connect to PostgreSQL directly, or through "
+            "a pooler that passes search_path on"
+        )

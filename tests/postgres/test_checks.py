@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from starlette_jobs import ConfigurationError, DatabaseUnavailableError
-from starlette_jobs.postgres._checks import check_connection, configuration_mistake
+from starlette_jobs.postgres._checks import _on_path, check_connection, configuration_mistake
 from starlette_jobs.postgres._driver_errors import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
@@ -77,3 +77,17 @@ async def test_an_outage_is_the_stores_unavailable_error() -> None:
     # Nothing listens on port 1: connection refused, which waiting may fix.
     with pytest.raises(DatabaseUnavailableError):
         await check_connection("postgresql://app@127.0.0.1:1/app", "dsn=")
+
+
+@pytest.mark.parametrize(
+    ("search_path", "names"),
+    [
+        ('"$user", public', {"ada", "public"}),  # PostgreSQL's default: the role's own schema
+        ("billing,public", {"billing", "public"}),
+        ('"billing"', {"billing"}),
+    ],
+)
+def test_the_schemas_on_a_search_path_are_read_with_the_role_for_user(
+    search_path: str, names: set[str]
+) -> None:
+    assert _on_path(search_path, "ada") == names

@@ -6,12 +6,13 @@ tests/contract/test_schemas_contract.py."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import asyncpg
 import pytest
 
-from starlette_jobs import JobDefinitionError, Jobs, SchemaVersionError, job
+from starlette_jobs import ConfigurationError, JobDefinitionError, Jobs, SchemaVersionError, job
 from starlette_jobs.postgres._listener import channel_for
 from starlette_jobs.postgres._migrations import migrations, queries
 from starlette_jobs.postgres._schema import (
@@ -21,6 +22,7 @@ from starlette_jobs.postgres._schema import (
     migration_lock_key,
 )
 from tests.conftest import on_postgres
+from tests.faultproxy import FaultProxy
 
 ran: list[str] = []
 
@@ -70,6 +72,41 @@ async def test_a_schema_never_migrated_is_refused_at_start_without_migrate(
         async with Jobs(database_dsn, schema="never", migrate=False, require_database=True):
             pass
     assert "schema 'never'" in str(refused.value)
+
+
+async def test_a_schema_that_the_connections_do_not_keep_is_refused_at_start(
+    fault_proxy: FaultProxy,
+) -> None:
+    """A connection pooler that drops the `search_path` startup setting (PgBouncer with
+    `ignore_startup_parameters = search_path`) would put every statement in the server's
+    default schema, beside the default app's jobs, with no error: the start says so."""
+    fault_proxy.dropped_parameters.add("search_path")
+    with pytest.raises(ConfigurationError, match="search_path") as refused:
+        async with Jobs(fault_proxy.dsn, schema="kept", queues={}, require_database=True):
+            pytest.fail("started on connections outside its schema")
+    assert "pooler" in str(refused.value)
+    fault_proxy.dropped_parameters.clear()
+    async with Jobs(fault_proxy.dsn, schema="kept", queues={}, require_database=True) as jobs:
+        assert await jobs.enqueue(tagged, "kept") == 1
+
+
+async def test_a_schema_on_the_default_search_path_is_warned_of(
+    database_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On the connections' default `search_path` (here the DSN's; also a role's own schema,
+    `"$user"`), an app without `schema=` uses the same tables, with other channels and another
+    migration lock: each waits for its poll to see the other's jobs, and their migrations race.
+    """
+    on_path = f"{database_dsn}{'&' if '?' in database_dsn else '?'}search_path=shared,public"
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs"):
+        async with Jobs(on_path, schema="shared", queues={}, require_database=True):
+            pass
+    [warning] = [r.getMessage() for r in caplog.records if "default search_path" in r.getMessage()]
+    assert "schema 'shared'" in warning
+    caplog.clear()
+    async with Jobs(database_dsn, schema="shared", queues={}, require_database=True):
+        pass
+    assert not [r for r in caplog.records if "default search_path" in r.getMessage()]
 
 
 async def test_calls_in_a_schema_never_migrated_say_to_migrate_it(database_dsn: str) -> None:
