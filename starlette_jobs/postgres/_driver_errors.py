@@ -10,8 +10,13 @@ from typing import NoReturn
 
 import asyncpg
 
-from .._errors import DatabaseTooSlowError, DatabaseUnavailableError, SchemaVersionError
-from ._schema import lacks_tables
+from .._errors import (
+    ConfigurationError,
+    DatabaseTooSlowError,
+    DatabaseUnavailableError,
+    SchemaVersionError,
+)
+from ._schema import described, lacks_tables
 
 # The driver's errors that the store turns into the library's meaning.
 UniqueViolationError = asyncpg.UniqueViolationError
@@ -63,6 +68,13 @@ NOT_MIGRATED: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.UndefinedTableError,
     asyncpg.exceptions.UndefinedColumnError,
     asyncpg.exceptions.UndefinedFunctionError,
+)
+# The role may not use the schema or its tables: made by an administrator without a grant to
+# this role (without USAGE, PostgreSQL does not even see the schema on the search_path: "no
+# schema has been selected to create in"). Raised as `ConfigurationError`: waiting won't help.
+NOT_PERMITTED: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.InsufficientPrivilegeError,
+    asyncpg.exceptions.InvalidSchemaNameError,
 )
 # A server that is there refusing a new connection, for now: the database does not take
 # connections (ALLOW_CONNECTIONS false, during maintenance). PostgreSQL also raises this
@@ -146,13 +158,32 @@ def not_migrated(error: BaseException, schema: str | None = None) -> SchemaVersi
     return translated
 
 
+def not_permitted(error: BaseException, schema: str | None = None) -> ConfigurationError | None:
+    """The library's error for `error` if it says that the role may not use `schema` (None:
+    the connections' search_path) or its tables (`NOT_PERMITTED`); None for any other error."""
+    if not isinstance(error, NOT_PERMITTED):
+        return None
+    grant = "" if schema is None else f" (GRANT USAGE, CREATE ON SCHEMA {schema} TO ...)"
+    translated = ConfigurationError(
+        f"PostgreSQL does not let this role use {described(schema)} ({error}): GRANT it "
+        f"USAGE on the schema, CREATE too for the migrations{grant}, and the rights on the "
+        "tables if another role migrated them; or run the migrations as a role that may"
+    )
+    translated.__cause__ = error
+    return translated
+
+
 def raise_as_store_error(
     error: BaseException, *, connecting: bool = False, schema: str | None = None
 ) -> NoReturn:
-    """Raises `error` as the store's callers see it: the library's error (see `unavailable`
-    and `not_migrated`, whose message names `schema`), or `error` itself. For an `except`
-    clause at the store's boundary."""
-    translated = unavailable(error, connecting=connecting) or not_migrated(error, schema)
+    """Raises `error` as the store's callers see it: the library's error (see `unavailable`,
+    `not_migrated` and `not_permitted`, whose messages name `schema`), or `error` itself. For
+    an `except` clause at the store's boundary."""
+    translated = (
+        unavailable(error, connecting=connecting)
+        or not_migrated(error, schema)
+        or not_permitted(error, schema)
+    )
     if translated is None:
         if isinstance(error, _UNSTORABLE_TEXT):
             # A NUL character, say, in text that reached a statement unchecked: the caller's

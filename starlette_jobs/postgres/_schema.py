@@ -85,12 +85,16 @@ def with_channels(query: str, schema: str | None) -> str:
     )
 
 
+def described(schema: str | None) -> str:
+    """How messages name `schema`: "schema 'billing'", or "the database" without one."""
+    return "the database" if schema is None else f"schema {schema!r}"
+
+
 def lacks_tables(schema: str | None, what: str) -> str:
     """The message of a schema that lacks `what` ("migration(s) 0001_initial.sql", say),
     naming it and the command that migrates it."""
-    where = "the database" if schema is None else f"schema {schema!r}"
     option = "" if schema is None else f" --schema {schema}"
     return (
-        f"{where} lacks {what}: run `starlette-jobs migrate{option}`, or start Jobs with "
-        "migrate=True"
+        f"{described(schema)} lacks {what}: run `starlette-jobs migrate{option}`, or start "
+        "Jobs with migrate=True"
     )

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import DatabaseUnavailableError
+from starlette_jobs import ConfigurationError, DatabaseUnavailableError
 from starlette_jobs._errors import DatabaseTooSlowError, SchemaVersionError
 from starlette_jobs.postgres._driver_errors import (
     connection_lost,
@@ -150,3 +150,17 @@ def test_a_statements_own_mistake_stays_the_drivers_error() -> None:
     with pytest.raises(asyncpg.UniqueViolationError) as raised:
         raise_as_store_error(duplicate, schema="billing")
     assert raised.value is duplicate
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        asyncpg.InsufficientPrivilegeError("permission denied for schema billing"),
+        asyncpg.InvalidSchemaNameError("no schema has been selected to create in"),
+    ],
+)
+def test_a_schema_the_role_may_not_use_is_a_configuration_mistake(error: BaseException) -> None:
+    with pytest.raises(ConfigurationError, match="schema 'billing'") as raised:
+        raise_as_store_error(error, schema="billing")
+    assert "GRANT USAGE, CREATE ON SCHEMA billing" in str(raised.value)
+    assert raised.value.__cause__ is error

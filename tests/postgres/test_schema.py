@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -107,6 +110,30 @@ async def test_a_schema_on_the_default_search_path_is_warned_of(
     async with Jobs(database_dsn, schema="shared", queues={}, require_database=True):
         pass
     assert not [r for r in caplog.records if "default search_path" in r.getMessage()]
+
+
+async def test_a_schema_the_role_may_not_use_is_a_configuration_mistake(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """A schema an administrator made without granting it to the app's role: PostgreSQL says
+    "no schema has been selected to create in" (no USAGE: the schema is not on the path at all)
+    or "permission denied for schema" (USAGE without CREATE). The start says which schema, and
+    what to grant, instead of the driver's error."""
+    role = f"sj_schema_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
+    await connection.execute(f"CREATE ROLE {role} LOGIN")
+    await connection.execute("CREATE SCHEMA granted_nothing; CREATE SCHEMA granted_usage")
+    await connection.execute(f"GRANT USAGE ON SCHEMA granted_usage TO {role}")
+    parts = urlsplit(database_dsn)
+    as_role = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}"))
+    try:
+        for schema in ("granted_nothing", "granted_usage"):
+            with pytest.raises(ConfigurationError, match=f"schema '{schema}'") as refused:
+                async with Jobs(as_role, schema=schema, queues={}, require_database=True):
+                    pytest.fail("started without the right to use its schema")
+            assert "GRANT" in str(refused.value)
+    finally:
+        await connection.execute("DROP SCHEMA granted_nothing, granted_usage CASCADE")
+        await connection.execute(f"DROP ROLE {role}")
 
 
 async def test_calls_in_a_schema_never_migrated_say_to_migrate_it(database_dsn: str) -> None:
