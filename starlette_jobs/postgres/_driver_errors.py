@@ -59,7 +59,12 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (
     *TOO_SLOW,
     *CONFLICT,
     TimeoutError,  # no answer in time: the network went silent, or the server hangs
-    asyncpg.exceptions.TooManyConnectionsError,  # e.g. old and new processes of a deploy
+    # Out of connections (old and new processes of a deploy), disk, memory: the server is
+    # there but cannot do the work now (SQLSTATE class 53, "insufficient resources").
+    asyncpg.exceptions.InsufficientResourcesError,
+    # Writes refused: a standby reached after a failover, before the DSN points at the new
+    # primary, or a database an operator made read-only for a while.
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
 )
 # What the statements name is not there: the schema was never migrated, or was by an older
 # release than this code (a mistyped `schema=`, a process started with `migrate=False` before
@@ -126,6 +131,15 @@ def unavailable(
     elif isinstance(error, _REFUSING):
         translated = DatabaseUnavailableError(
             f"PostgreSQL is unreachable for now: it refuses new connections ({detail})"
+        )
+    elif isinstance(error, asyncpg.exceptions.ReadOnlySQLTransactionError):
+        translated = DatabaseUnavailableError(
+            "PostgreSQL takes no writes for now: a read-only database, or a standby reached "
+            f"after a failover ({detail})"
+        )
+    elif isinstance(error, asyncpg.exceptions.InsufficientResourcesError):
+        translated = DatabaseUnavailableError(
+            f"PostgreSQL lacks the resources to do it now: connections, disk or memory ({detail})"
         )
     else:
         translated = DatabaseUnavailableError(

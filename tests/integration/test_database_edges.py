@@ -473,3 +473,26 @@ async def test_a_database_refusing_connections_at_the_on_success_write_answers_5
             response = await client.post("/orders")
         assert (response.status_code, response.headers.get("retry-after")) == (503, "1")
         assert await jobs.list() == []  # nothing written: the client must try again
+
+
+async def test_a_read_only_database_is_unavailable_not_the_drivers_error(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """After a failover a DSN may reach a standby for a while, and an operator may make a
+    database read-only for maintenance: PostgreSQL refuses every write ("cannot execute INSERT
+    in a read-only transaction"). That is the database unavailable for now, as an outage is
+    (a 503 with `Retry-After` to a request, a later try to the worker), not asyncpg's
+    ReadOnlySQLTransactionError; once writes are taken again, the enqueue goes through."""
+    database = await connection.fetchval("SELECT current_database()")
+    await connection.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+    try:
+        async with Jobs(database_dsn, queues={}, migrate=False) as jobs:
+            with pytest.raises(DatabaseUnavailableError, match="read-only"):
+                await jobs.enqueue(once, key="refused")
+            await connection.execute(
+                f'ALTER DATABASE "{database}" RESET default_transaction_read_only'
+            )
+            await jobs._ready_store.expire_connections()  # as after the standby's promotion
+            assert await jobs.enqueue(once, key="taken")
+    finally:
+        await connection.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')

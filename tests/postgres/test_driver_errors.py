@@ -58,6 +58,8 @@ def test_errors_are_classified(
         (asyncpg.QueryCanceledError("canceling statement"), "did not finish it in time"),
         (asyncpg.LockNotAvailableError("could not obtain lock"), "did not finish it in time"),
         (asyncpg.DeadlockDetectedError("deadlock detected"), "conflict with another transaction"),
+        (asyncpg.ReadOnlySQLTransactionError("cannot execute INSERT"), "takes no writes"),
+        (asyncpg.DiskFullError("could not extend file"), "connections, disk or memory"),
         (asyncpg.SerializationError("could not serialize access"), "conflict with another"),
     ],
 )
@@ -141,15 +143,6 @@ def test_what_the_statements_name_missing_is_a_schema_to_migrate(error: BaseExce
         SchemaVersionError, match=r"^the database lacks .* `starlette-jobs migrate`"
     ):
         raise_as_store_error(error)
-
-
-def test_a_statements_own_mistake_stays_the_drivers_error() -> None:
-    """Not an outage, not a missing schema: the caller's to see as it is (a duplicate key is
-    how `insert_jobs` tells a taken unique key, say)."""
-    duplicate = asyncpg.UniqueViolationError("duplicate key")
-    with pytest.raises(asyncpg.UniqueViolationError) as raised:
-        raise_as_store_error(duplicate, schema="billing")
-    assert raised.value is duplicate
 
 
 @pytest.mark.parametrize(
