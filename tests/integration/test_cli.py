@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -19,6 +20,7 @@ from starlette_jobs import Jobs, JobStatus
 from starlette_jobs.cli._main import main
 from starlette_jobs.cli._parser import build_parser
 from starlette_jobs.cli._target import load_jobs
+from tests.conftest import eventually
 from tests.integration.cli_app import fails_twice, record_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,12 +48,25 @@ async def test_two_worker_processes_run_a_thousand_jobs_each_exactly_once(
 ) -> None:
     log = tmp_path / "runs.log"
     async with Jobs(database_dsn, queues={}) as jobs:
-        await record_run.enqueue_many([{"n": n} for n in range(1000)])
         workers = [
-            cli("worker", "tests.integration.cli_app:jobs", "--burst", dsn=database_dsn,
-                RUN_LOG=str(log))
+            cli("worker", "tests.integration.cli_app:jobs", dsn=database_dsn, RUN_LOG=str(log))
             for _ in range(2)
-        ]  # fmt: skip
+        ]
+
+        async def both_up() -> bool:
+            return {worker.pid for worker in await jobs.workers()} == {w.pid for w in workers}
+
+        # Both before the first job: on a busy machine a process that started late found the
+        # other had run everything.
+        await eventually(both_up, timeout=60, what="the two workers registered")
+        await record_run.enqueue_many([{"n": n} for n in range(1000)])
+
+        async def all_succeeded() -> bool:
+            return (await jobs.count_by_status())[JobStatus.SUCCEEDED] == 1000
+
+        await eventually(all_succeeded, timeout=120, what="the 1,000 jobs succeeded")
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
         outputs = [finish(worker) for worker in workers]
         counts = await jobs.count_by_status()
     runs = [line.split() for line in log.read_text().splitlines()]

@@ -4,10 +4,12 @@ and each process keeps to each queue's concurrency."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections import defaultdict
 from pathlib import Path
 
 from starlette_jobs import Jobs, JobStatus
+from tests.conftest import eventually
 from tests.processes.conftest import StartWorker
 from tests.processes.support import Event, count, read_run_log
 from tests.processes.worker_app import other_work, work
@@ -32,15 +34,27 @@ async def test_racing_worker_processes_run_each_job_exactly_once_within_their_li
     database_dsn: str, start_worker: StartWorker, run_log: Path
 ) -> None:
     async with Jobs(database_dsn, queues={}) as jobs:
+        queues = [f"--queue={name}={limit}" for name, limit in LIMITS.items()]
+        workers = [start_worker(*queues, dsn=database_dsn) for _ in range(3)]
+
+        async def all_up() -> bool:
+            return {worker.pid for worker in await jobs.workers()} == {w.pid for w in workers}
+
+        # All three before the first job: on a busy machine a process that started late found
+        # the others had run everything, and raced no one.
+        await eventually(all_up, timeout=60, what="the three workers registered")
         await work.enqueue_many([{"n": n, "seconds": 0.002} for n in DEFAULT_JOBS])
         await other_work.enqueue_many([{"n": n, "seconds": 0.002} for n in OTHER_JOBS])
-        queues = [f"--queue={name}={limit}" for name, limit in LIMITS.items()]
-        workers = [start_worker(*queues, "--burst", dsn=database_dsn) for _ in range(3)]
-        for worker in workers:
-            assert await asyncio.to_thread(worker.wait, 120) == 0, worker.output
-        counts = await jobs.count_by_status()
 
-    assert counts[JobStatus.SUCCEEDED] == 3000
+        async def all_succeeded() -> bool:
+            return (await jobs.count_by_status())[JobStatus.SUCCEEDED] == 3000
+
+        await eventually(all_succeeded, timeout=120, what="the 3,000 jobs succeeded")
+        for worker in workers:
+            worker.send(signal.SIGTERM)
+        for worker in workers:
+            assert await asyncio.to_thread(worker.wait, 60) == 0, worker.output
+
     events = read_run_log(run_log)
     assert count(events, "start") == count(events, "done") == dict.fromkeys(range(3000), 1)
     by_process_and_queue: dict[tuple[int, str], list[Event]] = defaultdict(list)
