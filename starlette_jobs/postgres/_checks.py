@@ -73,8 +73,8 @@ def _host(dsn: str) -> str:
 async def check_connection(dsn: str, source: str, schema: str | None = None) -> None:
     """Connects and closes, to find a mistake in the settings at start: once as configured,
     and with `schema`, once more with the schema's `search_path` (see `_check_schema_kept`).
-    Warns when `schema` is on the connections' default `search_path` (see
-    `_on_default_search_path`).
+    Warns when `schema` is on the connections' default `search_path` (`_on_path`): an app
+    without `schema=` would share its tables, but not its channels or its migration lock.
 
     Raises:
         ConfigurationError: the settings cannot work (see `configuration_mistake`), or the
