@@ -154,9 +154,8 @@ class ConnectedStore:
                 raise_as_store_error(error, schema=self.schema)
             await self.expire_connections()
             if not connection_lost(error):
-                raise_as_store_error(
-                    error, schema=self.schema
-                )  # no answer in time: once more would double the wait
+                # No answer in time: once more would double the wait.
+                raise_as_store_error(error, schema=self.schema)
         try:
             return await self._shared.run(method, query, *args)
         except Exception as error:
