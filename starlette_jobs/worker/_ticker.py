@@ -40,6 +40,12 @@ record a tick that came due just before this one started, or its last look. A ti
 longer ago than this was missed, whatever kept it (no worker running, the database unreachable,
 the process stopped or its event loop blocked, a round that hung): the catch-up policy
 decides."""
+CATCH_UP_PER_ROUND = timedelta(seconds=1)
+"""How long a round records missed ticks (caught up, or skipped) before it leaves the rest to
+the next round, which follows at once: recorded one transaction each, a backlog of a thousand
+held a round for 10 s, and the other schedules' ticks due meanwhile came more than
+`ON_TIME_SLACK` late to the next, and were taken for missed. Each schedule records one missed
+tick a round all the same, so that none waits behind another's backlog for ever."""
 LATE_WAKE_WARNING = timedelta(seconds=10)
 """A round that starts this long past the end of its sleep logs a warning: the process was
 stopped or its event loop blocked."""
@@ -64,7 +70,8 @@ class _Recorded(NamedTuple):
     waits: bool
     """One of them waits (`overlap="one_waiting"`)."""
     full: bool
-    """It recorded as many as a round may (`MAX_TICKS_PER_ROUND`): more may be due."""
+    """It recorded as many as a round may (`MAX_TICKS_PER_ROUND`), or missed ones for as long
+    (`CATCH_UP_PER_ROUND`): more may be due."""
     refused: bool
     """The store recorded one of them not: another worker had, or not due by its clock."""
 
@@ -201,7 +208,9 @@ class Ticker:
                 # refused before ours to keep on time should it be ours again later.
                 self._refused.pop(schedule.name, None)
                 continue
-            recorded = await self._record_due(schedule, row, definition_hash, now)
+            recorded = await self._record_due(
+                schedule, row, definition_hash, now, catch_up_until=now + CATCH_UP_PER_ROUND
+            )
             behind, refused = behind or recorded.full, refused or recorded.refused
             if schedule.overlap == "one_waiting" and (
                 recorded.waits or row.waiting_tick_at is not None
@@ -276,9 +285,15 @@ class Ticker:
         logger.info("schedules declared: %s", [s.name for s in self._schedules])
 
     async def _record_due(
-        self, schedule: Schedule, row: StoredSchedule, definition_hash: str, now: datetime
+        self,
+        schedule: Schedule,
+        row: StoredSchedule,
+        definition_hash: str,
+        now: datetime,
+        catch_up_until: datetime,
     ) -> _Recorded:
-        """Records the ticks of `schedule` due by `now`."""
+        """Records the ticks of `schedule` due by `now`; missed ones (caught up, or skipped)
+        only until the clock reads `catch_up_until`, one at least (see `CATCH_UP_PER_ROUND`)."""
         recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
         on_time_since = self._on_time_since
         refused_at = self._refused.pop(schedule.name, None)  # set again below if still refused
@@ -286,8 +301,12 @@ class Ticker:
             # Refused as early before: found due late by this worker's clock only.
             on_time_since = min(on_time_since, refused_at - timedelta(microseconds=1))
         planned = plan_ticks(schedule.cron, schedule.catch_up, recorded_until, on_time_since, now)
-        waits = refused = False
-        for tick in planned:
+        waits = refused = cut_short = False
+        for position, tick in enumerate(planned):
+            missed = tick.skipped is not None or tick.note is not None
+            if missed and position and self._clock() >= catch_up_until:
+                cut_short = True  # the rest at the next round, which follows at once
+                break
             new = schedule.new_tick(
                 definition_hash, tick.at, self._worker_id, skipped=tick.skipped, note=tick.note
             )
@@ -301,7 +320,6 @@ class Ticker:
                 waits = waits or recorded.status is TickStatus.WAITING
                 if self._metrics is not None and self._metrics.recording():
                     # Missed: due while no worker ran (caught up, or skipped for it).
-                    missed = tick.skipped is not None or tick.note is not None
                     self._metrics.tick(schedule.name, recorded.status.value, missed)
                 logger.info(
                     "schedule %r: tick %s %s%s", schedule.name, tick.at.isoformat(),
@@ -309,7 +327,8 @@ class Ticker:
                     "" if recorded.job_id is None else f" as job {recorded.job_id}",
                 )  # fmt: skip
             recorded_until = max(recorded_until, tick.at)
-        return _Recorded(recorded_until, waits, len(planned) >= MAX_TICKS_PER_ROUND, refused)
+        full = cut_short or len(planned) >= MAX_TICKS_PER_ROUND
+        return _Recorded(recorded_until, waits, full, refused)
 
     async def _start_waiting(
         self, schedule: Schedule, row: StoredSchedule, definition_hash: str
