@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ._errors import JobArgumentsError, WorkflowDefinitionError
-from ._job import HasEnqueuer, Job, started_enqueuer
+from ._job import ConfiguredJob, HasEnqueuer, Job, started_enqueuer
 from ._workflow_graph import Graph, ordered_workflow
 from ._workflow_records import EnqueuedWorkflow, NewWorkflow, StepJob
 
@@ -146,9 +146,7 @@ class Workflow:
         `prefix[1]`, ...; none waits for anything."""
         items = list(items)
         if not isinstance(job, Job):
-            raise WorkflowDefinitionError(
-                f"step {prefix!r}: {job!r} is not a @job function; declare it with @job"
-            )
+            raise _not_a_job(prefix, job)
         # One pydantic call for all of them when they are valid; else each says what is wrong.
         payloads = job._arguments.serialize_batch(items)
         if payloads is None:
@@ -213,9 +211,7 @@ class Workflow:
         if step in self._position:
             raise WorkflowDefinitionError(f"workflow {self.name!r}: two steps named {step!r}")
         if not isinstance(job, Job):
-            raise WorkflowDefinitionError(
-                f"step {step!r}: {job!r} is not a @job function; declare it with @job"
-            )
+            raise _not_a_job(step, job)
         try:
             if payload is None:
                 payload = job._serialize_arguments(tuple(args), kwargs)
@@ -333,3 +329,15 @@ def _check_step_name(name: str) -> str:
             f"invalid step name {name!r}: use 1 to 200 letters, digits or any of _ . : < > [ ] -"
         )
     return name
+
+
+def _not_a_job(step: str, job: object) -> WorkflowDefinitionError:
+    """The error for a step given something else than a `@job` function."""
+    if isinstance(job, ConfiguredJob):
+        return WorkflowDefinitionError(
+            f"step {step!r}: a job.configure(...) cannot be a step: each step runs as its @job "
+            "declares it (queue, retries, priority); pass the @job function itself"
+        )
+    return WorkflowDefinitionError(
+        f"step {step!r}: {job!r} is not a @job function; declare it with @job"
+    )

@@ -123,6 +123,8 @@ def test_bad_arguments_are_refused_when_the_step_is_added_naming_it() -> None:
     [
         (lambda f: f.add("x y", step_job, n=1), "invalid step name 'x y'"),
         (lambda f: f.add("a", print, n=1), "is not a @job function"),
+        (lambda f: f.add("a", step_job.configure(priority=5), n=1), "pass the @job function"),
+        (lambda f: f.add_many("p", step_job.configure(), [{"n": 1}]), "cannot be a step"),
         (lambda f: (f.add("a", step_job, n=1), f.add("a", step_job, n=2)), "two steps named"),
         (
             lambda f: (f.add("p[1]", step_job, n=1), f.add_many("p", step_job, [{"n": 2}] * 3)),
