@@ -14,7 +14,9 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._attempt_records import Claim
 from starlette_jobs.postgres._store import PostgresStore
+from starlette_jobs.store._protocol import Listener
 from starlette_jobs.worker._liveness import Liveness
 from tests.conftest import eventually
 from tests.contract.test_workers_contract import new_worker
@@ -236,6 +238,26 @@ async def test_a_takeover_cut_short_leaves_no_lock_the_worker_cannot_take_back(
         await store.close()
 
 
+def _rescuer(store: PostgresStore, *, interval: float, dead_after: float) -> Liveness:
+    """A worker's liveness, to call `rescue` on: it holds its own lock once started."""
+
+    async def nothing() -> None: ...
+
+    return Liveness(
+        store, "rescuer", interval, 1.0, list, lambda queue: None, nothing, lambda: None,
+        dead_after=dead_after,
+    )  # fmt: skip
+
+
+async def _a_peer_running_a_job(store: PostgresStore) -> tuple[Listener, Claim]:
+    """A registered peer holding its liveness lock, and the job of one attempt it runs."""
+    await store.insert_jobs(new_jobs(1, queue="peer", max_attempts=1))
+    peer = await store.hold_liveness("peer")
+    await store.register_worker(new_worker("peer"))
+    [claim] = await store.claim_batch("peer", 1, "peer", 60.0)
+    return peer, claim
+
+
 async def test_a_peer_whose_lock_was_freed_a_moment_ago_is_not_taken_for_dead(
     database_dsn: str,
 ) -> None:
@@ -244,18 +266,9 @@ async def test_a_peer_whose_lock_was_freed_a_moment_ago_is_not_taken_for_dead(
     took the peer's running job (failed, with no attempt left). A peer is dead once its lock
     has stayed free a while (two of its checks); a live one takes it again at the first."""
     store = await PostgresStore.open(database_dsn, min_size=1, max_size=3)
-
-    async def nothing() -> None: ...
-
-    liveness = Liveness(
-        store, "rescuer", 0.05, 1.0, list, lambda queue: None, nothing, lambda: None,
-        dead_after=0.5,
-    )  # fmt: skip
+    liveness = _rescuer(store, interval=0.05, dead_after=0.5)
     try:
-        await store.insert_jobs(new_jobs(1, queue="peer", max_attempts=1))
-        peer = await store.hold_liveness("peer")
-        await store.register_worker(new_worker("peer"))
-        [claim] = await store.claim_batch("peer", 1, "peer", 60.0)
+        peer, claim = await _a_peer_running_a_job(store)
         await liveness.start()  # rescues every 0.05 s from now on, as a worker does
         await peer.close()  # the first session the operator ends
         await liveness.rescue()
@@ -285,18 +298,9 @@ async def test_a_peer_whose_lock_is_freed_each_time_it_takes_it_again_is_not_tak
     time it takes its lock again; one that wrote nothing since it was first found without it is
     dead."""
     store = await PostgresStore.open(database_dsn, min_size=1, max_size=3)
-
-    async def nothing() -> None: ...
-
-    liveness = Liveness(  # rescues only when told to here: an interval of a minute
-        store, "rescuer", 60.0, 1.0, list, lambda queue: None, nothing, lambda: None,
-        dead_after=0.3,
-    )  # fmt: skip
+    liveness = _rescuer(store, interval=60.0, dead_after=0.3)  # rescues when told to, here
     try:
-        await store.insert_jobs(new_jobs(1, queue="peer", max_attempts=1))
-        peer = await store.hold_liveness("peer")
-        await store.register_worker(new_worker("peer"))
-        [claim] = await store.claim_batch("peer", 1, "peer", 60.0)
+        peer, claim = await _a_peer_running_a_job(store)
         await liveness.start()
         await peer.close()
         await liveness.rescue()  # first found without its lock
