@@ -131,5 +131,7 @@ async def test_a_loop_late_for_the_apps_own_reasons_does_not_hold_back_jobs_that
     # queue at one job (1.0-1.3 side by side on average, 1-8 at the most, in 14 runs). Not the
     # peak: a machine busy with other processes may preempt the worker while a job's step
     # runs, that sample counts as the jobs', and the limit stops short of the concurrency for a
-    # while (a peak of 9 of 10 in CI; on average 9.0 idle, 7.1-8.0 beside three busy loops).
-    assert statistics.mean(waiters.alongside) > CONCURRENCY / 2
+    # while (a peak of 9 of 10 in CI; on average 9.0 idle, 7.1-8.0 beside three busy loops,
+    # 4.8 in a CI run beside another session's work). Three is well above what the counting
+    # against the jobs gives, whatever the load.
+    assert statistics.mean(waiters.alongside) > 3
