@@ -11,7 +11,8 @@ import socket
 
 from .._dsn import masked_dsn
 from .._errors import ConfigurationError
-from ._connections import connect_plain
+from ..store._connectivity import CONNECT_TIMEOUT
+from ._connections import answered_within, connect_plain
 from ._driver_errors import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
@@ -93,9 +94,14 @@ async def check_connection(dsn: str, source: str, schema: str | None = None) -> 
             raise mistake from None
         raise_as_store_error(error, connecting=True)
     try:
-        if schema is not None:
-            row = await connection.fetchrow(
-                "SELECT current_setting('search_path') AS path, current_user AS role"
+        # `public` keeps the default channels and migration lock: sharing it is no mistake.
+        if schema is not None and schema != "public":
+            row = await answered_within(
+                connection,
+                connection.fetchrow(
+                    "SELECT current_setting('search_path') AS path, current_user AS role"
+                ),
+                CONNECT_TIMEOUT,
             )
             assert row is not None
             default_path, role = row["path"], row["role"]
@@ -107,7 +113,7 @@ async def check_connection(dsn: str, source: str, schema: str | None = None) -> 
                     "shares these tables the same schema=",
                     schema, default_path, role,
                 )  # fmt: skip
-        await connection.close()
+        await connection.close(timeout=CONNECT_TIMEOUT)
     except Exception as error:
         connection.terminate()
         raise_as_store_error(error)
@@ -115,10 +121,19 @@ async def check_connection(dsn: str, source: str, schema: str | None = None) -> 
         await _check_schema_kept(dsn, source, schema)
 
 
+# One entry of a `search_path` setting: a quoted name ("" for a quote in it), or a plain one.
+_PATH_ENTRY = re.compile(r'\s*(?:"((?:[^"]|"")*)"|([^,]*?))\s*(?:,|$)')
+
+
 def _on_path(search_path: str, role: str) -> set[str]:
-    """The schema names a `search_path` setting lists, `"$user"` read as `role`."""
-    names = {entry.strip().strip('"') for entry in search_path.split(",")}
-    return {role if name == "$user" else name for name in names}
+    """The schema names a `search_path` setting lists, as PostgreSQL reads them (a plain name
+    in lower case), `"$user"` read as `role`."""
+    names = set()
+    for quoted, plain in _PATH_ENTRY.findall(search_path):
+        name = quoted.replace('""', '"') if quoted else plain.lower()
+        if name:
+            names.add(role if name == "$user" else name)
+    return names
 
 
 async def _check_schema_kept(dsn: str, source: str, schema: str) -> None:
@@ -130,9 +145,13 @@ async def _check_schema_kept(dsn: str, source: str, schema: str) -> None:
     try:
         connection = await connect_plain(dsn, search_path_settings(schema))
         try:
-            kept = await connection.fetchval("SELECT current_setting('search_path')")
+            kept = await answered_within(
+                connection,
+                connection.fetchval("SELECT current_setting('search_path')"),
+                CONNECT_TIMEOUT,
+            )
         finally:
-            await connection.close()
+            await connection.close(timeout=CONNECT_TIMEOUT)
     except Exception as error:
         raise_as_store_error(error, connecting=True)
     if kept != wanted:

@@ -15,6 +15,7 @@ from .._errors import SchemaVersionError
 from ..store._connectivity import STATEMENT_TIMEOUT
 from ._connections import SharedPool, connect_plain
 from ._driver_errors import (
+    NOT_MIGRATED,
     connection_lost,
     never_sent,
     no_answer,
@@ -195,6 +196,11 @@ class ConnectedStore:
         try:
             applied = await apply_migrations(connection, schema=self.schema)
             await connection.close()
+        except NOT_MIGRATED:
+            # A migration's own statement naming what the server lacks (a function of a newer
+            # release of PostgreSQL, say): not a schema to migrate, which it is doing.
+            connection.terminate()
+            raise
         except BaseException as error:
             connection.terminate()
             raise_as_store_error(error, schema=self.schema)

@@ -81,6 +81,13 @@ NOT_PERMITTED: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.InsufficientPrivilegeError,
     asyncpg.exceptions.InvalidSchemaNameError,
 )
+# On the caller's own connection (an enqueue in the caller's transaction), what these say is of
+# the caller's transaction or search_path, not of the store: a read-only transaction of theirs,
+# tables their search_path does not reach. Theirs to see as they are.
+CALLERS_OWN: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.ReadOnlySQLTransactionError,
+    *NOT_MIGRATED,
+)
 # A server that is there refusing a new connection, for now: the database does not take
 # connections (ALLOW_CONNECTIONS false, during maintenance). PostgreSQL also raises this
 # SQLSTATE (55000) for statements, where it means no outage: read so only when connecting.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from .._errors import JobDefinitionError
 from ._connections import Connection, Record, is_driver_connection
-from ._driver_errors import raise_as_store_error
+from ._driver_errors import CALLERS_OWN, raise_as_store_error
 
 if TYPE_CHECKING:
     from ._lanes import Executor
@@ -84,8 +84,8 @@ async def driver_connection(given: CallerTransaction) -> Connection:
 
 class JoinedTransaction:
     """The caller's connection as the store's insert runs on it: the same statements, with the
-    driver's errors raised as the library's (`_driver_errors.unavailable`), as on the store's own
-    connections."""
+    driver's errors raised as the library's (`_driver_errors.raise_as_store_error`), as on the
+    store's own connections; but for those of the caller's own making (`CALLERS_OWN`)."""
 
     __slots__ = ("_connection",)
 
@@ -95,11 +95,15 @@ class JoinedTransaction:
     async def fetch(self, query: str, *args: Any) -> list[Record]:
         try:
             return await self._connection.fetch(query, *args)
+        except CALLERS_OWN:
+            raise
         except Exception as error:
             raise_as_store_error(error)
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         try:
             return await self._connection.fetchval(query, *args)
+        except CALLERS_OWN:
+            raise
         except Exception as error:
             raise_as_store_error(error)

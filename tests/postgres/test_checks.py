@@ -85,6 +85,9 @@ async def test_an_outage_is_the_stores_unavailable_error() -> None:
         ('"$user", public', {"ada", "public"}),  # PostgreSQL's default: the role's own schema
         ("billing,public", {"billing", "public"}),
         ('"billing"', {"billing"}),
+        ("Billing, public", {"billing", "public"}),  # a plain name, as PostgreSQL folds it
+        ('"a,b", c', {"a,b", "c"}),
+        ('"Quoted ""name"""', {'Quoted "name"'}),
     ],
 )
 def test_the_schemas_on_a_search_path_are_read_with_the_role_for_user(

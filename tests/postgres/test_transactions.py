@@ -161,6 +161,29 @@ async def test_a_connection_used_by_two_enqueues_at_once_is_the_callers_mistake_
     assert "another operation is in progress" in str(refused[0])
 
 
+async def test_errors_of_the_callers_own_transaction_are_theirs_to_see_as_they_are(
+    start_jobs: StartJobs, database_dsn: str
+) -> None:
+    """A read-only transaction of the caller's, or a search_path of theirs that does not reach
+    the tables: neither is the database unavailable (a 503 and a retry that cannot succeed)
+    nor a schema to migrate (the tables are there): the driver's error, as their own
+    statements would get it."""
+    own = await asyncpg.connect(database_dsn)
+    try:
+        async with start_jobs(queues={}):
+            async with own.transaction(readonly=True):
+                with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
+                    await welcome.configure(connection=own).enqueue(email="read only")
+            await own.execute("CREATE SCHEMA IF NOT EXISTS elsewhere")
+            async with own.transaction():
+                await own.execute("SET LOCAL search_path = elsewhere")
+                with pytest.raises(asyncpg.UndefinedTableError):
+                    await welcome.configure(connection=own).enqueue(email="elsewhere")
+    finally:
+        await own.execute("DROP SCHEMA IF EXISTS elsewhere")
+        await own.close()
+
+
 class _OtherDriverConnection:
     """What a SQLAlchemy AsyncConnection on psycopg shows of itself (psycopg is not
     installed here): only its dialect's driver is looked at before it is refused."""
