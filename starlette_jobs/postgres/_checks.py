@@ -141,9 +141,10 @@ async def _check_schema_kept(dsn: str, source: str, schema: str) -> None:
     does not keep it: a connection pooler that drops startup settings (PgBouncer's
     `ignore_startup_parameters`) would put every statement in the server's default schema,
     beside another app's jobs, with no error."""
-    wanted = search_path_settings(schema)["search_path"]
+    settings = search_path_settings(schema)
+    wanted = settings["search_path"]
     try:
-        connection = await connect_plain(dsn, search_path_settings(schema))
+        connection = await connect_plain(dsn, settings)
         try:
             kept = await answered_within(
                 connection,
