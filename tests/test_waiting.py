@@ -300,11 +300,14 @@ async def test_a_dropped_listener_is_reopened_and_the_wait_still_ends(
     waiters = OutcomeWaiters(store, recheck_interval=0.1)
 
     async def listener_pids() -> list[int]:
+        # Listeners that have run their LISTEN: a backend shows in pg_stat_activity as soon as
+        # it starts, and one ended before its LISTEN is a wait's first look failing (it raises
+        # `DatabaseUnavailableError`, nothing to reopen), not a listener dropped under a wait.
         return [
             row["pid"]
             for row in await connection.fetch(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = 'starlette_jobs listen'"
+                "AND application_name = 'starlette_jobs listen' AND query <> ''"
             )
         ]
 
