@@ -19,9 +19,8 @@ TESTED_ELSEWHERE = {
     # The status routes' endpoints and types, tested through the routes that serve them.
     "web._endpoints": "web/test_status_routes.py",
     "web._types": "web/test_status_routes.py",
-    # Parts of the worker that its own tests drive: a drain, stopping an attempt, a queue's poll,
+    # Parts of the worker that its own tests drive: stopping an attempt, a queue's poll,
     # starting the claimed jobs.
-    "worker._drain": "worker/test_worker.py",
     "worker._cancels": "worker/test_worker.py",
     "worker._queues": "worker/test_worker.py",
     "worker._duties": "worker/test_worker.py",

@@ -80,7 +80,10 @@ async def drain(
                     await asyncio.sleep(0.5)
                 else:
                     failures.succeeded()
-                    if left.waited == 0:
+                    # Looked at again: a job claimed here during the count may have written
+                    # its own success (`complete_in`), finished in the table while its code
+                    # goes on.
+                    if left.waited == 0 and worker.running_count() == 0:
                         log_left_pending(left, retry_horizon)
                         return left
             worker.outcomes.written.clear()
