@@ -190,7 +190,9 @@ WITH picked AS (
 ), claimed AS (
     UPDATE starlette_jobs AS job
        SET status = 'running',
-           attempts = job.attempts + 1,
+           -- Kept within the column: a count an operator set to the largest integer would
+           -- otherwise fail the claim of the whole batch, every time ("integer out of range").
+           attempts = least(job.attempts, 2147483646) + 1,
            worker_id = $3,
            -- Unique to the attempt: 60 random bits drawn once per statement, then the job's id.
            -- A gen_random_uuid() per row costs the server 0.7 us a job (a tenth of the claim);
@@ -283,9 +285,11 @@ WITH outcome AS (
            -- A job that succeeded has no error to show; `errors` keeps the failed attempts'.
            last_error = CASE WHEN outcome.status = 'succeeded' THEN NULL
                              ELSE coalesce(outcome.error, job.last_error) END,
-           -- The latest 100 attempts' errors are kept (MAX_KEPT_ERRORS in _storable.py).
+           -- The latest 100 attempts' errors are kept (MAX_KEPT_ERRORS in _storable.py). Not
+           -- an array (an operator's edit): started afresh, not failing the whole batch.
            errors = CASE WHEN outcome.error IS NULL THEN job.errors
-                         ELSE CASE WHEN jsonb_array_length(job.errors) >= 100
+                         ELSE CASE WHEN jsonb_typeof(job.errors) <> 'array' THEN '[]'::jsonb
+                                   WHEN jsonb_array_length(job.errors) >= 100
                                    THEN job.errors - 0 ELSE job.errors END
                               || jsonb_build_array(jsonb_build_object(
                              'attempt', job.attempts, 'error', outcome.error,
@@ -711,7 +715,8 @@ WITH expired AS (
            run_at = now(),
            last_error = 'lease expired: worker ' || coalesce(job.worker_id, '?')
                         || ' stopped renewing it (crashed or stalled)',
-           errors = CASE WHEN jsonb_array_length(job.errors) >= 100
+           errors = CASE WHEN jsonb_typeof(job.errors) <> 'array' THEN '[]'::jsonb
+                         WHEN jsonb_array_length(job.errors) >= 100
                          THEN job.errors - 0 ELSE job.errors END  -- the latest 100, as above
                     || jsonb_build_array(jsonb_build_object(
                'attempt', job.attempts,
@@ -846,7 +851,8 @@ WITH held AS (
                                    OR job.attempts >= job.max_attempts THEN now() END,
            run_at = now(),
            last_error = 'worker ' || job.worker_id || ' died: its liveness connection closed',
-           errors = CASE WHEN jsonb_array_length(job.errors) >= 100
+           errors = CASE WHEN jsonb_typeof(job.errors) <> 'array' THEN '[]'::jsonb
+                         WHEN jsonb_array_length(job.errors) >= 100
                          THEN job.errors - 0 ELSE job.errors END  -- the latest 100, as above
                     || jsonb_build_array(jsonb_build_object(
                'attempt', job.attempts,
@@ -1010,7 +1016,10 @@ SELECT queue,
        sum(pending)::bigint AS pending,
        sum(due)::bigint AS due,
        sum(running)::bigint AS running,
-       coalesce(extract(epoch FROM now() - min(oldest_due)), 0)::float8 AS oldest_due_age
+       -- Epochs apart, not `now() - run_at`: an interval cannot hold a run_at an operator set
+       -- to '-infinity' (PostgreSQL 15 refuses, and every queue's gauges would freeze).
+       coalesce(extract(epoch FROM now()) - extract(epoch FROM min(oldest_due)), 0)::float8
+           AS oldest_due_age
   FROM (SELECT queue, count(*) AS pending, count(*) FILTER (WHERE run_at <= now()) AS due,
                0 AS running, min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due
           FROM starlette_jobs
@@ -1468,7 +1477,7 @@ WITH seen AS (
 ), claimed AS (
     UPDATE starlette_jobs AS job
        SET status = 'running',
-           attempts = job.attempts + 1,
+           attempts = least(job.attempts, 2147483646) + 1,  -- as in claim_batch
            worker_id = $3,
            -- As in claim_batch.
            lease_token = ((SELECT left(gen_random_uuid()::text, 19))
