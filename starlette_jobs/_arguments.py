@@ -15,12 +15,14 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 
 from ._errors import JobArgumentsError, JobDefinitionError
 from ._storable import (
+    MASKED_SECRET,
     MAX_DEPTH,
     REPLACEMENT_CHARACTER,
     any_may_be_unstorable,
     json_problems,
     may_be_unstorable,
     python_non_finite,
+    python_secrets,
     python_text_problems,
 )
 
@@ -67,6 +69,9 @@ class ArgumentsSchema:
             pydantic.ConfigDict(extra="forbid", allow_inf_nan=False, validate_by_name=False)
         )(TypedDict("JobArguments", fields))  # type: ignore[operator]
         adapter = pydantic.TypeAdapter(self._schema)
+        lost = _lost_in_storage(adapter.core_schema, self.field_of_parameter)
+        if lost is not None:
+            raise JobDefinitionError(f"job {job_name!r}: {lost}")
         self._validate = adapter.validator.validate_python
         self._validate_json = adapter.validator.validate_json
         # Our own serializer, to keep NaN and infinity in untyped values as floats (pydantic's
@@ -104,7 +109,11 @@ class ArgumentsSchema:
         except (pydantic.ValidationError, ValueError, TypeError):
             pass
         else:
-            if not may_be_unstorable(text, _ARGUMENTS_LEVELS) and not self._may_hide(text):
+            if (
+                not may_be_unstorable(text, _ARGUMENTS_LEVELS)
+                and not self._may_hide(text)
+                and MASKED_SECRET not in text
+            ):
                 return text.decode()
         return self._serialize_checked(arguments)
 
@@ -141,6 +150,8 @@ class ArgumentsSchema:
             problems += python_text_problems(self._to_python(validated, by_alias=True))
         if self._may_hide(text):
             problems += python_non_finite(self._to_python(validated, by_alias=True))
+        if MASKED_SECRET in text:
+            problems += python_secrets(self._to_python(validated, by_alias=True))
         if problems:
             raise JobArgumentsError(self.job_name, _problem_errors(problems))
         return text.decode()
@@ -159,7 +170,11 @@ class ArgumentsSchema:
             return None
         # What `serialize` would refuse shows in the text (a string that merely holds "NaN", say,
         # also takes the slow path, which is right).
-        if any_may_be_unstorable(texts, _ARGUMENTS_LEVELS) or any(map(self._may_hide, texts)):
+        if (
+            any_may_be_unstorable(texts, _ARGUMENTS_LEVELS)
+            or any(map(self._may_hide, texts))
+            or any(MASKED_SECRET in text for text in texts)
+        ):
             return None
         return [text.decode() for text in texts]
 
@@ -202,6 +217,44 @@ def _keyed_by_parameter(
 
 # The arguments object, then up to MAX_DEPTH levels inside each argument.
 _ARGUMENTS_LEVELS = MAX_DEPTH + 1
+
+
+def _lost_in_storage(schema: Any, field_of_parameter: Mapping[str, str]) -> str | None:
+    """What among the parameters' types (the arguments' core `schema`) would not come back
+    from the JSON stored, said for the declaration to refuse; None when all would. A value of
+    such a type validates at enqueue, and then fails every attempt in the worker."""
+    definitions = schema.get("definitions", []) if schema.get("type") == "definitions" else []
+    fields = (schema["schema"] if definitions else schema).get("fields", {})
+    for name, field in field_of_parameter.items():
+        reason = _first_lost(fields.get(field))
+        if reason is not None:
+            return f"parameter {name!r}: {reason}"
+    reason = _first_lost(definitions)  # the models that refer to themselves
+    return None if reason is None else f"a model among its parameters' types: {reason}"
+
+
+def _first_lost(schema: Any) -> str | None:
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind == "json":
+            return (
+                "a Json[...] value is stored as the value it parses to, which does not "
+                "validate as JSON text again; declare the parsed type (Json[list[int]]: "
+                "list[int])"
+            )
+        if kind == "dict" and schema.get("keys_schema", {}).get("type") in _KEYS_NOT_TEXT:
+            return (
+                "a dict whose keys are tuples, lists or sets is stored with keys made text "
+                "('1,2'), which do not validate as keys again; use str or int keys"
+            )
+        return next(filter(None, map(_first_lost, schema.values())), None)
+    if isinstance(schema, list):
+        return next(filter(None, map(_first_lost, schema)), None)
+    return None
+
+
+# Core schema types of dict keys that pydantic writes as text and cannot read back.
+_KEYS_NOT_TEXT = frozenset({"tuple", "list", "set", "frozenset"})
 
 
 def _has_own_settings(schema: Any) -> bool:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pydantic
 import pydantic_core
 
 MAX_DEPTH = 64
@@ -265,6 +266,32 @@ def python_non_finite(
             yield from python_non_finite(item, (*loc, index))
 
 
+# What pydantic writes in place of a secret (`SecretStr`, `SecretBytes`, `Secret[...]`): its
+# value is hidden, so that it would be lost, not stored. Seen in a text, the values are looked at.
+MASKED_SECRET = b'"**********"'
+_SECRETS = (pydantic.SecretStr, pydantic.SecretBytes, pydantic.Secret)
+_SECRET_ADVICE = (
+    "so its value would be lost; use what finds the secret (its name in your secret store), "
+    "or a str if it may be stored in plain text"
+)
+
+
+def python_secrets(value: Any, loc: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """The pydantic secrets among plain Python containers and models: where a JSON text shows
+    `MASKED_SECRET`, whether it stands for a value pydantic hid."""
+    if len(loc) > MAX_DEPTH:
+        return
+    if isinstance(value, _SECRETS):
+        kind = type(value).__name__
+        yield loc, f"a {kind}: pydantic writes a secret as '**********', {_SECRET_ADVICE}"
+    elif isinstance(value, dict | pydantic.BaseModel):  # a model: a result as returned
+        for key, item in dict(value).items():
+            yield from python_secrets(item, (*loc, key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for index, item in enumerate(value):
+            yield from python_secrets(item, (*loc, index))
+
+
 def storable_json(value: object, max_bytes: int) -> bytes:
     """`value` as JSON text that PostgreSQL can store and Python can read back, of at most
     `max_bytes` bytes: what a job returns, or reports as its progress.
@@ -290,6 +317,8 @@ def storable_json(value: object, max_bytes: int) -> bytes:
             # A lone surrogate in a dict key is written as replacement characters.
             problems += python_text_problems(value)
         _refuse(problems)
+    if MASKED_SECRET in text:
+        _refuse(list(python_secrets(value)))
     return text
 
 

@@ -236,3 +236,62 @@ def test_parameter_names_pydantic_gives_a_meaning_to_are_plain_names() -> None:
     stored = checked.serialize((), {"model_config": "x", "schema": 1, "validate": True})
     assert json.loads(stored) == {"model_config": "x", "schema": 1, "validate": True}
     assert checked.parse(stored) == {"model_config": "x", "schema": 1, "validate": True}
+
+
+# -- values whose JSON would not come back as they were ------------------------------------------
+
+
+class _Account(pydantic.BaseModel):
+    login: str
+    password: pydantic.SecretStr
+
+
+def sign_in(account: _Account, token: pydantic.SecretBytes | None = None) -> None: ...
+
+
+def test_a_secret_is_refused_at_enqueue_rather_than_stored_masked() -> None:
+    """pydantic writes a secret as '**********': the job ran with that in place of the
+    password, and the stored arguments held only the mask."""
+    account = {"login": "ada", "password": "hunter2"}
+    with pytest.raises(JobArgumentsError, match="SecretStr: pydantic writes a secret") as bad:
+        schema(sign_in).serialize((), {"account": account})
+    assert [error["loc"] for error in bad.value.errors] == [("account", "password")]
+    with pytest.raises(JobArgumentsError, match="SecretBytes"):
+        schema(sign_in).serialize((), {"account": {**account, "password": "x"}, "token": b"k"})
+    assert schema(sign_in).serialize_batch([{"account": account}]) is None  # said item by item
+
+
+def test_a_plain_string_that_reads_like_a_mask_is_stored() -> None:
+    stored = schema(greet).serialize((), {"name": "**********"})
+    assert json.loads(stored) == {"name": "**********"}
+
+
+def _json_text(rows: pydantic.Json[list[int]]) -> None: ...
+
+
+def _tuple_keys(cells: dict[tuple[int, int], str]) -> None: ...
+
+
+class _Grid(pydantic.BaseModel):
+    cells: dict[frozenset[int], str]
+    inner: list[_Grid] = []
+
+
+def _nested_tuple_keys(grid: _Grid) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("func", "says"),
+    [
+        (_json_text, r"parameter 'rows': a Json\[...\] value is stored as the value it parses to"),
+        (_tuple_keys, "parameter 'cells': a dict whose keys are tuples"),
+        (_nested_tuple_keys, "a dict whose keys are tuples"),
+    ],
+)
+def test_a_type_whose_stored_json_would_not_validate_again_is_refused_at_declaration(
+    func: Any, says: str
+) -> None:
+    """Its values validated at enqueue (`Json` takes the text, tuple keys are written '1,2'),
+    and then every attempt failed in the worker ("Input should be a valid array")."""
+    with pytest.raises(JobDefinitionError, match=says):
+        schema(func)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pydantic
 import pytest
 
 from starlette_jobs._storable import MAX_DEPTH, json_problems, may_be_unstorable, storable_json
@@ -107,3 +108,12 @@ def test_a_value_that_holds_itself_is_refused_naming_where_it_does() -> None:
     looped.append({"again": looped})
     with pytest.raises(ValueError, match=r"^1\.again: not JSON: .*[Cc]ircular"):
         storable_json(looped, 1 << 20)
+
+
+def test_a_secret_in_a_result_is_refused_rather_than_stored_masked() -> None:
+    class Credentials(pydantic.BaseModel):
+        password: pydantic.SecretStr
+
+    with pytest.raises(ValueError, match=r"0\.password: a SecretStr: pydantic writes a secret"):
+        storable_json([Credentials(password="hunter2")], 1_000)
+    assert storable_json({"shown": "**********"}, 1_000) == b'{"shown":"**********"}'
