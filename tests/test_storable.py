@@ -115,5 +115,5 @@ def test_a_secret_in_a_result_is_refused_rather_than_stored_masked() -> None:
         password: pydantic.SecretStr
 
     with pytest.raises(ValueError, match=r"0\.password: a SecretStr: pydantic writes a secret"):
-        storable_json([Credentials(password="hunter2")], 1_000)
+        storable_json([Credentials(password=pydantic.SecretStr("hunter2"))], 1_000)
     assert storable_json({"shown": "**********"}, 1_000) == b'{"shown":"**********"}'
