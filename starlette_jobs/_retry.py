@@ -94,6 +94,12 @@ class Retry:
         """Seconds to wait before the attempt after `attempt` (1-based), or None to give up."""
         if attempt >= self.max_attempts:
             return None
+        return self.delay_after(attempt, random_fraction)
+
+    def delay_after(self, attempt: int, random_fraction: RandomFraction = random.random) -> float:
+        """Seconds to wait after `attempt` (1-based) failed, whatever the attempts left: for a
+        job whose row allows more attempts than this policy (declared with more, lowered since).
+        """
         if self.kind == "exponential":
             # min() before the power would overflow for large attempt numbers.
             exponent = min(attempt - 1, 64)
@@ -121,4 +127,4 @@ def delay_after_failure(
     """
     if isinstance(error, non_retryable) or attempt >= max_attempts:
         return None
-    return policy.next_delay(attempt)
+    return policy.delay_after(attempt)

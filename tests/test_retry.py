@@ -129,6 +129,9 @@ def test_exponential_delays_never_shrink_from_one_attempt_to_the_next(
         (2, 3, ValueError("boom"), 2.0),
         (3, 3, ValueError("boom"), None),  # no attempt left
         (1, 1, ValueError("boom"), None),  # the row's max_attempts wins over the policy's
+        (3, 5, ValueError("boom"), 2.0),  # also when it allows more (the policy lowered since)
+        (4, 5, ValueError("boom"), 2.0),
+        (5, 5, ValueError("boom"), None),
         (1, 3, KeyError("gone"), None),  # non-retryable, even with attempts left
         (1, 3, LookupError("parent"), 2.0),  # only the declared types and their subclasses
     ],
