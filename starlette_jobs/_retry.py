@@ -94,9 +94,9 @@ class Retry:
         """Seconds to wait before the attempt after `attempt` (1-based), or None to give up."""
         if attempt >= self.max_attempts:
             return None
-        return self.delay_after(attempt, random_fraction)
+        return self._delay_after(attempt, random_fraction)
 
-    def delay_after(self, attempt: int, random_fraction: RandomFraction = random.random) -> float:
+    def _delay_after(self, attempt: int, random_fraction: RandomFraction = random.random) -> float:
         """Seconds to wait after `attempt` (1-based) failed, whatever the attempts left: for a
         job whose row allows more attempts than this policy (declared with more, lowered since).
         """
@@ -127,4 +127,4 @@ def delay_after_failure(
     """
     if isinstance(error, non_retryable) or attempt >= max_attempts:
         return None
-    return policy.delay_after(attempt)
+    return policy._delay_after(attempt)
