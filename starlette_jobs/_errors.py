@@ -222,7 +222,7 @@ class JobFailedError(StarletteJobsError):
         self.last_error = record.last_error
         super().__init__(
             f"job {record.id} ({record.name}) failed after {record.attempts} attempt(s): "
-            f"{_last_line(record.last_error)}"
+            f"{last_line(record.last_error) or '(no error recorded)'}"
         )
 
 
@@ -255,9 +255,9 @@ class JobResultError(StarletteJobsError, ValueError):
         )
 
 
-def _last_line(error: str | None) -> str:
-    """The last line of a traceback: the exception and its message."""
-    if not error:
-        return "(no error recorded)"
-    lines = error.strip().splitlines()
-    return lines[-1] if lines else "(no error recorded)"
+def last_line(error: str | None) -> str:
+    """What a stored error says, without its traceback: its last line that is not blank (the
+    exception and its message; a traceback's first line is the same for every error). "" for
+    none. The one summary of an error that the exceptions, the CLI and the dashboard show."""
+    lines = [line for line in (error or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -26,7 +26,7 @@ from starlette_jobs import (
     Retry,
     job,
 )
-from starlette_jobs._errors import _last_line
+from starlette_jobs._errors import last_line
 from starlette_jobs._waiting import OutcomeWaiters, _result_adapter
 from starlette_jobs.postgres._migrations import queries
 from starlette_jobs.postgres._store import PostgresStore
@@ -259,8 +259,8 @@ async def test_the_id_of_another_jobs_job_is_not_found(jobs: Jobs) -> None:
 
 
 def test_a_tracebacks_last_line_names_the_error() -> None:
-    assert _last_line("Traceback ...\n  File x\nValueError: bad\n") == "ValueError: bad"
-    assert _last_line(None) == _last_line("") == _last_line("\n") == "(no error recorded)"
+    assert last_line("Traceback ...\n  File x\nValueError: bad\n") == "ValueError: bad"
+    assert last_line(None) == last_line("") == last_line("\n") == ""
 
 
 # -- on PostgreSQL: what the re-check covers ---------------------------------------------------

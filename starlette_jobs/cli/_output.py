@@ -9,6 +9,8 @@ from datetime import datetime
 from enum import IntEnum
 from typing import Any
 
+from .._errors import last_line
+
 
 class Exit(IntEnum):
     """`starlette-jobs`'s exit statuses (docs/cli.md)."""
@@ -45,9 +47,8 @@ def when(at: datetime | None) -> str:
     return "-" if at is None else at.isoformat(sep=" ", timespec="seconds")
 
 
-def one_line(text: str | None, width: int = 60) -> str:
-    """The first line of `text`, cut to `width` characters, for a table's cell."""
-    if not text:
-        return "-"
-    first = text.strip().splitlines()[0] if text.strip() else "-"
-    return first if len(first) <= width else first[: width - 1] + "…"
+def one_line(error: str | None, width: int = 60) -> str:
+    """What a stored error says (`last_line`: not its traceback's first line, the same for
+    every error), cut to `width` characters, for a table's cell; `-` for none."""
+    said = last_line(error) or "-"
+    return said if len(said) <= width else said[: width - 1] + "…"

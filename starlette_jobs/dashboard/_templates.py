@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._errors import last_line
+
 try:
     import jinja2
     from starlette.templating import Jinja2Templates
@@ -70,9 +72,3 @@ def when(moment: datetime | str | None) -> str:
 def pretty(value: Any) -> str:
     """A JSON value indented for reading; what JSON cannot hold is shown as its text."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def last_line(error: str | None) -> str:
-    """What an error says, without its traceback: its last line that is not blank."""
-    lines = [line for line in (error or "").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""

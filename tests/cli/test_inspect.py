@@ -135,6 +135,16 @@ async def test_show_and_events_tell_one_jobs_story(
     ]
 
 
+async def test_the_error_columns_say_what_the_job_raised(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, boom, _ = await _three_jobs(database_dsn)
+    assert await run("list", "--status", "failed", "--dsn", database_dsn) == 0
+    assert lines(capsys)[1].endswith("ValueError: no greeting for boom")
+    assert await run("events", str(boom), "--dsn", database_dsn) == 0
+    assert lines(capsys)[-1].endswith("ValueError: no greeting for boom")
+
+
 async def test_list_filters_by_trace_and_correlation_id_and_show_names_both(
     database_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

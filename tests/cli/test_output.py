@@ -27,8 +27,14 @@ def test_cells_are_one_short_line() -> None:
     assert when(datetime(2026, 11, 26, 1, 2, 3, 456, tzinfo=UTC)) == "2026-11-26 01:02:03+00:00"
     assert one_line(None) == "-"
     assert one_line("  \n") == "-"
-    assert one_line("ValueError: bad\nTraceback ...") == "ValueError: bad"
     assert one_line("x" * 100, width=10) == "x" * 9 + "…"
+
+
+def test_an_error_cell_is_the_last_line_of_its_traceback() -> None:
+    # What a job raised is its traceback's last line; its first is the same for every job.
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n\n'
+    assert one_line(traceback) == "ValueError: bad"
+    assert one_line("lease expired") == "lease expired"
 
 
 def test_the_exit_statuses_a_script_can_rely_on() -> None:

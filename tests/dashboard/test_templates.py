@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from starlette_jobs.dashboard._templates import age, last_line, pretty, when
+from starlette_jobs._errors import last_line
+from starlette_jobs.dashboard._templates import age, pretty, when
 
 NOW = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
 
