@@ -8,7 +8,7 @@ import json
 
 from .._jobs import Jobs
 from .._records import JobEvent, JobRecord
-from ._output import Exit, one_line, print_json_lines, print_table, when
+from ._output import Exit, one_line, print_fields, print_json_lines, print_table, when
 
 _JOB_COLUMNS = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPTS", "RUN AT", "LAST ERROR")
 _EVENT_COLUMNS = ("AT", "KIND", "STATUS", "ATTEMPT", "WORKER", "BY", "ERROR")
@@ -72,9 +72,7 @@ async def show(jobs: Jobs, args: argparse.Namespace) -> Exit:
         ("last error", found.last_error or "-"),
         ("trace id", found.trace_id or "-"), ("request id", found.correlation_id or "-"),
     ]  # fmt: skip
-    width = max(len(label) for label, _ in fields)
-    for label, value in fields:
-        print(f"{label:<{width}}  {value}")
+    print_fields(fields, multi_line={"last error"})  # its traceback, on its own lines
     print()
     print_table(_EVENT_COLUMNS, map(_event_row, events))
     return Exit.OK

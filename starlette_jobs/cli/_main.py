@@ -22,7 +22,7 @@ from ..worker._settings import DEFAULT_RETRY_WAIT
 from ._act import act_on_jobs, pause_or_resume
 from ._dashboard import serve_dashboard
 from ._inspect import events, list_jobs, peek, show, status
-from ._output import Exit
+from ._output import Exit, visible
 from ._parser import build_parser
 from ._progress import burst_progress
 from ._schedules import print_schedules
@@ -54,11 +54,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(print_workers(jobs, as_json=args.json))
         return asyncio.run(_COMMANDS[args.command](jobs, args))
     except DatabaseUnavailableError as error:
-        print(f"starlette-jobs: error: {error}", file=sys.stderr)
+        _print_error(error)
         return Exit.UNAVAILABLE
     except (CommandError, StarletteJobsError) as error:
-        print(f"starlette-jobs: error: {error}", file=sys.stderr)
+        _print_error(error)
         return Exit.USAGE
+
+
+def _print_error(error: Exception) -> None:
+    """One line on stderr, `visible`: a message may quote what the server or a row said."""
+    print(f"starlette-jobs: error: {visible(str(error))}", file=sys.stderr)
 
 
 _COMMANDS: dict[str, Callable[[Jobs, argparse.Namespace], Coroutine[Any, Any, Exit]]] = {

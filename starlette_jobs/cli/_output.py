@@ -4,7 +4,8 @@ for scripts, and the exit statuses a script can rely on."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from enum import IntEnum
 from typing import Any
@@ -27,17 +28,44 @@ class Exit(IntEnum):
     """The database could not be reached, or did not answer in time: try again later."""
 
 
+# C0 (ESC, which starts every terminal escape sequence, BEL, CR, ...), DEL and C1 (0x9b is a
+# CSI on its own for some terminals).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, *, multi_line: bool = False) -> str:
+    """`text` with each control character shown as its Python escape (`\\x1b`, `\\n`): what
+    the commands print is stored text, often user input (a job's arguments end up in its
+    error), which must not clear the operator's screen, retitle the window, hide or overwrite
+    text. `multi_line` keeps the newlines of a field printed on several lines on purpose."""
+
+    def escaped(found: re.Match[str]) -> str:
+        char = found[0]
+        return char if multi_line and char == "\n" else repr(char)[1:-1]
+
+    return _CONTROL.sub(escaped, text)
+
+
 def print_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """`columns`, then each row, each cell padded to its column's widest."""
-    table = [tuple(columns), *(tuple(row) for row in rows)]
+    """`columns`, then each row, each cell made `visible` and padded to its column's widest."""
+    table = [tuple(columns), *(tuple(map(visible, row)) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
     for row in table:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         print("  ".join(cells).rstrip())
 
 
+def print_fields(fields: Sequence[tuple[str, str]], *, multi_line: Collection[str] = ()) -> None:
+    """Each `(label, value)` on its line, values aligned and made `visible`; the values of the
+    labels in `multi_line` (a traceback) keep their newlines."""
+    width = max(len(label) for label, _ in fields)
+    for label, value in fields:
+        print(f"{label:<{width}}  {visible(value, multi_line=label in multi_line)}")
+
+
 def print_json_lines(items: Iterable[dict[str, Any]]) -> None:
-    """One JSON object a line (what `jq -c` reads and writes)."""
+    """One JSON object a line (what `jq -c` reads and writes); JSON escapes every control
+    character itself."""
     for item in items:
         print(json.dumps(item, default=str))
 

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 from .._jobs import Jobs
 from .._schedule_records import ScheduleRecord, TickRecord
+from ._output import print_table
 
 _COLUMNS = ("NAME", "JOB", "CRON", "ZONE", "NEXT TICK", "LAST TICK")
 
@@ -24,12 +25,7 @@ async def print_schedules(jobs: Jobs, *, as_json: bool) -> int:
     if not schedules:
         print("no schedules: a worker writes those its code declares (@periodic) as it starts")
         return 0
-    rows = [_COLUMNS, *(_row(schedule) for schedule in schedules)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    print_table(_COLUMNS, map(_row, schedules))
     return 0
 
 

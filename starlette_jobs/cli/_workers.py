@@ -10,6 +10,7 @@ from typing import Any
 
 from .._jobs import Jobs
 from .._worker_records import UnrunnableJobs, WorkerRecord
+from ._output import print_table
 
 _COLUMNS = ("ID", "HOST", "PID", "QUEUES", "JOBS", "VERSION", "STARTED", "LAST SEEN")
 _UNRUNNABLE_COLUMNS = ("QUEUE", "JOB", "PENDING", "OLDEST RUN AT")
@@ -28,22 +29,14 @@ async def print_workers(jobs: Jobs, *, as_json: bool) -> int:
             print(json.dumps({"unrunnable": _unrunnable_dict(stuck)}))
         return 0
     if workers:
-        _print_table([_COLUMNS, *(_row(worker) for worker in workers)])
+        print_table(_COLUMNS, map(_row, workers))
     else:
         print("no live workers: each worker writes itself in the registry as it starts")
     if unrunnable:
         print()
         print("pending jobs no live worker can run (none works their queue and declares them):")
-        _print_table([_UNRUNNABLE_COLUMNS, *(_unrunnable_row(stuck) for stuck in unrunnable)])
+        print_table(_UNRUNNABLE_COLUMNS, map(_unrunnable_row, unrunnable))
     return 0
-
-
-def _print_table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
 
 
 def _row(worker: WorkerRecord) -> tuple[str, ...]:

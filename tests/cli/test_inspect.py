@@ -145,6 +145,35 @@ async def test_the_error_columns_say_what_the_job_raised(
     assert lines(capsys)[-1].endswith("ValueError: no greeting for boom")
 
 
+HOSTILE = "x@example.com\x1b[2J\x1b]0;title\x07\x1b[8mhidden\x9b0m\x7f\r"
+"""What a user may type into a job's argument, and the job put into its error: clear the screen,
+retitle the window, hide text (ESC, BEL, a C1 CSI, DEL, a carriage return)."""
+
+
+@job(queue="cli-inspect", retry=Retry.none())
+async def echo(text: str) -> None:
+    raise ValueError(f"no such address: {text}")
+
+
+async def test_stored_text_cannot_drive_the_operators_terminal(
+    database_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with Jobs(database_dsn, queues={"cli-inspect": 1}) as jobs:
+        failed = await echo.enqueue(text=HOSTILE)
+        await jobs.wait(failed, timeout=10)
+        assert await jobs.retry(failed, by=f"ops{HOSTILE}")
+    capsys.readouterr()
+    for command in ("show", "events"):
+        assert await run(command, str(failed), "--dsn", database_dsn) == 0
+        out = capsys.readouterr().out
+        assert not set(out) & {"\x1b", "\x07", "\x9b", "\x7f", "\r"}, command
+        assert "ops" + r"x@example.com\x1b[2J\x1b]0;title\x07" in out, command
+    assert await run("list", "--dsn", database_dsn) == 0
+    out = capsys.readouterr().out
+    assert r"no such address: x@example.com\x1b[2J\x1b]0;title\x07" in out
+    assert not set(out) & {"\x1b", "\x07", "\x9b", "\x7f", "\r"}
+
+
 async def test_list_filters_by_trace_and_correlation_id_and_show_names_both(
     database_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

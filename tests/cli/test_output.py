@@ -37,5 +37,19 @@ def test_an_error_cell_is_the_last_line_of_its_traceback() -> None:
     assert one_line("lease expired") == "lease expired"
 
 
+def test_a_tables_cells_show_control_characters_as_escapes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Stored text is user input: ESC, BEL, DEL, C1 or a newline would drive the terminal or
+    # break the row. Escaped before the columns are measured, so they stay aligned.
+    print_table(("A", "B"), [("\x1b[2J\x07", "x"), ("\x9b\x7f\t\r\n\x00", "y")])
+    first, second = r"\x1b[2J\x07", r"\x9b\x7f\t\r\n\x00"
+    assert capsys.readouterr().out.splitlines() == [
+        f"{'A':<{len(second)}}  B",
+        f"{first:<{len(second)}}  x",
+        f"{second}  y",
+    ]
+
+
 def test_the_exit_statuses_a_script_can_rely_on() -> None:
     assert [int(code) for code in Exit] == [0, 1, 2, 3, 4]

@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from starlette_jobs import Jobs
+from starlette_jobs._schedule_records import ScheduleRecord, TickRecord, TickStatus
 from starlette_jobs.cli._main import main
+from starlette_jobs.cli._schedules import print_schedules
 from tests.conftest import eventually
 
 APP = """
@@ -90,3 +94,31 @@ def test_schedules_as_json(
 def test_schedules_needs_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schedules", "--dsn", "memory://"]) == 2
     assert "`starlette-jobs schedules` needs PostgreSQL" in capsys.readouterr().err
+
+
+class _Declared:
+    """A database holding a schedule whose last tick was skipped for a hostile reason (the
+    error a tick met): the table is printed from whatever the rows hold."""
+
+    async def __aenter__(self) -> _Declared:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        pass
+
+    async def schedules(self) -> list[ScheduleRecord]:
+        at = datetime(2026, 11, 26, tzinfo=UTC)
+        tick = TickRecord("s\x1b[2J", at, TickStatus.SKIPPED, "boom\x1b]0;title\x07\x9b", None, at)
+        return [ScheduleRecord("s\x1b[2J", "j\x7f", "q", "* * * * *", "UTC", {}, "latest", "skip",
+                               at, None, tick)]  # fmt: skip
+
+
+async def test_schedules_show_control_characters_as_escapes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await print_schedules(cast("Jobs", _Declared()), as_json=False) == 0
+    out = capsys.readouterr().out
+    assert r"s\x1b[2J" in out
+    assert r"j\x7f" in out
+    assert r"boom\x1b]0;title\x07\x9b" in out
+    assert not set(out) & {"\x1b", "\x07", "\x9b", "\x7f"}
