@@ -51,13 +51,14 @@ async def serve_dashboard(jobs: Jobs, args: argparse.Namespace) -> Exit:
                     loop.remove_signal_handler(signum)
 
     authorize = _hook(args.authorize) if args.authorize else None
+    secret = _secret()
     try:  # before the database: a --trace-url that cannot link is a mistake of the command
         TraceLinks(args.trace_url)
     except ValueError as error:
         raise CommandError(f"--trace-url: {error}") from None
     async with jobs:
         app = Dashboard(
-            jobs, authorize=authorize, secret=os.environ.get(SECRET_VARIABLE),
+            jobs, authorize=authorize, secret=secret,
             trace_url=args.trace_url,
         )  # fmt: skip
         server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
@@ -65,6 +66,18 @@ async def serve_dashboard(jobs: Jobs, args: argparse.Namespace) -> Exit:
         print(f"dashboard on http://{args.host}:{args.port}/ ({mode})", flush=True)
         await server.serve()
     return Exit.OK
+
+
+def _secret() -> str | None:
+    """`SECRET_VARIABLE`'s value; None when unset (a random key). Set but empty is a mistake
+    (`SECRET=${UNSET}` in a compose file), refused before the database, as `Dashboard` does."""
+    secret = os.environ.get(SECRET_VARIABLE)
+    if secret == "":
+        raise CommandError(
+            f"{SECRET_VARIABLE} is set but empty: give it a random value shared by every "
+            "process serving the dashboard, or unset it for a random key of this process"
+        )
+    return secret
 
 
 def _hook(path: str) -> Authorize:

@@ -65,6 +65,7 @@ class Dashboard:
             changed). None (default): read-only.
         secret: the key that signs the CSRF cookie of the actions' forms. Default: a random
             one per process; give the same one to every process that serves the dashboard.
+            An empty one is refused (`ValueError`).
         trace_url: where a job's trace is shown, with `{trace_id}` in its place, e.g.
             "https://tempo.example/trace/{trace_id}": the job page links its trace id there.
             None (default): the trace id is shown, with no link.
@@ -98,6 +99,8 @@ class Dashboard:
         self._page_size = page_size
         self._refresh = None if refresh is None else math.ceil(refresh)
         self._templates = templates()
+        if secret is not None and not secret:  # an empty HMAC key: anyone could sign a cookie
+            raise ValueError("secret must not be empty: give a random one, or None for a new one")
         self._tokens = CsrfTokens(secrets.token_bytes(32) if secret is None else secret)
         self._actions = Actions(jobs, authorize, self._tokens)
         self._bulk = BulkRuns(jobs, self._actions)

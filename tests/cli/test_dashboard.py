@@ -90,3 +90,14 @@ def test_a_hook_module_that_fails_as_it_imports_exits_2(
     err = capsys.readouterr().err
     assert err.startswith(f"starlette-jobs: error: --authorize {name}:allow: ")
     assert err.count("\n") == 1
+
+
+def test_an_empty_secret_variable_exits_2_before_the_database(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `SECRET=${UNSET}` in a compose file: refused, not an empty key anyone can sign with.
+    monkeypatch.setenv("STARLETTE_JOBS_DASHBOARD_SECRET", "")
+    assert main(["dashboard", "--dsn", "postgresql://app@127.0.0.1:1/app"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("starlette-jobs: error: STARLETTE_JOBS_DASHBOARD_SECRET is set but empty")
+    assert err.count("\n") == 1

@@ -259,6 +259,9 @@ async def test_a_database_that_does_not_answer_is_a_503_page(database_dsn: str) 
         ({"refresh": 0.5}, "refresh must be at least 1 second"),
         ({"refresh": float("nan")}, "refresh must be at least 1 second"),
         ({"refresh": True}, "refresh must be at least 1 second"),
+        # An empty HMAC key: anyone could sign a CSRF cookie the dashboard accepts.
+        ({"secret": ""}, "secret must not be empty"),
+        ({"secret": b""}, "secret must not be empty"),
     ],
 )
 def test_settings_out_of_range_are_refused(options: dict[str, float], message: str) -> None:
