@@ -34,17 +34,24 @@ class CsrfTokens:
             self._key, token.encode("utf-8", "surrogateescape"), hashlib.sha256
         ).hexdigest()
 
+    def _signed_tokens(self, request: Request) -> list[str]:
+        """The tokens of the request's cookies whose signature holds, among all it sent under
+        the name (see `_cookies_named`)."""
+        tokens = []
+        for cookie in _cookies_named(request, COOKIE):
+            token, _, signature = cookie.partition(".")
+            # Compared as bytes: `compare_digest` raises on non-ASCII text, and a cookie of the
+            # same name (another app on the host) may hold any byte.
+            if token and hmac.compare_digest(
+                signature.encode("utf-8", "surrogateescape"),
+                self._signature(token).encode(),
+            ):
+                tokens.append(token)
+        return tokens
+
     def from_cookie(self, request: Request) -> str | None:
-        """The token of the request's cookie, if its signature holds."""
-        token, _, signature = request.cookies.get(COOKIE, "").partition(".")
-        # Compared as bytes: `compare_digest` raises on non-ASCII text, and a cookie of the
-        # same name (another app on the host) may hold any byte.
-        if token and hmac.compare_digest(
-            signature.encode("utf-8", "surrogateescape"),
-            self._signature(token).encode(),
-        ):
-            return token
-        return None
+        """The token of the request's first cookie whose signature holds."""
+        return next(iter(self._signed_tokens(request)), None)
 
     def issue(self, request: Request) -> str:
         """The request's token, or a new one (set in the response's cookie by `keep`)."""
@@ -68,7 +75,23 @@ class CsrfTokens:
         the form was sent from this origin."""
         if request.headers.get("sec-fetch-site", "same-origin") not in _OWN_FORMS:
             return False
-        token = self.from_cookie(request)
-        if token is None or not field:
+        if not field:
             return False
-        return hmac.compare_digest(token.encode(), field.encode())
+        # Any of them: two dashboards sharing the secret sign each other's cookies.
+        return any(
+            hmac.compare_digest(token.encode(), field.encode())
+            for token in self._signed_tokens(request)
+        )
+
+
+def _cookies_named(request: Request, name: str) -> list[str]:
+    """Every value the request's Cookie headers give `name`. Cookies ignore ports: a browser
+    that opened a dashboard at / (another port, another secret) sends its cookie with this
+    one's, both named alike, and Starlette's `request.cookies` keeps only the last."""
+    found = []
+    for header in request.headers.getlist("cookie"):
+        for pair in header.split(";"):
+            key, sep, value = pair.partition("=")
+            if sep and key.strip() == name:
+                found.append(value.strip())
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -79,3 +80,24 @@ def test_a_cookie_of_bytes_no_token_holds_is_no_token() -> None:
         assert tokens.from_cookie(request_with(cookie)) is None
         assert not tokens.accepts(request_with(cookie), "a")
         assert tokens.issue(request_with(cookie))
+
+
+@pytest.mark.parametrize("ours_first", [True, False])
+def test_a_dashboard_under_a_path_finds_its_cookie_beside_another_dashboards(
+    ours_first: bool,
+) -> None:
+    # Cookies ignore ports: once the operator opened a dashboard mounted at / (another port,
+    # another secret), the browser sends its cookie with the /jobs dashboard's, both named
+    # alike. Starlette's request.cookies keeps only one of them.
+    ours, other = CsrfTokens("ours"), CsrfTokens("other")
+    token, header = issued_cookie(ours, request_with(root_path="/jobs"))
+    _, other_header = issued_cookie(other, request_with(root_path=""))
+    pair = [header.split(";")[0], other_header.split(";")[0]]
+    raw = "; ".join(pair if ours_first else pair[::-1])
+    scope = {**request_with().scope, "headers": [(b"cookie", raw.encode())]}
+    both = Request(scope)
+    assert ours.accepts(both, token)
+    assert ours.issue(both) == token
+    response = Response()
+    ours.keep(both, response, token)
+    assert "set-cookie" not in response.headers  # the page's form keeps working
