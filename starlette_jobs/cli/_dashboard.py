@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
@@ -56,16 +57,29 @@ async def serve_dashboard(jobs: Jobs, args: argparse.Namespace) -> Exit:
         TraceLinks(args.trace_url)
     except ValueError as error:
         raise CommandError(f"--trace-url: {error}") from None
-    async with jobs:
-        app = Dashboard(
-            jobs, authorize=authorize, secret=secret,
-            trace_url=args.trace_url,
-        )  # fmt: skip
-        server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
-        mode = "read-only" if authorize is None else f"actions allowed by {args.authorize}"
-        print(f"dashboard on http://{args.host}:{args.port}/ ({mode})", flush=True)
-        await server.serve()
+    # Bound before the database, and before saying where it serves: uvicorn would print its
+    # own bind error after that line, and exit with a status of its own.
+    with _listen(args.host, args.port) as listening:
+        async with jobs:
+            app = Dashboard(
+                jobs, authorize=authorize, secret=secret, trace_url=args.trace_url,
+            )  # fmt: skip
+            config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+            mode = "read-only" if authorize is None else f"actions allowed by {args.authorize}"
+            print(f"dashboard on http://{args.host}:{args.port}/ ({mode})", flush=True)
+            await Server(config).serve(sockets=[listening])
     return Exit.OK
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host:port` (as uvicorn binds one); a port another process holds,
+    or an address not of this machine, is a mistake of the command line (exit 2)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise CommandError(f"--port {port}: cannot listen on {host}:{port}: {reason}") from None
 
 
 def _secret() -> str | None:

@@ -101,3 +101,21 @@ def test_an_empty_secret_variable_exits_2_before_the_database(
     err = capsys.readouterr().err
     assert err.startswith("starlette-jobs: error: STARLETTE_JOBS_DASHBOARD_SECRET is set but empty")
     assert err.count("\n") == 1
+
+
+def test_a_port_in_use_exits_2_with_one_line(database_dsn: str) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "starlette_jobs", "dashboard", "--dsn", database_dsn,
+             "--port", str(port)],
+            cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2, done
+    assert done.stdout == ""  # no "dashboard on ..." for a dashboard that is not
+    assert done.stderr.startswith(
+        f"starlette-jobs: error: --port {port}: cannot listen on 127.0.0.1:{port}: "
+    ), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
