@@ -16,6 +16,8 @@ from ._connections import answered_within, connect_plain
 from ._driver_errors import (
     InvalidAuthorizationSpecificationError,
     InvalidCatalogNameError,
+    InvalidParameterValueError,
+    UndefinedObjectError,
     raise_as_store_error,
 )
 from ._schema import search_path_settings
@@ -53,8 +55,16 @@ def configuration_mistake(error: BaseException, dsn: str, source: str) -> Config
         return ConfigurationError(
             f"unknown host {host!r} in {shown} ({error.strerror}); check the host name"
         )
-    # asyncpg's ClientConfigurationError is a ValueError too; so is a port that is not a number.
-    if isinstance(error, ValueError):
+    # The DSN's query passes settings to the server as the connection starts: one it does not
+    # know (`?connect_timeout=`, which asyncpg does not read) or a value it refuses
+    # (`?options=-c statement_timeout=x`) fails every connection the same way.
+    if isinstance(error, UndefinedObjectError | InvalidParameterValueError):
+        return ConfigurationError(
+            f"PostgreSQL refused a setting of the DSN {shown}: {error}; fix or remove it"
+        )
+    # asyncpg's ClientConfigurationError is a ValueError too; so is a port that is not a number,
+    # and one past 65535 is the event loop's OverflowError.
+    if isinstance(error, ValueError | OverflowError):
         return ConfigurationError(f"invalid DSN {shown}: {error}; {EXPECTED_DSN}")
     return None
 

@@ -23,6 +23,8 @@ UniqueViolationError = asyncpg.UniqueViolationError
 UndefinedTableError = asyncpg.UndefinedTableError
 InvalidCatalogNameError = asyncpg.InvalidCatalogNameError
 InvalidAuthorizationSpecificationError = asyncpg.InvalidAuthorizationSpecificationError
+UndefinedObjectError = asyncpg.exceptions.UndefinedObjectError
+InvalidParameterValueError = asyncpg.exceptions.InvalidParameterValueError
 PostgresError = asyncpg.PostgresError
 
 # The connection is gone: the server dropped it, or the network did.

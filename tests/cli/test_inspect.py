@@ -245,3 +245,14 @@ def test_a_malformed_command_line_exits_2(
 def test_an_unreachable_database_exits_4(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--dsn", "postgresql://app@127.0.0.1:1/app"]) == 4
     assert capsys.readouterr().err.startswith("starlette-jobs: error: PostgreSQL is unreachable")
+
+
+def test_a_dsn_with_an_impossible_port_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "--dsn", "postgresql://postgres@127.0.0.1:99999/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "starlette-jobs: error: invalid DSN postgresql://postgres@127.0.0.1:99999/x"
+    )
+    assert err.count("\n") == 1

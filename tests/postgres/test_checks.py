@@ -73,6 +73,27 @@ async def test_a_missing_database_stops_the_check_with_the_mistake_alone(databas
     assert isinstance(refused.value.__context__, InvalidCatalogNameError)
 
 
+@pytest.mark.parametrize(
+    ("query_or_port", "said"),
+    [
+        (":99999", "invalid DSN"),  # the driver's OverflowError, not a ValueError
+        ("?connect_timeout=abc", "PostgreSQL refused a setting of the DSN"),  # no such setting
+        ("?options=-c%20statement_timeout%3Dx", "PostgreSQL refused a setting of the DSN"),
+    ],
+)
+async def test_a_dsn_setting_that_cannot_work_is_a_configuration_error(
+    database_dsn: str, query_or_port: str, said: str
+) -> None:
+    if query_or_port.startswith(":"):
+        dsn = "postgresql://app@127.0.0.1" + query_or_port + "/app"
+    else:
+        dsn = database_dsn + query_or_port
+    with pytest.raises(ConfigurationError, match=said) as refused:
+        await check_connection(dsn, "dsn=")
+    assert "\n" not in str(refused.value)
+    assert refused.value.__cause__ is None
+
+
 async def test_an_outage_is_the_stores_unavailable_error() -> None:
     # Nothing listens on port 1: connection refused, which waiting may fix.
     with pytest.raises(DatabaseUnavailableError):
