@@ -86,8 +86,8 @@ async def test_a_dsn_setting_that_cannot_work_is_a_configuration_error(
 ) -> None:
     if query_or_port.startswith(":"):
         dsn = "postgresql://app@127.0.0.1" + query_or_port + "/app"
-    else:
-        dsn = database_dsn + query_or_port
+    else:  # after the DSN's own query, if any (the embedded server's socket directory)
+        dsn = database_dsn + ("&" if "?" in database_dsn else "?") + query_or_port[1:]
     with pytest.raises(ConfigurationError, match=said) as refused:
         await check_connection(dsn, "dsn=")
     assert "\n" not in str(refused.value)
