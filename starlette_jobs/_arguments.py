@@ -296,4 +296,27 @@ def _problem_errors(problems: list[tuple[tuple[Any, ...], str]]) -> list[dict[st
 
 def _plain_errors(error: pydantic.ValidationError) -> list[dict[str, Any]]:
     # include_url and include_context would make the errors noisy and not JSON-serializable.
-    return [dict(e) for e in error.errors(include_url=False, include_context=False)]
+    return [
+        _without_outer_input(dict(e))
+        for e in error.errors(include_url=False, include_context=False)
+    ]
+
+
+def _without_outer_input(error: dict[str, Any]) -> dict[str, Any]:
+    """`error` with no input if nothing was at its location: pydantic gives a missing field the
+    whole mapping it is missing from, which holds the other arguments, the ones a server added
+    to a client's (`enqueue(**body, signing_key=...)`) too, and errors go back to clients."""
+    if error["type"] in _MISSING:
+        error["input"] = None
+    return error
+
+
+# pydantic's error types for a field, or a function's argument, that was not given.
+_MISSING = frozenset(
+    {
+        "missing",
+        "missing_argument",
+        "missing_keyword_only_argument",
+        "missing_positional_only_argument",
+    }
+)

@@ -295,3 +295,34 @@ def test_a_type_whose_stored_json_would_not_validate_again_is_refused_at_declara
     and then every attempt failed in the worker ("Input should be a valid array")."""
     with pytest.raises(JobDefinitionError, match=says):
         schema(func)
+
+
+def export(owner: str, month: str, signing_key: str, config: Mapping[str, str]) -> None: ...
+
+
+class Signing(pydantic.BaseModel):
+    key: str
+    algorithm: str
+
+
+def sign(signing: Signing) -> None: ...
+
+
+def test_a_missing_argument_shows_no_input_for_the_others_may_be_the_servers() -> None:
+    """pydantic gives a missing field the whole mapping it is missing from as its input: the
+    arguments a server added (`enqueue(**body, signing_key=...)`) went back to the client."""
+    with pytest.raises(JobArgumentsError) as refused:
+        schema(export).serialize((), {"owner": "alice", "signing_key": "sk_live_secret"})
+    assert [(error["loc"], error["input"]) for error in refused.value.errors] == [
+        (("month",), None),
+        (("config",), None),
+    ]
+    with pytest.raises(JobArgumentsError) as nested:
+        schema(sign).serialize((), {"signing": {"key": "sk_live_secret"}})
+    [error] = nested.value.errors
+    assert (error["loc"], error["type"], error["input"]) == (
+        ("signing", "algorithm"),
+        "missing",
+        None,
+    )
+    assert "sk_live_secret" not in repr(refused.value.errors) + repr(nested.value.errors)

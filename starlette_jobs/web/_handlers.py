@@ -38,7 +38,8 @@ def get_jobs(request: Request) -> Jobs:
 async def job_arguments_error_handler(request: Request, exc: Exception) -> Response:
     """Answers a `JobArgumentsError` with 422 and the errors in FastAPI's own shape:
     `{"detail": [{"type", "loc", "msg", "input"}, ...]}`, each `loc` starting with `"body"` as
-    FastAPI's errors about a JSON body's fields do, followed by the argument's name.
+    FastAPI's errors about a JSON body's fields do, followed by the argument's name. A missing
+    argument's `input` is null (FastAPI shows the body): the arguments may hold the server's own.
 
     An `IdempotencyKeyReusedError` (an `Idempotency-Key` sent again with another body) is a
     `JobArgumentsError` too: one error of type `idempotency_key_reused` at `["body"]`.
