@@ -84,7 +84,7 @@ def _endpoint(scope: Mapping[str, Any]) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     if isinstance(path, str):
-        return _prefix(scope, getattr(route, "path_regex", None)) + path
+        return _prefix(scope, route) + path
     endpoint = scope.get("endpoint")
     if endpoint is not None:
         name = getattr(endpoint, "__qualname__", type(endpoint).__qualname__)
@@ -92,17 +92,37 @@ def _endpoint(scope: Mapping[str, Any]) -> str:
     return str(scope.get("root_path", "")) + str(scope["path"])
 
 
-def _prefix(scope: Mapping[str, Any], pattern: re.Pattern[str] | None) -> str:
+def _prefix(scope: Mapping[str, Any], route: Any) -> str:
     """What comes before the route's own path: the root path of a `Mount` or a mounted app,
     and a router's prefix (FastAPI's `include_router(prefix=...)` leaves it out of both the
     template and the root path), found as the part of the request's path before the part the
-    route's pattern matches. Without a pattern, the root path alone."""
+    route matched. Without a pattern, the root path alone."""
     root = str(scope.get("root_path", ""))
     path = str(scope.get("path", ""))
     rest = path[len(root) :] if path.startswith(root) else path
-    if pattern is None or pattern.match(rest):
+    pattern = getattr(route, "path_regex", None)
+    if pattern is None:
         return root
-    for start in range(1, len(rest)):
-        if rest[start] == "/" and pattern.match(rest[start:]):
+    for start in range(len(rest)):
+        if rest[start] == "/" and _matched_here(route, pattern, rest[start:], scope):
             return root + rest[:start]
     return root
+
+
+def _matched_here(
+    route: Any, pattern: re.Pattern[str], tail: str, scope: Mapping[str, Any]
+) -> bool:
+    """Whether the route matched `tail`: the pattern matches it with the parameters the
+    router found. The pattern alone is not enough: a `{x:path}` parameter matches the prefix
+    too (`/{event:path}` matches all of `/stripe/push`, where the router gave it `push`)."""
+    match = pattern.match(tail)
+    if match is None:
+        return False
+    found = scope.get("path_params", {})
+    convertors = getattr(route, "param_convertors", {})
+    for name, text in match.groupdict().items():
+        convertor = convertors.get(name)
+        value = text if convertor is None else convertor.convert(text)
+        if name in found and found[name] != value:
+            return False
+    return True

@@ -269,6 +269,30 @@ async def test_the_prefix_a_fastapi_router_is_included_under_is_part_of_its_endp
     ]
 
 
+async def test_a_catch_all_route_keeps_the_prefix_it_is_included_or_mounted_under() -> None:
+    """A `{x:path}` route's pattern matches the prefix too: /stripe/push and /github/push got
+    one key, so the second webhook got the first one's job and its own was never enqueued."""
+    hooks = APIRouter()
+
+    @hooks.post("/{event:path}")
+    async def webhook(event: str, request: Request) -> Any:
+        return idempotency_key(request)
+
+    app = FastAPI()
+    app.include_router(hooks, prefix="/stripe")
+    app.include_router(hooks, prefix="/github")
+    app.include_router(hooks, prefix="/t/{tenant}")
+    app.mount("/files", Starlette(routes=[Route("/{rest:path}", key_of, methods=["POST"])]))
+    paths = ["/stripe/push", "/github/push", "/stripe/github/push", "/t/acme/x/y", "/files/a/b"]
+    assert await keys_at(app, paths) == [
+        '["POST","/stripe/{event:path}",null,"k"]',
+        '["POST","/github/{event:path}",null,"k"]',
+        '["POST","/stripe/{event:path}",null,"k"]',  # another event, the same endpoint
+        '["POST","/t/acme/{event:path}",null,"k"]',
+        '["POST","/files/{rest:path}",null,"k"]',
+    ]
+
+
 def test_a_key_too_long_to_store_is_hashed() -> None:
     long = idempotency_key(request(key("k" * 255)), scope="u" * 300)
     assert long is not None
