@@ -38,7 +38,9 @@ def accepted(
         retry_after: seconds before the client should look at the status URL.
         location: the status URL; by default the `job_status_router()` mounted in this app
             (or its routes, added by `add_job_status_routes`).
-        headers: more headers for the response.
+        headers: more headers for the response. Their names are matched case-insensitively,
+            as HTTP's are: a `Location` or `Retry-After` among them (in any case) is replaced
+            by the one `accepted` sets, so pass `location=` or `retry_after=` to change those.
         tokens: the `JobStatusTokens` the status routes were given: the status URL then holds
             the job's token, which cannot be guessed, rather than its id.
 
@@ -60,8 +62,16 @@ def accepted(
     return JSONResponse(
         {"job_id": job_id, "status_url": location},
         status_code=202,
-        headers={**(headers or {}), "Location": location, "Retry-After": str(retry_after)},
+        headers={**_others(headers), "Location": location, "Retry-After": str(retry_after)},
     )
+
+
+def _others(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The caller's headers but those `accepted` sets itself, in whatever case they are named:
+    a dict merge is case-sensitive, and a response with two `Location` headers leaves the
+    client to guess which one to follow."""
+    own = {"location", "retry-after"}
+    return {name: value for name, value in (headers or {}).items() if name.lower() not in own}
 
 
 def _status_url(request: Request, job_id: JobId, tokens: JobStatusTokens | None) -> str:

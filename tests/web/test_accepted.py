@@ -55,3 +55,21 @@ def test_accepted_follows_the_apps_root_path(database_dsn: str) -> None:
         response = client.post("/reports", json={"month": "2026-01", "pages": 1})
         job_id = response.json()["job_id"]
         assert response.headers["location"] == f"http://testserver/api/jobs/{job_id}"
+
+
+def test_headers_named_in_lower_case_do_not_duplicate_location_or_retry_after(
+    database_dsn: str,
+) -> None:
+    """`headers={"location": ...}` sent two Location headers, and two Retry-After: which one a
+    client follows is its own guess. The ones `accepted` makes win: `location=` and
+    `retry_after=` set them."""
+
+    async def answer(request: Request) -> Response:
+        headers = {"location": "/elsewhere", "RETRY-AFTER": "99", "x-a": "b"}
+        return accepted(request, 7, location="/reports/7", retry_after=5, headers=headers)
+
+    with TestClient(Starlette(routes=[Route("/", answer)])) as client:
+        response = client.get("/")
+    assert response.headers.get_list("location") == ["/reports/7"]
+    assert response.headers.get_list("retry-after") == ["5"]
+    assert response.headers["x-a"] == "b"
