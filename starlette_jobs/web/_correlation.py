@@ -32,12 +32,37 @@ class CorrelationIdMiddleware:
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(self.header)
-        value = given.decode("latin-1")[:200] if given else uuid.uuid4().hex
+        value, raw = _read(given) if given else _new_id()
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[self.header.decode("latin-1")] = value
+                headers = MutableHeaders(scope=message)
+                del headers[self.header.decode("latin-1")]
+                # The bytes as they came: setting the text would encode it as Latin-1, which
+                # cannot hold every character of a UTF-8 id.
+                headers.raw.append((self.header, raw))
             await send(message)
 
         with correlation_scope(value):
             await self.app(scope, receive, send_with_header)
+
+
+MAX_LENGTH = 200
+"""The longest id kept, in characters; a longer one is cut."""
+
+
+def _read(given: bytes) -> tuple[str, bytes]:
+    """The id, as the characters the client sent, and the bytes to echo. UTF-8 when the bytes
+    are UTF-8, as `Idempotency-Key` is read (Starlette reads them as Latin-1, which made `é`
+    into `Ã©`); else a character per byte, since a correlation id is never refused."""
+    try:
+        value = given.decode()[:MAX_LENGTH]
+        return value, value.encode()
+    except UnicodeDecodeError:
+        value = given.decode("latin-1")[:MAX_LENGTH]
+        return value, value.encode("latin-1")
+
+
+def _new_id() -> tuple[str, bytes]:
+    value = uuid.uuid4().hex
+    return value, value.encode()

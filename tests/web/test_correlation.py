@@ -3,6 +3,10 @@ one) is current while it is handled, and echoed back in the response."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx2
+import pytest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -65,3 +69,23 @@ def test_the_header_can_be_another_one_named_in_any_case() -> None:
 def test_other_connections_pass_through_untouched() -> None:
     with client().websocket_connect("/ws", headers={"X-Request-ID": "ws-1"}) as websocket:
         assert websocket.receive_json() == {"correlation_id": None}
+
+
+async def get_with_id(sent: bytes) -> tuple[Any, bytes]:
+    """The id the endpoint saw and the header's bytes in the response. Through httpx's ASGI
+    transport: the TestClient cannot read a response header that is not ASCII."""
+    transport = httpx2.ASGITransport(app=client().app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as http:
+        response = await http.get("/", headers={b"X-Request-ID": sent})
+    return response.json()["correlation_id"], dict(response.headers.raw)[b"x-request-id"]
+
+
+@pytest.mark.parametrize("sent", ["req-é", "req-€", "é" * 300])
+async def test_an_id_in_utf8_is_kept_as_the_characters_sent_and_echoed_as_sent(sent: str) -> None:
+    """`req-é` was kept as `req-Ã©` (its UTF-8 bytes read as Latin-1), where the same bytes in
+    `Idempotency-Key` are read as UTF-8."""
+    assert await get_with_id(sent.encode()) == (sent[:200], sent[:200].encode())
+
+
+async def test_an_id_that_is_not_utf8_is_read_a_character_per_byte_and_echoed_as_sent() -> None:
+    assert await get_with_id(b"req-\xff") == ("req-\xff", b"req-\xff")
