@@ -111,7 +111,8 @@ def add_job_status_routes(
     operations, so that they show in its OpenAPI schema: `GET {prefix}/{job_id}` and, with
     `events`, `GET {prefix}/{job_id}/events`. They answer as the mounted router's do, under
     the same route names (`accepted()` finds them), except that FastAPI answers 422 for a
-    `job_id` that is no possible id (where the router answers 404).
+    `job_id` that is no possible id (where the router answers 404), and finds the job of
+    any spelling of an id it takes (`+7`, `7.0`).
 
     Args:
         app: a `FastAPI` app or an `APIRouter` (anything with FastAPI's `add_api_route`).
@@ -154,11 +155,11 @@ def add_job_status_routes(
     show = status_endpoint(find, public, retry_after)
 
     # FastAPI reads these signatures: `job_id: JobId` is validated (422 for what is no id) and
-    # documented as an integer with bounds. The shared endpoint reads the same path parameter
-    # as the mounted router's, so that both answer alike.
+    # documented as an integer with bounds. The shared endpoint reads the path parameter as
+    # the mounted router's does, given the validated id (see `_with_job_id`).
     async def job_status(request: Request, job_id: JobId) -> Response:
         """The job's public fields, with `Retry-After` while it has not finished."""
-        return await show(request)
+        return await show(_with_job_id(request, job_id))
 
     async def job_status_by_token(request: Request, job_token: str) -> Response:
         """The job's public fields, with `Retry-After` while it has not finished."""
@@ -191,7 +192,7 @@ def add_job_status_routes(
             """Server-sent events: `status` with the job's public fields, then `status` or
             `progress` each time they change, and `end` once the job has finished; then the
             stream closes."""
-            return await stream(request)
+            return await stream(_with_job_id(request, job_id))
 
         async def job_events_by_token(request: Request, job_token: str) -> Response:
             """Server-sent events: `status` with the job's public fields, then `status` or
@@ -211,3 +212,12 @@ def add_job_status_routes(
             tags=tag_list,
             responses=documented_responses("The job's updates, until it ends."),
         )
+
+
+def _with_job_id(request: Request, job_id: JobId) -> Request:
+    """`request` with the id FastAPI validated as its `job_id` path parameter, written as
+    digits: FastAPI takes `+7`, ` 7` or `7.0` for 7, and the text as it came would be no job's
+    id (a 404 where the job exists). A new request over the same connection and state, so that
+    the app's own scope is left as it is."""
+    path_params = {**request.path_params, "job_id": str(job_id)}
+    return Request({**request.scope, "path_params": path_params}, request.receive)

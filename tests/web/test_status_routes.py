@@ -258,6 +258,22 @@ def test_the_added_routes_answer_404_for_no_job_and_fastapis_422_for_no_id(
             assert refused.json()["detail"][0]["loc"] == ["path", "job_id"]
 
 
+def test_the_added_routes_find_the_job_of_every_spelling_fastapi_takes_for_its_id(
+    fastapi_client: TestClient,
+) -> None:
+    """FastAPI's `JobId` takes `+7` or `7.0` as 7, but the routes looked up the text as it came:
+    404 "no job with id '+7'" for a job that exists, where anything not an id is a 422."""
+    job_id = fastapi_client.post("/reports", json={"month": "2026-01", "pages": 2}).json()["job_id"]
+    shown = fastapi_client.get(f"/jobs/{job_id}")
+    missing_id = job_id + 1000
+    for spell in ("+{}", "%20{}", "{}.0"):
+        response = fastapi_client.get(f"/jobs/{spell.format(job_id)}")
+        assert (response.status_code, response.content) == (200, shown.content), spell
+        missing = fastapi_client.get(f"/jobs/{spell.format(missing_id)}/events")
+        assert missing.status_code == 404, spell
+        assert missing.json() == {"detail": f"no job with id '{missing_id}'"}
+
+
 def test_accepted_finds_the_status_route_added_to_an_api_router(database_dsn: str) -> None:
     router = APIRouter(prefix="/api")
     router.add_api_route("/reports", enqueue_report, methods=["POST"])
