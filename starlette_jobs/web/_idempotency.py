@@ -23,7 +23,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from .._storable import MAX_UNIQUE_KEY_LENGTH, unstorable
+from .._storable import MAX_UNIQUE_KEY_LENGTH
 
 HEADER = "Idempotency-Key"
 MAX_HEADER_LENGTH = 255
@@ -31,6 +31,10 @@ MAX_HEADER_LENGTH = 255
 bytes: the scoped key is what PostgreSQL's unique index holds, and it is bounded on its own
 (`MAX_UNIQUE_KEY_LENGTH` characters, at most 4 bytes each, well within the index's 2,704
 bytes; a longer one is hashed), so the header's limit is only the contract with clients."""
+
+# Control characters (C0, DEL and C1): the 400 promises printable characters. NUL, which
+# PostgreSQL cannot store, is one; a lone surrogate cannot come out of decoding UTF-8.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def idempotency_key(
@@ -46,8 +50,8 @@ def idempotency_key(
         header: the header to read.
 
     Raises:
-        HTTPException: 400 for an empty header, one over 255 characters, or one whose bytes
-            are not UTF-8.
+        HTTPException: 400 for an empty header, one over 255 characters, one with a control
+            character (a tab, DEL, NUL...), or one whose bytes are not UTF-8.
 
     Example:
         >>> key = idempotency_key(request, scope=request.user.identity)
@@ -62,7 +66,7 @@ def idempotency_key(
         value = value.encode("latin-1").decode()
     except UnicodeDecodeError:
         raise HTTPException(400, f"the {header} header must be UTF-8 text") from None
-    if not 1 <= len(value) <= MAX_HEADER_LENGTH or unstorable(value) is not None:
+    if not 1 <= len(value) <= MAX_HEADER_LENGTH or _CONTROL.search(value):
         raise HTTPException(
             400, f"the {header} header must be 1 to {MAX_HEADER_LENGTH} printable characters"
         )

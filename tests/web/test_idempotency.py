@@ -310,6 +310,16 @@ def test_the_header_limit_counts_characters_not_bytes() -> None:
     assert refused.value.status_code == 400
 
 
+@pytest.mark.parametrize("value", ["k\tk", "k\x7fk", "k\x01k", "k\x00k", "k\x85k"])
+def test_a_key_with_a_control_character_is_the_400_it_says_it_is(value: str) -> None:
+    """The 400 says "printable characters", but a tab or a DEL made a key."""
+    with pytest.raises(HTTPException) as refused:
+        idempotency_key(request(key(value)))
+    assert refused.value.status_code == 400
+    assert "1 to 255 printable characters" in str(refused.value.detail)
+    assert idempotency_key(request(key("k k"))) == '["POST","/p",null,"k k"]'  # a space prints
+
+
 def test_a_header_that_is_not_utf8_is_a_400() -> None:
     raw = [(b"idempotency-key", b"k\xff")]
     with pytest.raises(HTTPException) as refused:
