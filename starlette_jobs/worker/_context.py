@@ -18,7 +18,7 @@ from . import _completion, _steps, _upstream
 from ._completion import Completer
 from ._loop_time import JobLoopTime
 from ._steps import StepStore
-from ._threads import tracked
+from ._threads import JobThreads
 from ._upstream import UpstreamReader
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class AttemptControl:
         "started",
         "steps",
         "stopped_by_worker",
+        "threads",
         "timed_out",
         "upstream",
     )
@@ -68,6 +69,7 @@ class AttemptControl:
         upstream: UpstreamReader | None = None,
         complete: Completer | None = None,
         steps: StepStore | None = None,
+        threads: JobThreads | None = None,
     ) -> None:
         self.cancel_requested = False
         """`jobs.cancel` asked the job to stop."""
@@ -86,6 +88,8 @@ class AttemptControl:
         back): the worker records no outcome of its own for an attempt that then returns."""
         self.steps = steps
         """The store, for what a workflow's step asks of it beyond its outcome."""
+        self.threads = threads
+        """Where the worker counts its sync jobs' threads (None: no worker, no count)."""
         self._job: RunningJob | None = None
         self.loop_time = loop_time
         """Where the worker counts how long its jobs hold the event loop (None: it does not)."""
@@ -131,7 +135,8 @@ class AttemptControl:
     def in_thread(self, func: Callable[..., T]) -> Callable[..., T]:
         """`func`, a sync job's, as its thread runs it: among the job threads shutdown counts
         (`_threads.py`), and counted by the worker's loop-time counter if there is one."""
-        return tracked(func if self.loop_time is None else self.loop_time.counting_thread(func))
+        counted = func if self.loop_time is None else self.loop_time.counting_thread(func)
+        return counted if self.threads is None else self.threads.tracked(counted)
 
     @property
     def stop_requested(self) -> bool:

@@ -28,6 +28,7 @@ from ._progress import ProgressWriter
 from ._queues import QueueState
 from ._running import RunningAttempts
 from ._steps import SizedSteps
+from ._threads import JobThreads
 
 
 class AttemptLauncher:
@@ -45,6 +46,7 @@ class AttemptLauncher:
         controls: QueueControlsCopy,
         count_ended: Callable[[str, JobStatus], None],
         loop_time: JobLoopTime | None,
+        threads: JobThreads,
         wake: Callable[[str], None],
         max_payload_bytes: int = 1024 * 1024,
     ) -> None:
@@ -57,6 +59,7 @@ class AttemptLauncher:
         self._progress = progress
         self._wake = wake
         self._loop_time = loop_time
+        self._threads = threads
         # Bound once: one attribute lookup less for every attempt.
         self._count_ended = count_ended
         self._after_outcome = controls.after_outcome
@@ -72,11 +75,11 @@ class AttemptLauncher:
         # The loop's own create_task: asyncio.create_task adds a call and a name.
         create_task = asyncio.get_running_loop().create_task
         for claim in claims:
-            # report, loop_time, claim, progress, upstream, complete, steps: by position, one
-            # per attempt (keywords cost more).
+            # report, loop_time, claim, progress, upstream, complete, steps, threads: by
+            # position, one per attempt (keywords cost more).
             control = AttemptControl(
                 None, self._loop_time, claim, self._report_progress,
-                self._upstream_results, self._complete_job, self._steps,
+                self._upstream_results, self._complete_job, self._steps, self._threads,
             )  # fmt: skip
             self._stops.register(claim.lease_token, control)
             self._running.start(claim, create_task(self._execute(state, claim, control)))

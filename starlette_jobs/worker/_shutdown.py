@@ -15,7 +15,7 @@ from .._attempt_records import Claim
 from ..store._connectivity import worker_statement_timeout
 from ..store._protocol import Store
 from ._queues import QueueState
-from ._threads import job_threads_running, told_when_a_thread_returns
+from ._threads import JobThreads
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -51,23 +51,25 @@ def shutdown_bound(shutdown_grace: float, lease_duration: float) -> float:
 
 async def give_running_jobs_the_grace(
     running: Mapping[asyncio.Task[None], Claim],
+    threads: JobThreads,
     grace: float,
     cancel: Callable[[UUID, asyncio.Task[None]], None],
 ) -> tuple[list[tuple[int, UUID]], int]:
     """Waits up to `grace` seconds for the running attempts, then cancels the rest and gives
     them `UNWIND_SECONDS` to unwind. Returns (job id, lease token) of the jobs to release, and
-    how many attempts are left running behind: a job that ignores cancellation, and a sync
-    job's thread that has not returned, whether its attempt was stopped now or timed out
-    before (nothing can stop a thread, and the interpreter waits for it at exit)."""
+    how many attempts are left running behind: a job that ignores cancellation, and one of
+    `threads` (the worker's sync jobs') that has not returned, whether its attempt was
+    stopped now or timed out before (nothing can stop a thread, and the interpreter waits
+    for it at exit)."""
     if not running:
-        return [], job_threads_running()
+        return [], threads.running()
     logger.info("waiting up to %.1f s for %d running job(s)", grace, len(running))
     _, unfinished = await asyncio.wait(running, timeout=grace)
     for task in unfinished:
         cancel(running[task].lease_token, task)
 
     def left_behind() -> int:
-        return sum(1 for task in unfinished if not task.done()) + job_threads_running()
+        return sum(1 for task in unfinished if not task.done()) + threads.running()
 
     if unfinished:
         # Well-behaved jobs unwind at once; one that ignores cancellation is left behind. A
@@ -76,7 +78,7 @@ async def give_running_jobs_the_grace(
         unwound_by = asyncio.get_running_loop().time() + UNWIND_SECONDS
         await asyncio.wait(unfinished, timeout=UNWIND_SECONDS)
         returned = asyncio.Event()
-        with told_when_a_thread_returns(returned.set), contextlib.suppress(TimeoutError):
+        with threads.told_when_one_returns(returned.set), contextlib.suppress(TimeoutError):
             async with asyncio.timeout_at(unwound_by):
                 while left_behind():
                     returned.clear()

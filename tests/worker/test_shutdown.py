@@ -18,6 +18,7 @@ from starlette_jobs.worker._shutdown import (
     release_held,
     shutdown_bound,
 )
+from starlette_jobs.worker._threads import JobThreads
 
 
 @pytest.mark.parametrize(
@@ -73,7 +74,7 @@ async def test_jobs_that_end_within_the_grace_are_not_released_and_the_rest_are(
         cancelled.append(token)
         task.cancel()
 
-    to_release, abandoned = await give_running_jobs_the_grace(tasks, 0.2, cancel)
+    to_release, abandoned = await give_running_jobs_the_grace(tasks, JobThreads(), 0.2, cancel)
     assert quick_done.is_set()
     by_id = {c.id: c for c in tasks.values()}
     assert to_release == [(2, by_id[2].lease_token)]
@@ -96,14 +97,16 @@ async def test_an_attempt_that_ignores_cancellation_is_left_behind_and_counted()
 
     task = asyncio.create_task(stubborn())
     stubborn_claim = claim(4)
-    to_release, abandoned = await give_running_jobs_the_grace({task: stubborn_claim}, 0.05, cancel)
+    to_release, abandoned = await give_running_jobs_the_grace(
+        {task: stubborn_claim}, JobThreads(), 0.05, cancel
+    )
     assert (to_release, abandoned) == ([(4, stubborn_claim.lease_token)], 1)
     stop.set()
     await task
 
 
 async def test_with_nothing_running_there_is_nothing_to_wait_for() -> None:
-    assert await give_running_jobs_the_grace({}, 10.0, lambda *_: None) == ([], 0)
+    assert await give_running_jobs_the_grace({}, JobThreads(), 10.0, lambda *_: None) == ([], 0)
 
 
 def two_steps() -> NewWorkflow:

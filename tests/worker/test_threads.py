@@ -7,11 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from starlette_jobs.worker._threads import (
-    job_threads_running,
-    told_when_a_thread_returns,
-    tracked,
-)
+from starlette_jobs.worker._threads import JobThreads
 
 
 async def test_a_thread_is_counted_while_it_runs_and_its_return_is_told() -> None:
@@ -22,15 +18,15 @@ async def test_a_thread_is_counted_while_it_runs_and_its_return_is_told() -> Non
         let_go.wait(10)
         return "done"
 
-    before = job_threads_running()
+    threads = JobThreads()
     returned = asyncio.Event()
-    with told_when_a_thread_returns(returned.set):
-        running = asyncio.create_task(asyncio.to_thread(tracked(work)))
+    with threads.told_when_one_returns(returned.set):
+        running = asyncio.create_task(asyncio.to_thread(threads.tracked(work)))
         assert await asyncio.to_thread(started.wait, 10)
-        assert job_threads_running() == before + 1
+        assert threads.running() == 1
         let_go.set()
         await returned.wait()
-        assert job_threads_running() == before
+        assert threads.running() == 0
         assert await running == "done"
 
 
@@ -41,14 +37,14 @@ async def test_a_thread_whose_awaiting_task_was_cancelled_still_counts_until_it_
         started.set()
         let_go.wait(10)
 
-    before = job_threads_running()
-    running = asyncio.create_task(asyncio.to_thread(tracked(work)))
+    threads = JobThreads()
+    running = asyncio.create_task(asyncio.to_thread(threads.tracked(work)))
     assert await asyncio.to_thread(started.wait, 10)
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
-    assert job_threads_running() == before + 1  # the thread runs on: nothing can stop it
+    assert threads.running() == 1  # the thread runs on: nothing can stop it
     returned = asyncio.Event()
-    with told_when_a_thread_returns(returned.set):
+    with threads.told_when_one_returns(returned.set):
         let_go.set()
         await returned.wait()
-    assert job_threads_running() == before
+    assert threads.running() == 0

@@ -649,8 +649,8 @@ async def test_a_sync_job_whose_thread_does_not_return_is_counted_as_left_behind
     held_threads.append(threading.Event())
     store = MemoryStore()
     blocking = blocks_until_let_go if ended == "stopped at shutdown" else blocks_past_its_timeout
-    [job_id] = await store.insert_jobs(
-        new_jobs(1, name=blocking.name, queue=QUEUE, payload='{"n": 1}')
+    [job_id] = await store.insert_jobs(  # one attempt, as enqueue stores for `Retry.none()`
+        new_jobs(1, name=blocking.name, queue=QUEUE, payload='{"n": 1}', max_attempts=1)
     )
     worker = Worker(store, settings(shutdown_grace=0.0), Tracing())
     await worker.start()
@@ -666,6 +666,31 @@ async def test_a_sync_job_whose_thread_does_not_return_is_counted_as_left_behind
     finally:
         held_threads[-1].set()
         await worker.stop()
+
+
+async def test_a_worker_counts_only_its_own_threads_as_left_behind() -> None:
+    """Every worker in a process counted every sync job's thread: one app's worker, stopping
+    while another's job ran in its thread, said it left an attempt behind (and a CLI worker
+    would have exited as if one of its jobs ignored cancellation)."""
+    spins.append(Spin())
+    held_threads.append(threading.Event())
+    busy_store = MemoryStore()
+    await busy_store.insert_jobs(
+        new_jobs(1, name=blocks_until_let_go.name, queue=QUEUE, payload='{"n": 1}', max_attempts=1)
+    )
+    busy = Worker(busy_store, settings(shutdown_grace=0.0), Tracing())
+    idle = Worker(MemoryStore(), settings(shutdown_grace=0.0), Tracing())
+    await busy.start()
+    await idle.start()
+    try:
+        assert await in_thread(spins[-1].started)
+        await idle.stop()
+        assert idle.abandoned == 0
+    finally:
+        held_threads[-1].set()
+        await idle.stop()
+        await busy.stop()
+    assert busy.abandoned == 0  # its thread was let go before it stopped
 
 
 async def _status_is(store: MemoryStore, job_id: int, status: JobStatus) -> bool:
