@@ -78,11 +78,17 @@ class DepthReporter:
 
     async def round(self) -> bool:
         """Reads the depths if this worker is the reporter (and an SDK records them); returns
-        whether it did. What it read before is dropped either way."""
-        if not self._metrics.recording() or not await self._is_reporter():
+        whether it did. What it read before is dropped either way, and when the read fails:
+        depths from before an outage would go on showing a backlog long since worked off (or
+        hide one that grew), where no value says that none is known."""
+        try:
+            if not self._metrics.recording() or not await self._is_reporter():
+                self._metrics.depths = []
+                return False
+            self._metrics.depths = await self._store.queue_depths()
+        except BaseException:
             self._metrics.depths = []
-            return False
-        self._metrics.depths = await self._store.queue_depths()
+            raise
         return True
 
     async def _is_reporter(self) -> bool:

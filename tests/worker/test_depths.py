@@ -14,9 +14,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from starlette_jobs import Jobs, job
 from starlette_jobs._metric_records import QueueDepth
+from starlette_jobs._errors import DatabaseUnavailableError
 from starlette_jobs._metrics import Metrics
 from starlette_jobs._worker_records import NewWorker, WorkerRecord
 from starlette_jobs.memory._store import MemoryStore
+from starlette_jobs.testing import simulate_outage
 from starlette_jobs.worker._depths import DepthReporter
 from tests.records import new_jobs
 from tests.test_metrics import points
@@ -130,3 +132,21 @@ async def test_without_an_sdk_nothing_is_read() -> None:
     metrics.depths = [QueueDepth("stale", 1, 1, 0, 0.0)]
     assert await DepthReporter(store, "w", metrics, 1.0).round() is False
     assert metrics.depths == []
+
+
+async def test_a_failed_read_drops_the_depths_read_before(provider: MeterProvider) -> None:
+    """The depths read before a database outage were reported through it: a backlog worked
+    off since (or one that grew) went on showing as it was."""
+    jobs = Jobs("memory://", queues={})  # no worker: the reporter below is the only one
+    async with jobs:
+        store = jobs._store
+        assert isinstance(store, MemoryStore)
+        await store.register_worker(new_worker("w"))
+        await store.insert_jobs(new_jobs(2, queue="depths"))
+        metrics = Metrics(provider)
+        reporter = DepthReporter(store, "w", metrics, 1.0)
+        assert await reporter.round() is True
+        assert [depth.pending for depth in metrics.depths] == [2]
+        with simulate_outage(jobs), pytest.raises(DatabaseUnavailableError):
+            await reporter.round()
+        assert metrics.depths == []
