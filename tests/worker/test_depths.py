@@ -13,8 +13,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from starlette_jobs import Jobs, job
-from starlette_jobs._metric_records import QueueDepth
 from starlette_jobs._errors import DatabaseUnavailableError
+from starlette_jobs._metric_records import QueueDepth
 from starlette_jobs._metrics import Metrics
 from starlette_jobs._worker_records import NewWorker, WorkerRecord
 from starlette_jobs.memory._store import MemoryStore
