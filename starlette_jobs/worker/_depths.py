@@ -82,14 +82,12 @@ class DepthReporter:
         depths from before an outage would go on showing a backlog long since worked off (or
         hide one that grew), where no value says that none is known."""
         try:
-            if not self._metrics.recording() or not await self._is_reporter():
-                self._metrics.depths = []
-                return False
-            self._metrics.depths = await self._store.queue_depths()
-        except BaseException:
+            reporting = self._metrics.recording() and await self._is_reporter()
+            self._metrics.depths = await self._store.queue_depths() if reporting else []
+        except Exception:
             self._metrics.depths = []
             raise
-        return True
+        return reporting
 
     async def _is_reporter(self) -> bool:
         """Whether this worker has the smallest id of the live ones in the registry. Live: seen

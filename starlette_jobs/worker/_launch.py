@@ -46,7 +46,6 @@ class AttemptLauncher:
         controls: QueueControlsCopy,
         count_ended: Callable[[str, JobStatus], None],
         loop_time: JobLoopTime | None,
-        threads: JobThreads,
         wake: Callable[[str], None],
         max_payload_bytes: int = 1024 * 1024,
     ) -> None:
@@ -59,7 +58,8 @@ class AttemptLauncher:
         self._progress = progress
         self._wake = wake
         self._loop_time = loop_time
-        self._threads = threads
+        # The sync jobs' threads, which shutdown counts (they outlive their attempts' tasks).
+        self.threads = JobThreads()
         # Bound once: one attribute lookup less for every attempt.
         self._count_ended = count_ended
         self._after_outcome = controls.after_outcome
@@ -79,7 +79,7 @@ class AttemptLauncher:
             # position, one per attempt (keywords cost more).
             control = AttemptControl(
                 None, self._loop_time, claim, self._report_progress,
-                self._upstream_results, self._complete_job, self._steps, self._threads,
+                self._upstream_results, self._complete_job, self._steps, self.threads,
             )  # fmt: skip
             self._stops.register(claim.lease_token, control)
             self._running.start(claim, create_task(self._execute(state, claim, control)))

@@ -37,7 +37,6 @@ from ._settings import (
     new_worker_id,
 )
 from ._shutdown import claims_settled, give_running_jobs_the_grace, release_held
-from ._threads import JobThreads
 from ._throughput import ThroughputCounter
 from ._upkeep import Wakeups
 
@@ -106,12 +105,11 @@ class Worker:
             store, settings, self.worker_id, self._metrics, self.wake, self._controls.paused
         )
         self._strays = self._shared.strays
-        # Each claimed job's task, and its outcome handed to the writer; its sync jobs' threads.
-        self._threads = JobThreads()
+        # Each claimed job's task, and its outcome handed to the writer.
         self._launcher = AttemptLauncher(
             store, tracing, self._metrics, self._running, self._stops, self._outcomes,
-            self._progress, self._controls, self.throughput.ended, loop_time, self._threads,
-            self.wake, settings.max_payload_bytes,
+            self._progress, self._controls, self.throughput.ended, loop_time, self.wake,
+            settings.max_payload_bytes,
         )  # fmt: skip
         self.depths = self._shared.depths
         self._stopping = False
@@ -310,11 +308,9 @@ class Worker:
         # A claim in flight hands its jobs straight back (see the claim loop); no job starts
         # after this point, so these are all the attempts the grace is for.
         to_release, self.abandoned = await give_running_jobs_the_grace(
-            self._running.claims(),
-            self._threads,
-            self._settings.shutdown_grace,
+            self._running.claims(), self._launcher.threads, self._settings.shutdown_grace,
             self._stops.cancel,
-        )
+        )  # fmt: skip
         # One statement timeout for every last write, the registry row's deletion included.
         budget = self._statement_timeout
         deadline = asyncio.get_running_loop().time() + budget
