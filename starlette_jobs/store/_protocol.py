@@ -107,8 +107,9 @@ class Store(
         ...
 
     async def locked_jobs(self, ids: Sequence[int]) -> set[int]:
-        """Of `ids`, the jobs whose row another transaction holds locked now, without waiting
-        for any lock: an outcome write that ran out of time writes the others without them."""
+        """Of `ids`, the jobs whose outcome would wait for a row another transaction holds
+        locked now (the job's own, or that of a step waiting for it), without waiting for any
+        lock: an outcome write that ran out of time writes the others without them."""
         ...
 
     async def complete_job(

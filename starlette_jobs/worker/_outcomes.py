@@ -7,8 +7,9 @@ No outcome may hold up the others: one the database refuses is written again alo
 values; values are bounded where they are made (`_storable`), and a batch whose values add up to
 more than `MAX_STATEMENT_LENGTH` goes in several statements, so that none runs long enough to be
 taken for an outage and retried, batch and all, for ever; and a batch that runs out of time all
-the same is asked which of its rows another transaction holds locked (an operator's `SELECT ...
-FOR UPDATE`): those are set aside, looked at again every `LOCKED_RECHECK` seconds and written once
+the same is asked which of its outcomes wait for a row another transaction holds locked (an
+operator's `SELECT ... FOR UPDATE` on the job's row, or on a workflow step waiting for it): those
+are set aside, looked at again every `LOCKED_RECHECK` seconds and written once
 free, and the others written at once; if none is locked (many jobs with a long `errors`
 history), it is sent again in halves until it fits.
 """
@@ -180,7 +181,7 @@ class OutcomeWriter:
             self._done(statement, written)
 
     async def _set_aside_locked(self, statement: list[Outcome]) -> bool:
-        """Takes the outcomes of `statement` (the first of `_in_flight`) whose job's row
+        """Takes the outcomes of `statement` (the first of `_in_flight`) that wait for a row
         another transaction holds locked off `_in_flight`, into `_locked`; returns whether
         there were any."""
         locked = await self._store.locked_jobs([o.id for o in statement])
@@ -191,8 +192,9 @@ class OutcomeWriter:
         self._locked += aside
         self._locked_checked = asyncio.get_running_loop().time()
         logger.warning(
-            "%d job outcome(s) wait for their rows, which another transaction holds locked "
-            "(an operator's SELECT ... FOR UPDATE?): the others are written meanwhile: %s",
+            "%d job outcome(s) wait for rows another transaction holds locked (theirs, or "
+            "steps waiting for them; an operator's SELECT ... FOR UPDATE?): the others are "
+            "written meanwhile: %s",
             len(aside), sorted(o.id for o in aside),
         )  # fmt: skip
         return True

@@ -27,6 +27,7 @@ from starlette_jobs import (
     JobStatus,
     OnSuccessMiddleware,
     Retry,
+    Workflow,
     job,
 )
 from starlette_jobs._attempt_records import Claim
@@ -333,6 +334,47 @@ async def test_a_row_locked_by_an_operator_does_not_hold_back_the_other_outcomes
         held = await jobs.get(ids["held"])
     assert held is not None
     assert (held.result, held.attempts) == ({"key": "held"}, 1)
+
+
+async def test_a_lock_on_a_step_waiting_for_a_finished_one_does_not_hold_back_the_others(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any]
+) -> None:
+    """An operator holds locked the row of a workflow's step that waits for a running one. The
+    running step's outcome statement also writes the waiting step (it tells it of the finish),
+    so it waited for the lock and ran out of time; asked which rows were locked, the store named
+    none of the batch's own, so the writer halved the batch, which began with it again, and
+    again: no outcome of the worker was written while the lock lasted. Now that outcome is set
+    aside like one whose own row is locked, and written (the waiting step told) once it is free."""
+    async with start_jobs(queues={"default": 5}, lease_duration=9) as jobs:
+        flow = Workflow("locked-dependent")
+        upstream = flow.add("upstream", gated, key="upstream")
+        flow.after(upstream).add("dependent", once, key="dependent")
+        steps = (await flow.enqueue(jobs=jobs)).steps
+        ids = {key: await gated.enqueue(key=key) for key in "abcd"}
+        for key in ("upstream", *ids):
+            await asyncio.wait_for(started.setdefault(key, asyncio.Event()).wait(), 10)
+        async with connection.transaction():
+            await connection.execute(
+                "SELECT 1 FROM starlette_jobs WHERE id = $1 FOR UPDATE", steps["dependent"]
+            )
+            gates.setdefault("upstream", asyncio.Event()).set()  # its outcome is written first
+            await asyncio.sleep(0.2)
+            for key in ids:
+                gates.setdefault(key, asyncio.Event()).set()
+
+            async def others_written() -> bool:
+                return all([await _status_is(connection, ids[key], "succeeded") for key in ids])
+
+            await eventually(
+                others_written, "the others' outcomes, while the lock holds", timeout=8
+            )
+            assert await _status_is(connection, steps["upstream"], "running")
+        finished = await jobs.wait(steps["dependent"], timeout=10)
+        upstream_record = await jobs.get(steps["upstream"])
+    assert finished.status is JobStatus.SUCCEEDED
+    assert "dependent" in ran
+    assert upstream_record is not None
+    assert (upstream_record.result, upstream_record.attempts) == ({"key": "upstream"}, 1)
 
 
 async def test_a_row_locked_by_an_operator_at_shutdown_leaves_the_others_given_back(

@@ -432,17 +432,25 @@ SELECT id, CASE WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id
   FROM written;
 
 -- name: locked_jobs
--- Of these jobs, those whose row another transaction holds locked now (an operator's SELECT ...
--- FOR UPDATE in an open transaction, say): asked after an outcome write ran out of time, so that
--- the others are written without them. It waits for no lock (SKIP LOCKED), and holds those it
--- takes for this statement only. A foreign key's FOR KEY SHARE does not count: it does not hold
--- up the outcome's update either.
+-- Of these jobs, those whose outcome would wait for a row another transaction holds locked now
+-- (an operator's SELECT ... FOR UPDATE in an open transaction, say): the job's own row, or the
+-- row of a step waiting for it, which its outcome statement tells of the finish. Asked after an
+-- outcome write ran out of time, so that the others are written without them. It waits for no
+-- lock (SKIP LOCKED), and holds those it takes for this statement only. A foreign key's FOR KEY
+-- SHARE does not count: it does not hold up the outcome's update either.
 -- $1 ids
-WITH free AS (
-    SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE SKIP LOCKED
+WITH touched AS (
+    SELECT job.id AS asked, touched.id
+      FROM starlette_jobs AS job,
+           unnest(array_prepend(job.id, coalesce(job.dependents, '{}'))) AS touched(id)
+     WHERE job.id = ANY($1::bigint[])
+), free AS (
+    SELECT id FROM starlette_jobs WHERE id IN (SELECT id FROM touched)
+       FOR NO KEY UPDATE SKIP LOCKED
 )
-SELECT id FROM starlette_jobs
- WHERE id = ANY($1::bigint[]) AND id NOT IN (SELECT id FROM free);
+SELECT DISTINCT touched.asked AS id
+  FROM touched JOIN starlette_jobs AS job USING (id)
+ WHERE touched.id NOT IN (SELECT id FROM free);
 
 -- name: complete_job
 -- A job's own success, written in the job's transaction (`current_job().complete_in`,
@@ -1654,15 +1662,27 @@ SELECT (SELECT id FROM workflow) AS workflow_id, (SELECT ids FROM drawn) AS ids,
 -- Tells the steps waiting for finished steps that have not told them yet (a step cancelled
 -- because of a step it waited for, or finished by a rescue), as record_outcomes tells them for
 -- the steps it finishes. Returns how many steps it settled, and whether it cancelled steps that
--- have dependents of their own (to settle next). SKIP LOCKED: workers share the work.
+-- have dependents of their own (to settle next). SKIP LOCKED: workers share the work. A step
+-- one of whose dependents another transaction holds locked (an operator's SELECT ... FOR
+-- UPDATE) is left for a later round: waited for, it would hold up every other, round after
+-- round, each statement running out of time.
 -- $1 how many steps at most, $2 whether to record events
-WITH due AS (
-    SELECT id FROM starlette_jobs
+WITH unsettled AS MATERIALIZED (
+    SELECT id, dependents FROM starlette_jobs
      WHERE dependents IS NOT NULL AND NOT settled
        AND status IN ('succeeded', 'failed', 'cancelled')
      ORDER BY id
      LIMIT $1
        FOR NO KEY UPDATE SKIP LOCKED
+), free AS MATERIALIZED (
+    SELECT id FROM starlette_jobs
+     WHERE id IN (SELECT unnest(dependents) FROM unsettled)
+       FOR NO KEY UPDATE SKIP LOCKED
+), held AS (
+    SELECT id FROM starlette_jobs WHERE id IN (SELECT unnest(dependents) FROM unsettled)
+    EXCEPT SELECT id FROM free
+), due AS (
+    SELECT id FROM unsettled WHERE NOT dependents && ARRAY(SELECT id FROM held)
 ), written AS (
     UPDATE starlette_jobs AS job SET settled = true FROM due WHERE job.id = due.id
     RETURNING job.id, job.step, job.status, job.dependents
