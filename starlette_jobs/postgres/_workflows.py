@@ -5,11 +5,13 @@ outcome is part of `record_outcomes` (sql/queries.sql). `_store.PostgresStore` i
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
+from .._errors import DatabaseUnavailableError
 from .._records import JobRecord, JobStatus
 from .._workflow_records import (
     EnqueuedWorkflow,
@@ -23,6 +25,8 @@ from ._connected import ConnectedStore
 from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
 from ._transactions import JoinedTransaction
+
+logger = logging.getLogger("starlette_jobs.store")
 
 # How many finished steps one `settle_steps` statement tells the dependents of.
 SETTLE_BATCH = 1000
@@ -57,6 +61,22 @@ class WorkflowStatements(ConnectedStore):
             settled += int(row["settled"])
             if not row["cascade"] and row["settled"] < limit:
                 return settled
+
+    async def settle_after_commit(self) -> None:
+        """`settle_steps` after a statement that committed cancelled steps with dependents of
+        their own (the cascade goes on). Its caller's statement is written whatever becomes of
+        this one: a failure here is logged, not raised, lest the caller take its committed
+        write for one that failed (a worker would think its outcome unwritten, its lease
+        lost). The upkeep's `settle_steps` tells those dependents within a round."""
+        try:
+            await self.settle_steps()
+        except DatabaseUnavailableError as error:
+            logger.warning(
+                "the steps waiting for cancelled steps are told by the next upkeep round: %s",
+                error,
+            )
+        except Exception:  # a defect, shown whole; still not the committed write's failure
+            logger.exception("telling the steps waiting for cancelled steps failed")
 
     async def _retry_with_dependents(self, job_id: int, by: str | None = None) -> bool:
         """`retry_job`, and, for a workflow's step, the steps waiting for it counted again:

@@ -141,6 +141,41 @@ async def test_a_step_whose_dependent_is_locked_holds_up_no_other_settling(
     assert await store.job_status(held) is JobStatus.CANCELLED
 
 
+async def test_a_committed_cancellation_stands_when_telling_its_cascade_fails(
+    fault_proxy: FaultProxy,
+) -> None:
+    """`A` fails, which cancels `B`, which `C` waits for: the outcome statement commits, then
+    a second statement tells `C` (the cascade). When that one failed, the failure reached the
+    caller: a worker took its committed outcome for unwritten (its lease lost), and a caller
+    of `cancel` an error for a cancellation that happened. Now the committed write is
+    answered as written, and the upkeep's `settle_steps` tells `C` later."""
+    chain = [
+        NewStep(step=name, name="tests.part", queue="parts", payload="{}", priority=0,
+                max_attempts=1, upstream=upstream, allowed_failures=0)
+        for name, upstream in [("A", ()), ("B", (0,)), ("C", (1,))]
+    ]  # fmt: skip
+    store = await PostgresStore.open(
+        fault_proxy.dsn, min_size=1, max_size=2, worker_statement_timeout=0.5
+    )
+    try:
+        for ending in ("outcome", "cancel"):
+            steps = (await store.insert_workflow(NewWorkflow.of("chain", chain, None))).steps
+            fault_proxy.blackhole_at("WITH unsettled AS MATERIALIZED")  # settle_steps
+            if ending == "outcome":
+                (claim,) = await store.claim_batch("parts", 10, "w", 30)
+                failed = outcome(claim, JobStatus.FAILED, error="no")
+                assert await store.record_outcomes([failed]) == {steps["A"]}
+            else:
+                assert await store.cancel_job(steps["A"]) is JobStatus.CANCELLED
+            fault_proxy.heal()  # (the statement held is let through: it may tell `C` now)
+            assert await store.job_status(steps["B"]) is JobStatus.CANCELLED
+            await store.settle_steps()
+            assert await store.job_status(steps["C"]) is JobStatus.CANCELLED
+    finally:
+        fault_proxy.heal()
+        await store.close()
+
+
 async def test_a_workflow_joins_the_callers_transaction(
     store: PostgresStore, connection: asyncpg.Connection[Any]
 ) -> None:
