@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from ..store._connectivity import CONNECT_TIMEOUT, session_settings
+from ..store._connectivity import CONNECT_TIMEOUT, server_timeout_ms, session_settings
 from ._driver_errors import REFUSED_CONNECTION, no_answer, raise_as_store_error
 
 Connection: TypeAlias = "asyncpg.Connection[Any]"
@@ -145,6 +145,11 @@ class SharedPool:
         async with self._fresh(within) as connection:
             timed = TimedConnection(connection, within)
             try:
+                if within != self._statement_timeout:
+                    # The server gives it up with the caller's time, not the pool's: else, a
+                    # statement the caller gave up on early may still commit behind its back.
+                    # The pool's `RESET ALL` gives the next caller the pool's time again.
+                    await timed.execute(f"SET statement_timeout = {server_timeout_ms(within)}")
                 return await timed.run(method, query, *args)
             except (TimeoutError, asyncio.CancelledError):
                 raise  # `answered_within` cut the connection (unless it had answered)
@@ -163,6 +168,10 @@ class SharedPool:
             timed = TimedConnection(connection, within)
             try:
                 await timed.execute("BEGIN")
+                if within != self._statement_timeout:  # as in `run`, for this transaction
+                    await timed.execute(
+                        f"SET LOCAL statement_timeout = {server_timeout_ms(within)}"
+                    )
                 yield timed
                 ended = await timed.execute("COMMIT")
             except BaseException as error:

@@ -29,8 +29,14 @@ def worker_statement_timeout(lease_duration: float) -> float:
 def session_settings(statement_timeout: float, purpose: str) -> dict[str, str]:
     """Server settings for a connection whose statements the client waits `statement_timeout`
     seconds for. `purpose` shows in `pg_stat_activity.application_name`."""
-    server_ms = max(1, int(statement_timeout * _SERVER_SHARE * 1000))
+    server_ms = server_timeout_ms(statement_timeout)
     return {"statement_timeout": str(server_ms), "application_name": f"starlette_jobs {purpose}"}
+
+
+def server_timeout_ms(statement_timeout: float) -> int:
+    """The server's `statement_timeout`, in milliseconds, for statements the client waits
+    `statement_timeout` seconds for."""
+    return max(1, int(statement_timeout * _SERVER_SHARE * 1000))
 
 
 class Backoff:

@@ -62,17 +62,41 @@ async def test_an_expired_pool_opens_new_connections(database_dsn: str) -> None:
         await pool.pool.close()
 
 
-async def test_a_connection_that_gave_up_on_its_statement_is_not_handed_back(
+async def test_a_statement_the_server_gave_up_leaves_its_connection_in_use(
     database_dsn: str,
 ) -> None:
-    """Handed back, it would wait for the cancel request, which a silent network never
-    carries: it is closed, and the next caller gets another."""
+    """The server gives a statement up before the client stops waiting: the caller hears the
+    server's error, and the connection, which answered, serves the next caller. (One that
+    gave no answer is cut instead: the silent statements below.)"""
     pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
     try:
         first = await pool.run("fetchval", "SELECT pg_backend_pid()")
-        with pytest.raises(TimeoutError):
-            await pool.run("execute", "SELECT pg_sleep(2)", timeout=0.05)
-        assert await pool.run("fetchval", "SELECT pg_backend_pid()") != first
+        with pytest.raises(asyncpg.QueryCanceledError):
+            await pool.run("execute", "SELECT pg_sleep(2)", timeout=0.2)
+        assert await pool.run("fetchval", "SELECT pg_backend_pid()") == first
+    finally:
+        await pool.pool.close()
+
+
+async def test_a_pool_statement_given_its_own_time_ends_on_the_server_with_it(
+    database_dsn: str,
+) -> None:
+    """A worker's statements on the pool keep the worker's time (a third of its lease), not
+    the pool's. The server gave each up at 80 % of the pool's time all the same: one the worker
+    had stopped waiting for (say, behind an operator's LOCK TABLE) went on waiting on the server,
+    a backend more for each, and could still commit behind the worker's back. Now the server
+    gives it up with the client's own time, shorter or longer, and the next caller of the
+    connection has the pool's again."""
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        shown = "SELECT current_setting('statement_timeout')"
+        assert await pool.run("fetchval", shown, timeout=10.0) == "8s"
+        assert await pool.run("fetchval", shown) == "4s"
+        async with pool.transaction(timeout=1.0) as transaction:
+            assert await transaction.fetchval(shown) == "800ms"
+        assert await pool.run("fetchval", shown) == "4s"
+        with pytest.raises(asyncpg.QueryCanceledError):  # by the server: it ended there
+            await pool.run("execute", "SELECT pg_sleep(4)", timeout=1.0)
     finally:
         await pool.pool.close()
 
