@@ -70,6 +70,8 @@ class MemorySchedules(MemoryTables):
         row = self._current(tick)
         if row is None or (tick.schedule, tick.at) in self._ticks:
             return None
+        if row.last_tick_at is not None and tick.at <= row.last_tick_at:
+            return None  # decided already, though its record may be pruned
         if tick.at > utc_now() + EARLY_TICK_SLACK:
             return None  # not due yet by the store's clock: see `EARLY_TICK_SLACK`
         previous = self._live_job(row)
@@ -94,8 +96,7 @@ class MemorySchedules(MemoryTables):
             tick.schedule, tick.at, status, reason, new_job, utc_now(), tick.worker_id
         )
         self._ticks[tick.schedule, tick.at] = recorded
-        if row.last_tick_at is None or tick.at > row.last_tick_at:
-            row.last_tick_at = tick.at
+        row.last_tick_at = tick.at
         if new_job is not None:
             row.last_job_id = new_job
         if status is TickStatus.WAITING:

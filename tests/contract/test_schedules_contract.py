@@ -157,6 +157,26 @@ async def test_a_tick_is_recorded_once_however_many_workers_record_it(store: Sto
     assert await store.schedule_ticks("nightly", 10) == recorded
 
 
+async def test_a_tick_whose_record_was_pruned_is_not_recorded_again(store: Store) -> None:
+    """A worker frozen for more than the history kept (the latest 100 ticks) records a tick
+    that another recorded, enqueued, and then pruned: no record says it was, and the tick was
+    recorded, and its job enqueued, a second time. A tick at or before the schedule's latest is
+    decided already, recorded or not."""
+    schedule = declared(cron="* * * * * *")
+    await store.declare_schedules([schedule])
+    first = await store.record_tick(tick(schedule))
+    assert first is not None
+    for second in range(1, 4):
+        await store.record_tick(tick(schedule, T0 + timedelta(seconds=second)))
+    assert await store.prune_ticks(2) == 2
+    assert await store.record_tick(tick(schedule, worker_id="frozen")) is None
+    assert await store.record_tick(tick(schedule, T0 + timedelta(seconds=1))) is None
+    jobs = await store.list_jobs(None, "nightly", 10)
+    assert sorted(job.scheduled_for or T0 for job in jobs) == [
+        T0 + timedelta(seconds=second) for second in range(4)
+    ]
+
+
 async def test_a_skipped_tick_is_recorded_with_its_reason_and_no_job(store: Store) -> None:
     schedule = declared()
     await store.declare_schedules([schedule])

@@ -1258,11 +1258,14 @@ SELECT name FROM starlette_jobs_schedules
 -- at the job the schedule's latest enqueued tick made. Returns the tick, or nothing. A tick not
 -- due yet by the database's clock (a worker's clock runs fast) is not recorded: the database
 -- decides when a tick is due, with a second's slack (`_schedule_records.EARLY_TICK_SLACK`).
+-- Nor is one at or before the schedule's latest tick: decided already, though its record may be
+-- gone (`prune_ticks`), by a worker whose round came first.
 -- $1 schedule, $2 tick time, $3 overlap ('allow', 'skip', 'one_waiting'), $4 skip reason or
 -- NULL (recorded as skipped, no job), $5 note for an enqueued tick or NULL, $6 job name,
 -- $7 queue, $8 payload (JSON text), $9 priority, $10 max_attempts, $11 worker id
 WITH schedule AS (
-    SELECT name, last_job_id, waiting_tick_at FROM starlette_jobs_schedules WHERE name = $1
+    SELECT name, last_job_id, waiting_tick_at, last_tick_at
+      FROM starlette_jobs_schedules WHERE name = $1
 ), previous AS (
     SELECT job.id, job.status
       FROM schedule JOIN starlette_jobs AS job ON job.id = schedule.last_job_id
@@ -1289,6 +1292,7 @@ WITH schedule AS (
                      || previous.status END AS reason
       FROM schedule LEFT JOIN previous ON true
      WHERE $2 <= statement_timestamp() + interval '1 second'
+       AND (schedule.last_tick_at IS NULL OR $2 > schedule.last_tick_at)
 ), tick AS (
     INSERT INTO starlette_jobs_ticks (schedule, tick_at, status, reason, job_id, worker_id)
     SELECT $1, $2, status, reason,
@@ -1307,7 +1311,7 @@ WITH schedule AS (
     RETURNING id, pg_notify('starlette_jobs:' || queue, '') AS notified
 ), moved AS (
     UPDATE starlette_jobs_schedules AS schedule
-       SET last_tick_at = greatest(schedule.last_tick_at, tick.tick_at),
+       SET last_tick_at = tick.tick_at,
            last_job_id = coalesce(tick.job_id, schedule.last_job_id),
            waiting_tick_at = CASE WHEN tick.status = 'waiting' THEN tick.tick_at
                                   ELSE schedule.waiting_tick_at END
