@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -156,6 +157,9 @@ class PostgresStore(
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
+        # In id order, the order the statement then locks the rows in: as a workflow's cancel
+        # and a bulk cancel lock them, so that none of them deadlocks with an outcome.
+        outcomes = sorted(outcomes, key=attrgetter("id"))
         succeeded = JobStatus.SUCCEEDED
         if all(o.status is succeeded and o.error is None and o.progress is None for o in outcomes):
             # The common batch: the statement made for it sends three arrays, not seven. Without
@@ -292,13 +296,9 @@ class PostgresStore(
         names: Sequence[str] | None = None,
     ) -> Unfinished:
         row = await self._read(
-            "fetchrow",
-            self._q["count_unfinished"],
-            list(queues),
-            horizon_seconds,
-            retry_horizon_seconds,
-            names,
-        )
+            "fetchrow", self._q["count_unfinished"], list(queues), horizon_seconds,
+            retry_horizon_seconds, names,
+        )  # fmt: skip
         return Unfinished(row["waited"], row["scheduled"], row["retries"], row["unknown"])
 
     async def cancel_job(self, job_id: int, by: str | None = None) -> JobStatus | None:

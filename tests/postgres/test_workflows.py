@@ -270,6 +270,54 @@ async def test_a_deadlock_reaches_the_caller_as_the_database_unavailable_for_now
     assert await store.cancel_workflow(enqueued.id)  # and tried again, it goes through
 
 
+async def test_cancelling_a_workflow_as_a_step_it_added_finishes_does_not_deadlock(
+    store: PostgresStore, connection: asyncpg.Connection[Any]
+) -> None:
+    """`S` runs and adds `X`; `D`, which waits for `S`, now waits for `X` too; `E` waits for
+    nothing and stays pending. `X` has the highest id. `X`'s outcome locks `X` (its own row),
+    then `D` (to tell it); `cancel_workflow` locked every unfinished step in id order, `D`
+    before `X`: a deadlock, and PostgreSQL aborted one of them (the caller of the cancel told
+    the database was unavailable). Now the cancel locks running steps first, as outcomes do,
+    and outcomes are written in id order.
+    (An operator's lock on `E` holds the cancel between its locks, to make the order sure.)"""
+    steps = [
+        NewStep(step=name, name="tests.part", queue=queue, payload="{}", priority=0,
+                max_attempts=1, upstream=upstream, allowed_failures=0)
+        for name, queue, upstream in [("S", "parts", ()), ("D", "parts", (0,)), ("E", "idle", ())]
+    ]  # fmt: skip
+    enqueued = await store.insert_workflow(NewWorkflow.of("added", steps, trace_context=None))
+    ids = enqueued.steps
+    claims = {claim.id: claim for claim in await store.claim_batch("parts", 10, "w", 600)}
+    added = NewStep(step="X", name="tests.part", queue="added", payload="{}", priority=0,
+                    max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip
+    x = (await store.add_steps(ids["S"], claims[ids["S"]].lease_token,
+                                NewWorkflow.of("more", [added], None))).steps["X"]  # fmt: skip
+    (x_claim,) = await store.claim_batch("added", 10, "w", 600)
+    operator = await asyncpg.connect(store.dsn)
+
+    async def waiting_for_locks(count: int) -> bool:
+        waiting = await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
+        return bool(waiting >= count)
+
+    try:
+        async with operator.transaction():
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["E"])
+            cancel = asyncio.create_task(store.cancel_workflow(enqueued.id))
+            await eventually(lambda: waiting_for_locks(1), "the cancel to wait for E")
+            finished = outcome(x_claim, JobStatus.SUCCEEDED)
+            writing = asyncio.create_task(store.record_outcomes([finished]))
+            await eventually(lambda: waiting_for_locks(2), "X's outcome to wait")
+        cancelled, written = await asyncio.gather(cancel, writing)
+    finally:
+        await operator.close()
+    assert {job_id for job_id, _ in cancelled} == {ids["S"], ids["D"], ids["E"], x}
+    assert written == {x}
+    assert await store.job_status(ids["D"]) is JobStatus.CANCELLED
+
+
 async def test_a_retry_that_reopens_a_step_while_another_upstream_of_it_finishes_loses_no_count(
     store: PostgresStore, database_dsn: str
 ) -> None:

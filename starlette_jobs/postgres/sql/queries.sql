@@ -1809,12 +1809,15 @@ SELECT id, was = 'cancelled' AS reopened, dependents FROM reopened;
 -- name: cancel_workflow
 -- Every step of a workflow not finished yet: waiting and pending ones cancelled (their
 -- dependents are among them: nothing to tell), running ones asked to stop, their workers told.
--- Returns the id and status after of each step changed.
+-- Returns the id and status after of each step changed. Running steps are locked first, then
+-- the others, each in id order: the order of a worker's outcome statement (its own rows, which
+-- `PostgresStore.record_outcomes` sends in id order, then those of steps waiting for them), so
+-- that the two cannot deadlock.
 -- $1 workflow id, $2 whether to record events
 WITH target AS (
     SELECT id FROM starlette_jobs
      WHERE workflow_id = $1 AND status IN ('waiting', 'pending', 'running')
-     ORDER BY id
+     ORDER BY status <> 'running', id
        FOR NO KEY UPDATE
 ), changed AS (
     UPDATE starlette_jobs AS job
