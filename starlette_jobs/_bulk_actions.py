@@ -12,6 +12,7 @@ from ._errors import unavailable_as_error
 from ._options import check_queue_name
 from ._queries import check_time_bound, who_asked
 from ._records import JobStatus
+from ._row_ids import row_id_of
 from ._storable import filter_text
 from .store._protocol import Store
 
@@ -76,7 +77,9 @@ class BulkActing:
         process running it stopped) runs on from where its last batch ended."""
         if type(batch_size) is not int or not 1 <= batch_size <= _MAX_BATCH:
             raise ValueError(f"batch_size must be an integer from 1 to 10000, got {batch_size!r}")
-        store = self._ready_store
+        if (found := row_id_of(bulk_id)) is None:  # no record can have it
+            return None
+        bulk_id, store = found, self._ready_store
         with unavailable_as_error(f"run bulk action {bulk_id}"):
             while True:
                 record = await store.bulk_batch(bulk_id, batch_size)
@@ -87,10 +90,18 @@ class BulkActing:
 
     async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
         """The record of a bulk action, or None."""
-        with unavailable_as_error(f"read bulk action {bulk_id}"):
-            return await self._ready_store.get_bulk(bulk_id)
+        if (found := row_id_of(bulk_id)) is None:  # no record can have it
+            return None
+        with unavailable_as_error(f"read bulk action {found}"):
+            return await self._ready_store.get_bulk(found)
 
     async def list_bulks(self, limit: int = 20) -> builtins.list[BulkRecord]:
-        """The latest bulk actions' records, latest first."""
+        """The latest bulk actions' records, latest first.
+
+        Raises:
+            ValueError: a `limit` outside 1 to 1,000.
+        """
+        if type(limit) is not int or not 1 <= limit <= 1000:
+            raise ValueError(f"limit must be an integer from 1 to 1000, got {limit!r}")
         with unavailable_as_error("list bulk actions"):
             return await self._ready_store.list_bulks(limit)

@@ -11,6 +11,7 @@ from ._count_records import DEFAULT_COUNT_CAP, StatusCounts
 from ._errors import JobNotFoundError, unavailable_as_error
 from ._job import JobId
 from ._records import JobEvent, JobRecord, JobStatus
+from ._row_ids import row_id_of
 from ._storable import filter_text, storable
 from ._trace_ids import trace_id_filter
 from .store._protocol import Store
@@ -26,7 +27,7 @@ class JobQueries:
     async def get(self, job_id: JobId) -> JobRecord | None:
         """The job with this id, or None (also for what no job id can be: a negative number,
         one past 64 bits, text that is not a number)."""
-        row_id = _row_id(job_id)
+        row_id = row_id_of(job_id)
         if row_id is None:
             return None
         with unavailable_as_error(f"get job {row_id}"):
@@ -61,10 +62,10 @@ class JobQueries:
             ValueError: a `before` or `after` that is no job id, a `trace_id` that is no trace id, a
                 `finished_after` without a timezone.
         """
-        below = None if before is None else _row_id(before)
+        below = None if before is None else row_id_of(before)
         if before is not None and below is None:
             raise ValueError(f"before must be a job id, got {before!r}")
-        above = None if after is None else _row_id(after)
+        above = None if after is None else row_id_of(after)
         if after is not None and above is None:
             raise ValueError(f"after must be a job id, got {after!r}")
         trace = trace_id_filter(trace_id)
@@ -132,7 +133,7 @@ class JobQueries:
         Each event was written by the statement that made the change it records (see
         docs/events.md). Empty if no job has this id (or it was pruned).
         """
-        row_id = _row_id(job_id)
+        row_id = row_id_of(job_id)
         if row_id is None:
             return []
         with unavailable_as_error(f"read the events of job {row_id}"):
@@ -146,7 +147,7 @@ class JobQueries:
         A job another transaction is claiming at this moment may still be listed."""
         if type(limit) is not int or not 1 <= limit <= _MAX_PEEK:
             raise ValueError(f"limit must be an integer from 1 to {_MAX_PEEK}, got {limit!r}")
-        left_out = [row_id for job_id in exclude if (row_id := _row_id(job_id)) is not None]
+        left_out = [row_id for job_id in exclude if (row_id := row_id_of(job_id)) is not None]
         filter_text(queue, "queue")
         with unavailable_as_error(f"peek at queue {queue!r}"):
             return await self._ready_store.peek_jobs(queue, limit, left_out)
@@ -192,7 +193,7 @@ class JobQueries:
     async def _change(
         self, job_id: JobId, action: str, change: Callable[[int], Awaitable[bool]]
     ) -> bool:
-        row_id = _row_id(job_id)
+        row_id = row_id_of(job_id)
         if row_id is None:
             raise JobNotFoundError(f"no job with id {job_id!r}")
         with unavailable_as_error(f"{action} job {row_id}"):
@@ -208,7 +209,6 @@ class JobQueries:
             return await self._ready_store.migrate()
 
 
-_MAX_ROW_ID = 2**63 - 1  # ids are a `bigint` identity, from 1
 _MAX_PEEK = 10_000
 
 
@@ -216,18 +216,6 @@ def who_asked(by: str | None) -> str | None:
     """Who asked, as the events keep it: a NUL character (which PostgreSQL cannot store) or a
     lone surrogate written as an escape, on both stores alike, rather than the change refused."""
     return None if by is None else storable(by)
-
-
-def _row_id(job_id: object) -> int | None:
-    """The row id `job_id` names, or None when no row can have it: an int (not a bool) or the
-    ASCII digits of one (an id that went through a URL), within `bigint`."""
-    if type(job_id) is int:
-        row_id = job_id
-    elif isinstance(job_id, str) and len(job_id) <= 19 and job_id.isascii() and job_id.isdigit():
-        row_id = int(job_id)
-    else:
-        return None
-    return row_id if 1 <= row_id <= _MAX_ROW_ID else None
 
 
 def check_time_bound(bound: object) -> None:

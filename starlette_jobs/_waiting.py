@@ -31,8 +31,8 @@ from ._errors import (
 )
 from ._failures import FailureLog
 from ._job import Job, JobId
-from ._queries import _row_id
 from ._records import FINISHED, JobRecord, JobStatus
+from ._row_ids import row_id_of
 from .store._protocol import Listener, Store
 
 logger = logging.getLogger("starlette_jobs")
@@ -247,7 +247,7 @@ class JobWaiting:
             >>> record.status, record.result
         """
         _check_timeout(timeout)
-        row_id = _row_id(job_id)
+        row_id = row_id_of(job_id)
         if row_id is None:
             raise JobNotFoundError(f"no job with id {job_id!r}")
         waiters = self._ready_waiters
@@ -296,7 +296,7 @@ class JobWaiting:
             >>> thumbnail = await jobs.result(resize, job_id, timeout=10)
         """
         _check_timeout(timeout)
-        row_id = _row_id(job_id)
+        row_id = row_id_of(job_id)
         record = None
         if row_id is not None:
             with unavailable_as_error(f"get job {row_id}"):

@@ -4,6 +4,7 @@ whatever `Store` the `Jobs` it belongs to has started (docs/workflows.md)."""
 from __future__ import annotations
 
 from ._errors import unavailable_as_error
+from ._row_ids import MAX_ROW_ID, row_id_of
 from ._workflow_records import WorkflowRecord, WorkflowSummary
 from .store._protocol import Store
 
@@ -25,12 +26,11 @@ class WorkflowQueries:
             >>> flow.statuses
             {'render': <JobStatus.SUCCEEDED: 'succeeded'>, 'send': <JobStatus.PENDING: 'pending'>}
         """
-        if isinstance(workflow_id, bool) or not isinstance(workflow_id, int):
+        row_id = row_id_of(workflow_id)
+        if row_id is None:  # no workflow can have it
             return None
-        if not 1 <= workflow_id <= 2**63 - 1:
-            return None
-        with unavailable_as_error(f"get workflow {workflow_id}"):
-            return await self._ready_store.get_workflow(workflow_id)
+        with unavailable_as_error(f"get workflow {row_id}"):
+            return await self._ready_store.get_workflow(row_id)
 
     async def workflows(
         self, *, limit: int = 50, before: int | None = None
@@ -48,7 +48,7 @@ class WorkflowQueries:
         """
         if type(limit) is not int or not 1 <= limit <= 1000:
             raise ValueError(f"limit must be an integer from 1 to 1000, got {limit!r}")
-        if before is not None and (type(before) is not int or not 1 <= before <= 2**63 - 1):
+        if before is not None and (type(before) is not int or not 1 <= before <= MAX_ROW_ID):
             raise ValueError(f"before must be a workflow id, got {before!r}")
         with unavailable_as_error("list workflows"):
             return await self._ready_store.list_workflows(limit, before)
@@ -56,10 +56,14 @@ class WorkflowQueries:
     async def cancel_workflow(self, workflow_id: int) -> int:
         """Cancels every step of the workflow that has not finished: waiting and pending ones
         at once, running ones as `cancel` does (their worker stops them, and they end
-        `cancelled`). Returns how many steps it cancelled or asked to stop.
+        `cancelled`). Returns how many steps it cancelled or asked to stop: 0 for an id that
+        names no workflow.
 
         Example:
             >>> await jobs.cancel_workflow(enqueued.id)
         """
-        with unavailable_as_error(f"cancel workflow {workflow_id}"):
-            return len(await self._ready_store.cancel_workflow(workflow_id))
+        row_id = row_id_of(workflow_id)
+        if row_id is None:  # no workflow can have it
+            return 0
+        with unavailable_as_error(f"cancel workflow {row_id}"):
+            return len(await self._ready_store.cancel_workflow(row_id))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ._errors import JobArgumentsError, WorkflowDefinitionError
 from ._job import ConfiguredJob, HasEnqueuer, Job, started_enqueuer
+from ._storable import unstorable
 from ._workflow_graph import Graph, ordered_workflow
 from ._workflow_records import EnqueuedWorkflow, NewWorkflow, StepJob
 
@@ -53,6 +54,8 @@ class Workflow:
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not 1 <= len(name) <= 200:
             raise WorkflowDefinitionError(f"a workflow's name is 1 to 200 characters: {name!r}")
+        if (why := unstorable(name)) is not None:
+            raise WorkflowDefinitionError(f"a workflow's name {why}: {name!r}")
         self.name = name
         # A column per field, a step being a position in them (in the order added): a fan-out
         # of 10,000 steps costs lists extended, not 10,000 objects (docs/performance.md).

@@ -11,10 +11,9 @@ from urllib.parse import urlencode
 from .._errors import JobDefinitionError
 from .._options import check_queue_name
 from .._records import JobStatus
+from .._row_ids import MAX_ROW_ID
 from .._since import SinceError, finished_after
 from .._trace_ids import trace_id_filter
-
-_MAX_ROW_ID = 2**63 - 1
 
 SCAN_WINDOW = 50_000
 """The most job ids one page of the list looks through when a filter no index serves is set
@@ -149,6 +148,6 @@ def row_id(text: str | None, field: str, kind: str) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_ROW_ID):
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_ROW_ID):
         raise FilterError(f"{field} must be a {kind} id (a positive integer), got {text!r}")
     return int(text)

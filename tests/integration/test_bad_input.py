@@ -21,6 +21,8 @@ from starlette_jobs import (
     Jobs,
     JobStatus,
     Retry,
+    Workflow,
+    WorkflowDefinitionError,
     correlation_id,
     job,
 )
@@ -414,6 +416,37 @@ async def test_every_stored_row_can_be_read_back(
     if DEEP in (payload, errors):
         assert f"job {job_id}" in caplog.text
         assert "cannot be decoded" in caplog.text
+
+
+@pytest.mark.parametrize("row_id", [2**63, -1, 0, "abc", "", "1.5", "٣", 1.5, True, None])
+async def test_an_id_no_workflow_or_bulk_action_can_have_finds_nothing(
+    start_jobs: StartJobs, row_id: Any
+) -> None:
+    """PostgreSQL took `True` and `1.5` for workflow 1 (and cancelled it), and failed on
+    "abc" with the driver's own error; the memory store found nothing. Both find nothing now."""
+    async with start_jobs(queues={}) as jobs:
+        flow = Workflow("w")
+        flow.add("a", typed, n=1)
+        assert (await flow.enqueue(jobs=jobs)).id == 1
+        assert (await jobs.begin_bulk("retry", queue="default")).id == 1
+        assert await jobs.workflow(row_id) is None
+        assert await jobs.cancel_workflow(row_id) == 0
+        assert await jobs.get_bulk(row_id) is None
+        assert await jobs.run_bulk(row_id) is None
+        workflow = await jobs.workflow(1)
+        assert workflow is not None
+        assert workflow.statuses == {"a": JobStatus.PENDING}
+        bulk = await jobs.get_bulk(1)
+        assert bulk is not None
+        assert not bulk.finished
+        with pytest.raises(ValueError, match="limit must be an integer from 1 to 1000"):
+            await jobs.list_bulks(-1)
+
+
+def test_a_workflow_name_postgresql_cannot_store_is_refused_at_once() -> None:
+    for name, why in [("a\x00b", "NUL character"), ("a\ud800", "lone surrogate")]:
+        with pytest.raises(WorkflowDefinitionError, match=why):
+            Workflow(name)
 
 
 @pytest.mark.parametrize(
