@@ -50,6 +50,9 @@ TESTED_ELSEWHERE = {
     # The Store protocol's parts: protocols, held by the contract suite that runs both stores.
     "store._listener": "contract/test_store_contract.py",
     "store._parts": "contract/test_store_contract.py",
+    # Giving running jobs back on PostgreSQL, held by the contract suite (and the workflows'
+    # for a step given back cancelled).
+    "postgres._releases": "contract/test_store_contract.py",
     # Bulk actions: the stores' parts and the protocol, held by the contract suite.
     "store._bulk": "contract/test_bulk_contract.py",
     "memory._bulk": "contract/test_bulk_contract.py",

@@ -154,12 +154,6 @@ class MemoryTables:
         row = self._rows.get(job_id)
         return row if row is not None and row.lease_token == token else None
 
-    def _give_back(self, row: Row, by: str | None = None) -> EventKind:
-        now = utc_now()
-        kind = row.give_back(now)
-        self._changed(row, kind, now, by=by)
-        return kind
-
     def _running(self) -> list[Row]:
         return [r for r in self._rows.values() if r.status is JobStatus.RUNNING]
 

@@ -68,6 +68,17 @@ class MemoryWorkflows(MemoryTables):
             self._notify(queue)
         return EnqueuedWorkflow(workflow_id, dict(zip(new.steps, ids, strict=True)))
 
+    def _give_back(self, row: Row, by: str | None = None) -> EventKind:
+        """A release of a running job (`Row.give_back`), its event written; a workflow's step
+        that it cancelled (it was asked to stop) tells the steps waiting for it, as a cancel
+        does."""
+        now = utc_now()
+        kind = row.give_back(now)
+        self._changed(row, kind, now, by=by)
+        if kind is EventKind.CANCELLED and row.dependents is not None:
+            self._tell_dependents(row, now)
+        return kind
+
     def _tell_dependents(self, finished: Row, now: datetime) -> None:
         """The steps waiting for `finished` count its outcome: released once the last of those
         they wait for has finished, cancelled once more of them failed than they allow (and

@@ -26,6 +26,7 @@ from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._history import job_history
 from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
+from ._releases import ReleaseStatements
 from ._schedules import ScheduleStatements
 from ._since import list_finished_after
 from ._throughput import ThroughputStatements
@@ -36,6 +37,7 @@ _UNIQUE_KEY_TRIES = 5
 
 
 class PostgresStore(
+    ReleaseStatements,
     BulkStatements,
     WorkerRegistry,
     ScheduleStatements,
@@ -208,38 +210,6 @@ class PostgresStore(
         ids, tokens, texts = zip(*progress, strict=True)
         rows = await self._worker_write("fetch", self._q["record_progress"], ids, tokens, texts)
         return {row[0] for row in rows}
-
-    async def release_unknown_claims(
-        self, queue: str, worker_id: str, known: Sequence[UUID]
-    ) -> list[int]:
-        """Gives back, attempt included, the jobs of `queue` that this worker holds under a
-        lease token it does not know: a claim that committed after its answer was lost."""
-        rows = await self._worker_write(
-            "fetch",
-            self._q["release_unknown_claims"],
-            queue,
-            worker_id,
-            list(known),
-            self.record_events,
-        )
-        return [row[0] for row in rows]
-
-    async def release_jobs(self, held: Sequence[tuple[int, UUID]]) -> set[int]:
-        ids, tokens = zip(*held, strict=True)
-        rows = await self._worker_write(
-            "fetch", self._q["release_jobs"], ids, tokens, self.record_events
-        )
-        return {row[0] for row in rows}
-
-    async def release_job(self, job_id: int, by: str | None = None) -> bool:
-        row = await self._write("fetchrow", self._q["release_job"], job_id, self.record_events, by)
-        return row is not None
-
-    async def release_worker_jobs(self, worker_id: str) -> list[int]:
-        rows = await self._write(
-            "fetch", self._q["release_worker_jobs"], worker_id, self.record_events
-        )
-        return [row[0] for row in rows]
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
         row = await self._worker_write(

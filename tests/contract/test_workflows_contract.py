@@ -353,6 +353,33 @@ async def test_no_claim_takes_a_waiting_step(idle: Jobs) -> None:
     assert (unfinished.waited, unfinished.scheduled) == (1, 0)  # the running first step
 
 
+@pytest.mark.parametrize("release", ["release", "release_jobs", "worker's", "unknown claims"])
+async def test_a_step_released_after_a_cancel_request_tells_what_waits_for_it(
+    idle: Jobs, release: str
+) -> None:
+    """A running step asked to stop, then given back (an operator's `release`, a shutdown, a
+    dead worker's jobs, a claim the worker never heard of) ends cancelled. The steps waiting
+    for it stayed waiting until the next upkeep round told them; now the release tells them."""
+    flow = Workflow("released")
+    first = flow.add("first", append, label="first")
+    flow.after(first).add("second", append, label="second")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    (claim,) = await store.claim_batch("default", 10, "w", 30)
+    assert await idle.cancel(claim.id)  # asked to stop: it is running
+    if release == "release":
+        assert await idle.release(claim.id)
+    elif release == "release_jobs":
+        assert await store.release_jobs([(claim.id, claim.lease_token)]) == {claim.id}
+    elif release == "worker's":
+        assert await idle.release_worker_jobs("w") == [claim.id]
+    else:
+        assert await store.release_unknown_claims("default", "w", []) == [claim.id]
+    record = await idle.workflow(enqueued.id)
+    assert record is not None
+    assert record.statuses == {"first": JobStatus.CANCELLED, "second": JobStatus.CANCELLED}
+
+
 broken: set[str] = set()
 
 

@@ -13,20 +13,8 @@ from typing import Any
 import asyncpg
 import pytest
 
+import starlette_jobs.postgres
 from starlette_jobs import Jobs, SchemaVersionError, job
-from starlette_jobs.postgres import _added_steps as added_steps_module
-from starlette_jobs.postgres import _bulk as bulk_module
-from starlette_jobs.postgres import _completions as completions_module
-from starlette_jobs.postgres import _controls as controls_module
-from starlette_jobs.postgres import _counts as counts_module
-from starlette_jobs.postgres import _depths as depths_module
-from starlette_jobs.postgres import _migrations as migrations_module
-from starlette_jobs.postgres import _registry as registry_module
-from starlette_jobs.postgres import _schedules as schedules_module
-from starlette_jobs.postgres import _since as since_module
-from starlette_jobs.postgres import _store as postgres_module
-from starlette_jobs.postgres import _throughput as throughput_module
-from starlette_jobs.postgres import _workflows as workflows_module
 from starlette_jobs.postgres._migrations import migrations, queries
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
@@ -35,14 +23,8 @@ from tests.records import new_jobs
 
 def test_every_query_the_store_runs_is_defined_and_every_defined_query_is_run() -> None:
     used: set[str] = set()
-    for module in (
-        postgres_module, migrations_module, schedules_module, controls_module, registry_module,
-        workflows_module, completions_module, added_steps_module, depths_module, bulk_module,
-        counts_module, since_module, throughput_module,
-    ):  # fmt: skip
-        assert module.__file__ is not None
-        source = Path(module.__file__).read_text()
-        used |= set(re.findall(r'(?:_q|\bq)\["(\w+)"\]', source))
+    for module in Path(starlette_jobs.postgres.__file__).parent.glob("*.py"):
+        used |= set(re.findall(r'(?:_q|\bq)\["(\w+)"\]', module.read_text()))
     assert used == set(queries())
 
 

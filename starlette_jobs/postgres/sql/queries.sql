@@ -558,7 +558,9 @@ WITH free AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id FROM released, (SELECT count(*) FROM notified) AS sent;
+-- `owed`: a step it cancelled has steps waiting for it (`settle_steps`).
+SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
+  FROM released, (SELECT count(*) FROM notified) AS sent;
 
 -- name: release_unknown_claims
 -- Running jobs of one queue that this worker holds under a lease token it does not know: a claim
@@ -586,7 +588,9 @@ WITH released AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id FROM released, (SELECT count(*) FROM announced) AS sent ORDER BY id;
+-- `owed`: as in release_jobs.
+SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
+  FROM released, (SELECT count(*) FROM announced) AS sent ORDER BY id;
 
 -- name: release_job
 -- An operator hands a running job back to pending, its attempt given back, whichever worker
@@ -611,9 +615,11 @@ WITH released AS (
            attempts + 1
       FROM released WHERE $2::boolean
 )
+-- `owed`: as in release_jobs.
 SELECT queue,
        CASE WHEN status = 'pending' THEN pg_notify('starlette_jobs:' || queue, '')
-            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END
+            WHEN outcome_wanted THEN pg_notify('starlette_jobs.outcomes', id::text) END,
+       status = 'cancelled' AND dependents IS NOT NULL AS owed
   FROM released;
 
 -- name: release_worker_jobs
@@ -641,7 +647,9 @@ WITH released AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM released
      WHERE outcome_wanted AND status <> 'pending'
 )
-SELECT id FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
+-- `owed`: as in release_jobs.
+SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
+  FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: prune_finished
 -- Deletes up to $2 jobs that finished more than $1 seconds ago, and their events; returns how
