@@ -4,12 +4,15 @@ over whatever `Store` the `Jobs` it belongs to has started."""
 from __future__ import annotations
 
 import builtins
+import logging
 from datetime import UTC, datetime, timedelta
 
 from ._cron import Cron
-from ._errors import unavailable_as_error
+from ._errors import ScheduleDefinitionError, unavailable_as_error
 from ._schedule_records import ScheduleRecord, StoredSchedule, TickRecord
 from .store._protocol import Store
+
+logger = logging.getLogger("starlette_jobs")
 
 
 class ScheduleQueries:
@@ -42,21 +45,58 @@ class ScheduleQueries:
 
 
 def _record(row: StoredSchedule, now: datetime) -> ScheduleRecord:
+    """The record of a schedule's row. A row this process cannot read whole (another version
+    wrote it, or an operator edited it: a zone this machine's tzdata lacks, a field missing)
+    is listed with what it can read and no next tick, and why logged once, not raised: one
+    such row would hide every other schedule (and the dashboard's page, and the CLI's table)."""
     definition = row.definition
-    catch_up = definition["catch_up"]
+    text = {
+        key: value if isinstance(value := definition.get(key), str) else ""
+        for key in ("job", "queue", "cron", "timezone", "overlap")
+    }
+    catch_up = definition.get("catch_up")
+    arguments = definition.get("arguments")
     recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
+    try:
+        next_tick = Cron(text["cron"], text["timezone"]).next_after(max(recorded_until, now))
+    except ScheduleDefinitionError as error:
+        next_tick = None
+        _tell_unreadable(row, str(error))
+    else:
+        missing = [key for key in _FIELDS if key not in definition]
+        if missing:
+            _tell_unreadable(row, f"no {', '.join(missing)} in its definition")
     return ScheduleRecord(
         name=row.name,
-        job=definition["job"],
-        queue=definition["queue"],
-        cron=definition["cron"],
-        timezone=definition["timezone"],
-        arguments=definition["arguments"],
-        catch_up=timedelta(seconds=catch_up) if isinstance(catch_up, int | float) else catch_up,
-        overlap=definition["overlap"],
-        defined_at=row.defined_at,
-        next_tick=Cron(definition["cron"], definition["timezone"]).next_after(
-            max(recorded_until, now)
+        job=text["job"],
+        queue=text["queue"],
+        cron=text["cron"],
+        timezone=text["timezone"],
+        arguments=arguments if isinstance(arguments, dict) else {},
+        catch_up=(
+            timedelta(seconds=catch_up)
+            if isinstance(catch_up, int | float) and not isinstance(catch_up, bool)
+            else catch_up
+            if isinstance(catch_up, str)
+            else ""
         ),
+        overlap=text["overlap"],
+        defined_at=row.defined_at,
+        next_tick=next_tick,
         last_tick=row.last_tick,
     )
+
+
+_FIELDS = ("job", "queue", "cron", "timezone", "arguments", "catch_up", "overlap")
+_told_unreadable: set[tuple[str, str]] = set()  # (name, definition hash): each logged once
+
+
+def _tell_unreadable(row: StoredSchedule, why: str) -> None:
+    if (row.name, row.definition_hash) in _told_unreadable:
+        return
+    _told_unreadable.add((row.name, row.definition_hash))
+    logger.warning(
+        "schedule %r: this process cannot read its row in starlette_jobs_schedules whole (%s):"
+        " it is listed with what could be read, without its next tick",
+        row.name, why,
+    )  # fmt: skip

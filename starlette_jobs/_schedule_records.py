@@ -60,7 +60,8 @@ class ScheduleRecord:
     defined_at: datetime
     """When this definition was first written (a changed one starts afresh)."""
     next_tick: datetime | None
-    """When it ticks next (None: its expression never matches again)."""
+    """When it ticks next (None: its expression never matches again, or this process cannot
+    read its row whole, written by another version or edited by hand: a warning says why)."""
     last_tick: TickRecord | None
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Any
 
+import asyncpg
 import pytest
 
 from starlette_jobs import Jobs, Queue, TickStatus, current_job, job, periodic
@@ -98,6 +100,35 @@ async def test_a_jobs_that_only_enqueues_does_not_tick(jobs_dsn: str) -> None:
         await asyncio.sleep(1.5)  # long enough for a tick: none may come
         assert await jobs.schedules() == []
         assert await jobs.ticks("pulse") == []
+
+
+async def test_a_schedule_row_this_process_cannot_read_is_listed_as_far_as_it_can(
+    database_dsn: str, connection: asyncpg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row another version wrote, or an operator edited: a zone this machine's tzdata lacks,
+    a definition without its fields. `jobs.schedules()` raised on it, and showed none of the
+    others (nor the dashboard's page, nor the CLI's table). Now it lists the row with what it
+    can read, no next tick, and logs why once."""
+    good = (
+        '{"job": "j", "queue": "q", "cron": "* * * * *", "timezone": "UTC", "arguments": {},'
+        ' "catch_up": "latest", "overlap": "allow", "priority": 0, "max_attempts": 3}'
+    )
+    await connection.execute(
+        "INSERT INTO starlette_jobs_schedules (name, definition, definition_hash)"
+        " VALUES ('good', $1::jsonb, 'h1'), ('odd', $2::jsonb, 'h2'), ('bare', $3::jsonb, 'h3')",
+        good, good.replace('"UTC"', '"Mars/Olympus_Mons"'), '{"job": "j", "catch_up": []}',
+    )  # fmt: skip
+    async with Jobs(database_dsn, queues={}) as jobs:
+        listed = {schedule.name: schedule for schedule in await jobs.schedules()}
+        again = await jobs.schedules()
+    assert sorted(listed) == ["bare", "good", "odd"]
+    assert listed["good"].next_tick is not None
+    assert (listed["odd"].timezone, listed["odd"].next_tick) == ("Mars/Olympus_Mons", None)
+    assert (listed["bare"].job, listed["bare"].cron, listed["bare"].next_tick) == ("j", "", None)
+    assert [schedule.name for schedule in again] == ["bare", "good", "odd"]
+    warned = [r.getMessage() for r in caplog.records if "cannot read" in r.getMessage()]
+    assert len(warned) == 2
+    assert any("'odd'" in message and "Mars/Olympus_Mons" in message for message in warned)
 
 
 async def test_ticks_refuses_a_bad_limit(jobs_memory: str) -> None:
