@@ -5,7 +5,6 @@ process. `_store.MemoryStore` is built on it."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -14,6 +13,7 @@ from uuid import UUID
 from .._attempt_records import Claim
 from .._queue import KEY_LIMIT_SCAN, QueueControls, QueueLimits
 from .._records import EventKind
+from ._jsonb import jsonb_field_text
 from ._rows import Row
 from ._tables import MemoryTables, utc_now
 
@@ -102,10 +102,5 @@ def _within_key_limit(
 
 
 def _key_of(row: Row, argument: str) -> str | None:
-    """The value of the job's argument as PostgreSQL's `payload ->> argument` gives it: a
-    string as itself, any other value as its JSON text, a missing one or null as None. An
-    object's keys are sorted: jsonb keeps no order of keys, so two orders are one key there."""
-    value = json.loads(row.payload).get(argument)
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
+    """The value of the job's argument as PostgreSQL's `payload ->> argument` gives it."""
+    return jsonb_field_text(row.payload, argument)

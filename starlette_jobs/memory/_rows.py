@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -16,6 +15,7 @@ from .._records import EventKind, JobEvent, JobRecord, JobStatus, NewJobs
 from .._schedule_records import DeclaredSchedule
 from .._storable import MAX_KEPT_ERRORS
 from ..store._history import claim_event, place_claim
+from ._jsonb import jsonb_text, jsonb_value
 
 
 @dataclass(eq=False)
@@ -65,7 +65,7 @@ class Row:
             id=job_id,
             name=new.name,
             queue=new.queue,
-            payload=json.dumps(json.loads(payload)),
+            payload=jsonb_text(payload),
             priority=new.priority,
             run_at=new.run_at or now + timedelta(seconds=new.delay or 0.0),
             max_attempts=new.max_attempts,
@@ -104,7 +104,7 @@ class Row:
     def has_payload(self, payload: str) -> bool:
         """Whether `payload` (JSON text) is this job's, as jsonb's `=` decides: objects
         whatever their key order, numbers by value (1 and 1.0 alike), true never 1."""
-        return bool(_as_jsonb(self.payload) == _as_jsonb(payload))
+        return bool(jsonb_value(self.payload) == jsonb_value(payload))
 
     def record(self) -> JobRecord:
         return JobRecord._from_row(
@@ -292,22 +292,6 @@ class OutcomeListener:
 
     def terminate(self) -> None:
         self._registry.discard(self)
-
-
-def _as_jsonb(text: str) -> Any:
-    """JSON text as a value that compares as jsonb does: numbers exact (`Decimal`), and true
-    and false apart from 1 and 0 (which Python's `==` confuses)."""
-
-    def mark_booleans(value: Any) -> Any:
-        if isinstance(value, bool):
-            return (bool, value)
-        if isinstance(value, dict):
-            return {key: mark_booleans(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [mark_booleans(item) for item in value]
-        return value
-
-    return mark_booleans(json.loads(text, parse_float=Decimal))
 
 
 @dataclass(slots=True)

@@ -37,11 +37,12 @@ from ._completions import MemoryCompletions
 from ._controls import MemoryControls
 from ._counts import MemoryCounts
 from ._depths import MemoryDepths
+from ._jsonb import jsonb_text
 from ._queries import MemoryQueries
 from ._registry import MemoryRegistry
 from ._rows import OutcomeListener, QueueListener, Row
 from ._schedules import MemorySchedules
-from ._tables import MemoryData, canonical_json, utc_now
+from ._tables import MemoryData, utc_now
 from ._throughput import MemoryThroughput
 from ._workflows import MemoryWorkflows
 
@@ -172,7 +173,7 @@ class MemoryStore(
         for job_id, token, text in progress:
             row = self._held(job_id, token)
             if row is not None:
-                row.progress = canonical_json(text)
+                row.progress = jsonb_text(text)
                 written.add(job_id)
         return written
 

@@ -5,7 +5,6 @@ indexes and statements would do them. `_store.MemoryStore` builds the `Store` pr
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -156,8 +155,3 @@ class MemoryTables:
 
     def _running(self) -> list[Row]:
         return [r for r in self._rows.values() if r.status is JobStatus.RUNNING]
-
-
-def canonical_json(text: str) -> str:
-    """A JSON text in the form jsonb gives it back."""
-    return json.dumps(json.loads(text))

@@ -127,6 +127,26 @@ async def test_a_key_limit_counts_one_object_value_as_one_key_whatever_its_keys_
     assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 1
 
 
+@pytest.mark.parametrize(
+    "same",
+    [
+        ("1e20", "100000000000000000000"),
+        ("-0.0", "0.0"),
+        ("2.5e-3", "0.0025"),
+        ('{"n": 1E2, "m": [0.0]}', '{"m": [-0.0], "n": 100}'),
+    ],
+)
+async def test_a_key_limit_counts_one_number_however_it_is_written_as_one_key(
+    store: Store, same: tuple[str, str]
+) -> None:
+    """PostgreSQL reads a number in the payload as `numeric`, which writes 1e20 out in full
+    and knows no negative zero: one key. The memory store grouped them by their JSON text."""
+    await store.declare_queues({QUEUE: QueueLimits(key="customer", key_limit=1)})
+    for value in same:
+        await store.insert_jobs(new(queue=QUEUE, payload=f'{{"customer": {value}}}'))
+    assert len(await store.claim_limited_batch(QUEUE, 10, "w", LEASE)) == 1
+
+
 async def test_a_key_limit_and_a_global_limit_hold_together(store: Store) -> None:
     limits = QueueLimits(global_limit=3, key="customer_id", key_limit=1)
     await store.declare_queues({QUEUE: limits})
