@@ -24,6 +24,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -145,7 +146,8 @@ class MemoryStore(
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         now = utc_now()
         written = set()
-        for outcome in outcomes:
+        # In id order, as PostgreSQL's statement names the cause of a step it cancels.
+        for outcome in sorted(outcomes, key=attrgetter("id")):
             row = self._held(outcome.id, outcome.lease_token)
             if row is not None:
                 self._changed(row, row.end(outcome, now), now, outcome.error)

@@ -227,6 +227,29 @@ async def test_at_least_n_of_m_is_cancelled_once_too_many_failed(jobs: Jobs) -> 
     )
 
 
+async def test_the_cause_named_is_the_failure_past_those_allowed_whatever_the_batch(
+    idle: Jobs,
+) -> None:
+    """Three of the four steps fail in one batch of outcomes, out of order; one failure
+    is allowed. PostgreSQL named the failure whose text sorted first and counted all three,
+    the memory store named the second it happened to tell and counted two: both name the
+    second in id order now, the failure past those allowed, and count to it."""
+    flow = Workflow("quorum")
+    steps = [flow.add(n, append, label=n) for n in "abcd"]
+    flow.after(*steps, at_least=3).add("enough", statuses)
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    claims = {c.id: c for c in await store.claim_batch("default", 10, "w", 30)}
+    failed = [enqueued.steps[n] for n in "bca"]  # neither in id order nor in text order
+    await store.record_outcomes([ended(claims[i], JobStatus.FAILED, error="broke") for i in failed])
+    record = await idle.get(enqueued.steps["enough"])
+    assert record is not None
+    assert record.last_error == (
+        "cancelled: 2 of the 4 steps it waits for did not succeed, at most 1 may (latest: "
+        f"step b (job {enqueued.steps['b']}) failed)"
+    )
+
+
 async def test_reading_a_result_a_step_cannot_have_says_why(jobs: Jobs) -> None:
     errors: list[str] = []
 

@@ -216,7 +216,8 @@ SELECT * FROM claimed;
 -- Workflows (docs/workflows.md): `locked` and `released`, the end of every statement that tells
 -- waiting steps of finished ones (record_outcomes, settle_steps), from a CTE `told` of
 -- (id of a waiting step, how many of its upstream steps finished, how many of those did not
--- succeed, the first of those as text). Written once: the exactly-once release is this text.
+-- succeed, and those as text, in id order: `causes`). Written once: the exactly-once release
+-- is this text.
 locked AS (
     -- In id order: two statements releasing steps of one workflow cannot deadlock. Whatever
     -- their status in this statement's snapshot, and read as the lock leaves them: a step
@@ -231,7 +232,10 @@ locked AS (
 ), released AS (
     -- On the row locked, as the last statement to change it left it: of two steps finishing
     -- at once, the one that brings the count to zero releases (or cancels) the step, once.
-    -- Past its allowed failures a step is cancelled at once, naming the cause.
+    -- Past its allowed failures a step is cancelled at once, naming the cause: of the steps
+    -- this statement tells it failed, in id order, the one past the failures it allows, and
+    -- the count then (the memory store tells a batch's outcomes one by one in id order: the
+    -- same step, the same count).
     UPDATE starlette_jobs AS job
        SET upstream_left = job.upstream_left - told.finished,
            upstream_failed = job.upstream_failed + told.failed,
@@ -246,12 +250,15 @@ locked AS (
                               THEN now() END,
            last_error = CASE WHEN job.upstream_failed + told.failed > job.allowed_failures
                              THEN CASE WHEN job.allowed_failures = 0
-                                       THEN 'cancelled: it waits for ' || told.cause
-                                       ELSE 'cancelled: ' || (job.upstream_failed + told.failed)
+                                       THEN 'cancelled: it waits for ' || told.causes[
+                                                1 - job.upstream_failed]
+                                       ELSE 'cancelled: ' || (job.allowed_failures + 1)
                                             || ' of the ' || cardinality(job.upstream)
                                             || ' steps it waits for did not succeed, at most '
                                             || job.allowed_failures || ' may (latest: '
-                                            || told.cause || ')' END
+                                            || told.causes[job.allowed_failures
+                                                           - job.upstream_failed + 1]
+                                            || ')' END
                              ELSE job.last_error END
       FROM told JOIN locked USING (id)
      -- The status as locked, not the snapshot's (above); the row updated is the one locked.
@@ -316,12 +323,13 @@ WITH outcome AS (
       FROM written WHERE $8::boolean AND status <> 'succeeded'
 ), told AS (
     -- Workflows (docs/workflows.md): the steps that wait for those just finished, how many of
-    -- theirs finished, how many of those otherwise than succeeded, and the first of those (the
-    -- cause of a cancellation). Nothing for a job of no workflow (its dependents are NULL).
+    -- theirs finished, how many of those otherwise than succeeded, and those (the causes of a
+    -- cancellation). Nothing for a job of no workflow (its dependents are NULL).
     SELECT dependent AS id, count(*) AS finished,
            count(*) FILTER (WHERE written.status <> 'succeeded') AS failed,
-           min('step ' || written.step || ' (job ' || written.id || ') ' || written.status)
-               FILTER (WHERE written.status <> 'succeeded') AS cause
+           array_agg('step ' || written.step || ' (job ' || written.id || ') '
+                     || written.status ORDER BY written.id)
+               FILTER (WHERE written.status <> 'succeeded') AS causes
       FROM written, unnest(written.dependents) AS dependent
      WHERE written.status <> 'pending'
      GROUP BY dependent
@@ -475,7 +483,7 @@ WITH written AS (
     RETURNING job.id, job.outcome_wanted, job.dependents
 ), told AS (
     -- As in record_outcomes, for a success: nothing failed, nothing to name as a cause.
-    SELECT dependent AS id, count(*) AS finished, 0::bigint AS failed, NULL::text AS cause
+    SELECT dependent AS id, count(*) AS finished, 0::bigint AS failed, NULL::text[] AS causes
       FROM written, unnest(written.dependents) AS dependent
      GROUP BY dependent
 ),
@@ -1702,8 +1710,9 @@ WITH unsettled AS MATERIALIZED (
     -- As in record_outcomes.
     SELECT dependent AS id, count(*) AS finished,
            count(*) FILTER (WHERE written.status <> 'succeeded') AS failed,
-           min('step ' || written.step || ' (job ' || written.id || ') ' || written.status)
-               FILTER (WHERE written.status <> 'succeeded') AS cause
+           array_agg('step ' || written.step || ' (job ' || written.id || ') '
+                     || written.status ORDER BY written.id)
+               FILTER (WHERE written.status <> 'succeeded') AS causes
       FROM written, unnest(written.dependents) AS dependent
      GROUP BY dependent
 ),
