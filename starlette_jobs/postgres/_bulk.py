@@ -41,7 +41,7 @@ class BulkStatements(WorkflowStatements):
                 "fetchrow", self._q["bulk_cancel_batch"], bulk_id, limit, self.record_events
             )
             if row is not None and row["owed"]:
-                await self.settle_after_commit()
+                await self._settle_after_commit()
             return None if row is None else BulkRecord._from_row(row)
         for attempt in range(_UNIQUE_KEY_TRIES):
             try:

@@ -1,7 +1,7 @@
 """Giving running jobs back on PostgreSQL, their attempt returned: a stopping worker's
 (`release_jobs`), an operator's (`release_job`, `release_worker_jobs`), and a claim whose answer
 the worker never heard (`release_unknown_claims`). A job asked to stop ends cancelled instead;
-a workflow's step so cancelled has the steps waiting for it told at once (`settle_after_commit`),
+a workflow's step so cancelled has the steps waiting for it told at once (`_settle_after_commit`),
 as a cancel does. `_store.PostgresStore` is built on it."""
 
 from __future__ import annotations
@@ -53,4 +53,4 @@ class ReleaseStatements(WorkflowStatements):
     async def _settle_cancelled(self, rows: Sequence[Any]) -> None:
         """Tells the steps waiting for those of `rows` that ended cancelled (`owed`)."""
         if any(row["owed"] for row in rows):
-            await self.settle_after_commit()
+            await self._settle_after_commit()

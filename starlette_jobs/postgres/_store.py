@@ -188,7 +188,7 @@ class PostgresStore(
         )
         if rows and rows[0][1]:
             # Steps it cancelled (a step they waited for failed) have steps waiting for them.
-            await self.settle_after_commit()
+            await self._settle_after_commit()
         return {row[0] for row in rows}
 
     async def locked_jobs(self, ids: Sequence[int]) -> set[int]:
@@ -276,7 +276,7 @@ class PostgresStore(
         if row is None:
             return None
         if row["owed"]:  # a workflow's step: the steps waiting for it are told
-            await self.settle_after_commit()
+            await self._settle_after_commit()
         return JobStatus(row[0])
 
     async def peek_jobs(self, queue: str, limit: int, exclude: Sequence[int]) -> list[JobRecord]:

@@ -62,7 +62,7 @@ class WorkflowStatements(ConnectedStore):
             if not row["cascade"] and row["settled"] < limit:
                 return settled
 
-    async def settle_after_commit(self) -> None:
+    async def _settle_after_commit(self) -> None:
         """`settle_steps` after a statement that committed cancelled steps with dependents of
         their own (the cascade goes on). Its caller's statement is written whatever becomes of
         this one: a failure here is logged, not raised, lest the caller take its committed
