@@ -56,7 +56,8 @@ def _written(value: Any, *, sort_keys: bool) -> str:
     if isinstance(value, dict):
         items = sorted(value.items()) if sort_keys else value.items()
         fields = (
-            f"{json.dumps(key)}: {_written(item, sort_keys=sort_keys)}" for key, item in items
+            f"{json.dumps(key, ensure_ascii=False)}: {_written(item, sort_keys=sort_keys)}"
+            for key, item in items
         )
         return "{" + ", ".join(fields) + "}"
     if isinstance(value, list):
