@@ -2,7 +2,7 @@
 the step that waits for them all is released once, runs once, and only after every one of them
 (the release is counted on its row by each outcome's statement: docs/workflows.md). A worker
 SIGKILLed in the middle of a 200-step workflow: the workflow completes, each step succeeded
-once, and only the steps it was running ran again."""
+once, and only the steps whose outcome it had not written ran again."""
 
 from __future__ import annotations
 
