@@ -49,12 +49,12 @@ def _record(row: StoredSchedule, now: datetime) -> ScheduleRecord:
     wrote it, or an operator edited it: a zone this machine's tzdata lacks, a field missing)
     is listed with what it can read and no next tick, and why logged once, not raised: one
     such row would hide every other schedule (and the dashboard's page, and the CLI's table)."""
-    definition = row.definition
+    definition = row.definition if isinstance(row.definition, dict) else {}
     text = {
         key: value if isinstance(value := definition.get(key), str) else ""
         for key in ("job", "queue", "cron", "timezone", "overlap")
     }
-    catch_up = definition.get("catch_up")
+    catch_up = _catch_up(definition.get("catch_up"))
     arguments = definition.get("arguments")
     recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
     try:
@@ -66,6 +66,8 @@ def _record(row: StoredSchedule, now: datetime) -> ScheduleRecord:
         missing = [key for key in _FIELDS if key not in definition]
         if missing:
             _tell_unreadable(row, f"no {', '.join(missing)} in its definition")
+        elif catch_up == "":
+            _tell_unreadable(row, "its catch_up is neither a policy nor a window")
     return ScheduleRecord(
         name=row.name,
         job=text["job"],
@@ -73,18 +75,24 @@ def _record(row: StoredSchedule, now: datetime) -> ScheduleRecord:
         cron=text["cron"],
         timezone=text["timezone"],
         arguments=arguments if isinstance(arguments, dict) else {},
-        catch_up=(
-            timedelta(seconds=catch_up)
-            if isinstance(catch_up, int | float) and not isinstance(catch_up, bool)
-            else catch_up
-            if isinstance(catch_up, str)
-            else ""
-        ),
+        catch_up=catch_up,
         overlap=text["overlap"],
         defined_at=row.defined_at,
         next_tick=next_tick,
         last_tick=row.last_tick,
     )
+
+
+def _catch_up(stored: object) -> str | timedelta:
+    """A stored catch-up policy ("none", "latest") or window (seconds); "" for what is neither."""
+    if isinstance(stored, str):
+        return stored
+    if isinstance(stored, int | float) and not isinstance(stored, bool):
+        try:
+            return timedelta(seconds=stored)
+        except (OverflowError, ValueError):  # past timedelta's range, or NaN
+            return ""
+    return ""
 
 
 _FIELDS = ("job", "queue", "cron", "timezone", "arguments", "catch_up", "overlap")

@@ -115,19 +115,23 @@ async def test_a_schedule_row_this_process_cannot_read_is_listed_as_far_as_it_ca
     )
     await connection.execute(
         "INSERT INTO starlette_jobs_schedules (name, definition, definition_hash)"
-        " VALUES ('good', $1::jsonb, 'h1'), ('odd', $2::jsonb, 'h2'), ('bare', $3::jsonb, 'h3')",
+        " VALUES ('good', $1::jsonb, 'h1'), ('odd', $2::jsonb, 'h2'), ('bare', $3::jsonb, 'h3'),"
+        " ('list', '[]', 'h4'), ('null', 'null', 'h5'), ('vast', $4::jsonb, 'h6')",
         good, good.replace('"UTC"', '"Mars/Olympus_Mons"'), '{"job": "j", "catch_up": []}',
+        good.replace('"latest"', "1e300"),
     )  # fmt: skip
     async with Jobs(database_dsn, queues={}) as jobs:
         listed = {schedule.name: schedule for schedule in await jobs.schedules()}
         again = await jobs.schedules()
-    assert sorted(listed) == ["bare", "good", "odd"]
+    assert sorted(listed) == ["bare", "good", "list", "null", "odd", "vast"]
     assert listed["good"].next_tick is not None
     assert (listed["odd"].timezone, listed["odd"].next_tick) == ("Mars/Olympus_Mons", None)
     assert (listed["bare"].job, listed["bare"].cron, listed["bare"].next_tick) == ("j", "", None)
-    assert [schedule.name for schedule in again] == ["bare", "good", "odd"]
+    assert (listed["list"].job, listed["null"].next_tick) == ("", None)
+    assert (listed["vast"].catch_up, listed["vast"].next_tick is not None) == ("", True)
+    assert [schedule.name for schedule in again] == sorted(listed)
     warned = [r.getMessage() for r in caplog.records if "cannot read" in r.getMessage()]
-    assert len(warned) == 2
+    assert len(warned) == 5
     assert any("'odd'" in message and "Mars/Olympus_Mons" in message for message in warned)
 
 
