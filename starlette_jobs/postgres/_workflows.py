@@ -51,16 +51,21 @@ class WorkflowStatements(ConnectedStore):
         raise NotImplementedError  # PostgresStore's
 
     async def settle_steps(self, limit: int = SETTLE_BATCH) -> int:
-        """Tells the dependents of up to `limit` finished steps that have not told them, and of
-        the steps that cancels in turn, until none is owed; returns how many it told."""
-        settled = 0
+        """Tells the dependents of the finished steps that have not told them, `limit` steps a
+        statement, and of the steps that cancels in turn, until none is owed but those whose
+        dependents another transaction holds locked; returns how many it told."""
+        settled, after = 0, 0
         while True:
             row = await self._worker_write(
-                "fetchrow", self._q["settle_steps"], limit, self.record_events
+                "fetchrow", self._q["settle_steps"], limit, self.record_events, after
             )
             settled += int(row["settled"])
-            if not row["cascade"] and row["settled"] < limit:
+            if row["cascade"]:
+                after = 0  # the steps it cancelled owe their own dependents, wherever they are
+            elif row["scanned"] < limit:
                 return settled
+            else:  # a full batch, some of it perhaps held: on past it
+                after = row["last"]
 
     async def _settle_after_commit(self) -> None:
         """`settle_steps` after a statement that committed cancelled steps with dependents of

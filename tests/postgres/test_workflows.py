@@ -123,21 +123,23 @@ async def test_a_step_failed_by_a_rescue_is_told_by_settle_steps(store: Postgres
 async def test_a_step_whose_dependent_is_locked_holds_up_no_other_settling(
     store: PostgresStore, connection: asyncpg.Connection[Any]
 ) -> None:
-    """Two steps a rescue failed, each with a step waiting for it; an operator holds one of
-    those locked. `settle_steps` waited for the lock, ran out of time, and told neither, round
-    after round. Now it tells the other at once, and the locked one once it is free."""
-    first = await store.insert_workflow(fan_in(1, max_attempts=1))
+    """Steps a rescue failed, each with a step waiting for it; an operator holds one of those
+    locked (that of a fan-in of three, which fills a batch of `settle_steps` by itself).
+    `settle_steps` waited for the lock, ran out of time, and told none, round after round;
+    then it skipped the held step but stopped at its batch, full of held steps. Now it tells
+    the others at once, and the held one once it is free."""
+    first = await store.insert_workflow(fan_in(3, max_attempts=1))
     second = await store.insert_workflow(fan_in(1, max_attempts=1))
     await store.claim_batch("parts", 10, "w", 0.01)
     await asyncio.sleep(0.05)  # the leases run out: what a crashed worker leaves
-    assert len(await store.rescue_expired(10)) == 2
+    assert len(await store.rescue_expired(10)) == 4
     held, other = first.steps["collect"], second.steps["collect"]
     async with connection.transaction():
         await connection.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", held)
-        assert await asyncio.wait_for(store.settle_steps(), 3) == 1
+        assert await asyncio.wait_for(store.settle_steps(limit=3), 3) == 1
         assert await store.job_status(other) is JobStatus.CANCELLED
     assert await store.job_status(held) is JobStatus.WAITING
-    assert await store.settle_steps() == 1
+    assert await store.settle_steps(limit=3) == 3
     assert await store.job_status(held) is JobStatus.CANCELLED
 
 

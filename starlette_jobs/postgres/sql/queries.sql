@@ -1685,12 +1685,13 @@ SELECT (SELECT id FROM workflow) AS workflow_id, (SELECT ids FROM drawn) AS ids,
 -- have dependents of their own (to settle next). SKIP LOCKED: workers share the work. A step
 -- one of whose dependents another transaction holds locked (an operator's SELECT ... FOR
 -- UPDATE) is left for a later round: waited for, it would hold up every other, round after
--- round, each statement running out of time.
--- $1 how many steps at most, $2 whether to record events
+-- round, each statement running out of time. `scanned` and `last` say how many steps it looked
+-- at and the last of them, to look past a batch of such steps.
+-- $1 how many steps at most, $2 whether to record events, $3 only steps of ids above this
 WITH unsettled AS MATERIALIZED (
     SELECT id, dependents FROM starlette_jobs
      WHERE dependents IS NOT NULL AND NOT settled
-       AND status IN ('succeeded', 'failed', 'cancelled')
+       AND status IN ('succeeded', 'failed', 'cancelled') AND id > $3
      ORDER BY id
      LIMIT $1
        FOR NO KEY UPDATE SKIP LOCKED
@@ -1733,7 +1734,8 @@ WITH unsettled AS MATERIALIZED (
 SELECT (SELECT count(*) FROM written) AS settled,
        (SELECT count(*) FROM released
          WHERE status = 'cancelled' AND dependents IS NOT NULL) > 0 AS cascade,
-       (SELECT count(*) FROM announced) AS sent;
+       (SELECT count(*) FROM announced) AS sent,
+       (SELECT count(*) FROM unsettled) AS scanned, (SELECT max(id) FROM unsettled) AS last;
 
 -- name: upstream_results
 -- The steps a step waits for: step name, status and result (JSON text), by id.
