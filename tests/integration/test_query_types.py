@@ -100,7 +100,7 @@ EXPECTED: dict[str, list[str]] = {
         *["text", "jsonb", "text", "jsonb", "text[]", "text[]", "int4[]", "int4[]", "text"],
         *["int4[]", "int4[]", "int4[]", "int4[]", "text", "text", "text", "text[]", "int4"],
     ],
-    "settle_steps": ["int8", "bool"],
+    "settle_steps": ["int8", "bool", "int8"],
     "upstream_results": ["int8"],
     "get_workflow": ["int8"],
     "list_workflows": ["int8", "int8"],
