@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, EventKind, JobStatus
+from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
@@ -318,6 +319,57 @@ async def test_cancelling_a_workflow_as_a_step_it_added_finishes_does_not_deadlo
     assert {job_id for job_id, _ in cancelled} == {ids["S"], ids["D"], ids["E"], x}
     assert written == {x}
     assert await store.job_status(ids["D"]) is JobStatus.CANCELLED
+
+
+async def test_a_bulk_cancel_as_a_step_it_added_finishes_does_not_deadlock(
+    store: PostgresStore, connection: asyncpg.Connection[Any]
+) -> None:
+    """The bulk cancel's side of the test above. In one queue: `S` runs and adds `X`; `D`
+    waits for `S`, and now for `X`; `E` is pending. `X` has the highest id. `X`'s outcome locks
+    `X`, then `D` (to tell it); a bulk cancel of the queue locked its batch in id order, `D`
+    before `X`: a deadlock, one side aborted after PostgreSQL's deadlock timeout. Now its batch
+    locks running jobs first, as outcomes do. (An operator's lock on `E` holds the cancel
+    between its locks, to make the order sure.)"""
+    steps = [
+        NewStep(step=name, name="tests.part", queue="parts", payload="{}", priority=0,
+                max_attempts=1, upstream=upstream, allowed_failures=0)
+        for name, upstream in [("S", ()), ("D", (0,)), ("E", ())]
+    ]  # fmt: skip
+    enqueued = await store.insert_workflow(NewWorkflow.of("bulk", steps, trace_context=None))
+    ids = enqueued.steps
+    (s_claim,) = await store.claim_batch("parts", 1, "w", 600)
+    added = NewStep(step="X", name="tests.part", queue="parts", payload="{}", priority=10,
+                    max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip
+    x = (await store.add_steps(ids["S"], s_claim.lease_token,
+                                NewWorkflow.of("more", [added], None))).steps["X"]  # fmt: skip
+    (x_claim,) = await store.claim_batch("parts", 1, "w", 600)
+    assert x_claim.id == x  # its priority puts it before `E`
+    bulk = await store.begin_bulk("cancel", BulkFilter("parts"), "ada")
+    operator = await asyncpg.connect(store.dsn)
+
+    async def waiting_for_locks(count: int) -> bool:
+        waiting = await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
+        return bool(waiting >= count)
+
+    try:
+        async with operator.transaction():
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["E"])
+            cancel = asyncio.create_task(store.bulk_batch(bulk.id, 100))
+            await eventually(lambda: waiting_for_locks(1), "the cancel to wait for E")
+            writing = asyncio.create_task(
+                store.record_outcomes([outcome(x_claim, JobStatus.SUCCEEDED)])
+            )
+            await eventually(lambda: waiting_for_locks(2), "X's outcome to wait")
+        batch, written = await asyncio.gather(cancel, writing)
+    finally:
+        await operator.close()
+    assert batch is not None
+    assert written == {x}
+    assert await store.job_status(ids["D"]) is JobStatus.CANCELLED
+    assert await store.job_status(ids["E"]) is JobStatus.CANCELLED
 
 
 async def test_a_retry_that_reopens_a_step_while_another_upstream_of_it_finishes_loses_no_count(

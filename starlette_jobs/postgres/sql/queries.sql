@@ -2136,6 +2136,14 @@ WITH bulk AS (
        AND job.id > bulk.last_id AND job.id <= bulk.upper_id
      ORDER BY job.id
      LIMIT $2
+), target AS (
+    -- Running jobs locked first, then the others, each in id order: as cancel_workflow locks,
+    -- for the same reason (a worker's outcome statement locks its own rows, then the steps
+    -- waiting for them).
+    SELECT id FROM starlette_jobs
+     WHERE id IN (SELECT id FROM picked) AND status IN ('pending', 'waiting', 'running')
+     ORDER BY status <> 'running', id
+       FOR NO KEY UPDATE
 ), changed AS (
     UPDATE starlette_jobs AS job
        SET status = CASE WHEN job.status IN ('pending', 'waiting') THEN 'cancelled'
@@ -2143,8 +2151,8 @@ WITH bulk AS (
            finished_at = CASE WHEN job.status IN ('pending', 'waiting') THEN now()
                               ELSE job.finished_at END,
            cancel_requested_at = CASE WHEN job.status = 'running' THEN now() END
-      FROM picked
-     WHERE job.id = picked.id
+      FROM target
+     WHERE job.id = target.id
        AND (job.status IN ('pending', 'waiting')
             OR (job.status = 'running' AND job.cancel_requested_at IS NULL))
     RETURNING job.id, job.status, job.attempts, job.worker_id, job.lease_token,
