@@ -4,6 +4,7 @@ record of who asked and how far it has got (docs/dashboard.md, "Bulk actions"), 
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from datetime import datetime
 
@@ -17,6 +18,10 @@ from ._storable import filter_text
 from .store._protocol import Store
 
 _MAX_BATCH = 10_000
+# A batch that changed nothing, having skipped only jobs another transaction holds (PostgreSQL
+# locks a batch's jobs without waiting: docs/dashboard.md), is run again after this pause,
+# doubled each time up to the last.
+_FIRST_PAUSE, _LAST_PAUSE = 0.01, 1.0
 
 
 class BulkActing:
@@ -80,6 +85,7 @@ class BulkActing:
         if (found := row_id_of(bulk_id)) is None:  # no record can have it
             return None
         bulk_id, store = found, self._ready_store
+        pause, before = _FIRST_PAUSE, None
         with unavailable_as_error(f"run bulk action {bulk_id}"):
             while True:
                 record = await store.bulk_batch(bulk_id, batch_size)
@@ -87,6 +93,11 @@ class BulkActing:
                     return await store.get_bulk(bulk_id)
                 if record.finished:
                     return record
+                if (record.done, record.last_id) != before:
+                    pause, before = _FIRST_PAUSE, (record.done, record.last_id)
+                else:  # it skipped only jobs locked elsewhere: they are tried again shortly
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, _LAST_PAUSE)
 
     async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
         """The record of a bulk action, or None."""

@@ -56,7 +56,6 @@ TESTED_ELSEWHERE = {
     # Bulk actions: the stores' parts and the protocol, held by the contract suite.
     "store._bulk": "contract/test_bulk_contract.py",
     "memory._bulk": "contract/test_bulk_contract.py",
-    "postgres._bulk": "contract/test_bulk_contract.py",
     # `jobs.drain`, through `Jobs` running jobs end to end.
     "_draining": "integration/test_enqueue_and_run.py",
     # Workflows: `jobs.workflow`, through `Jobs` on both stores; the graph's order and checks,

@@ -56,6 +56,7 @@ class ConnectedStore:
         self._shared = shared
         self.pool = shared.pool  # for tests and operators' own statements
         self.dsn = dsn
+        self.statement_timeout = statement_timeout
         self.worker_statement_timeout = worker_statement_timeout
         self.record_events = True
         # The backends of each worker's liveness sessions that may hold its lock: the one that

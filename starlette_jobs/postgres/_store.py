@@ -159,8 +159,9 @@ class PostgresStore(
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Writes the outcomes whose lease is still held; returns the ids written."""
-        # In id order, the order the statement then locks the rows in: as a workflow's cancel
-        # and a bulk cancel lock them, so that none of them deadlocks with an outcome.
+        # In id order, the order the statement then locks the rows in: two workers' outcome
+        # statements over the same rows (a lease taken over) cannot deadlock. A workflow's
+        # cancel and a bulk action never wait for a row lock: they skip the rows held.
         outcomes = sorted(outcomes, key=attrgetter("id"))
         succeeded = JobStatus.SUCCEEDED
         if all(o.status is succeeded and o.error is None and o.progress is None for o in outcomes):

@@ -5,13 +5,15 @@ outcome is part of `record_outcomes` (sql/queries.sql). `_store.PostgresStore` i
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from .._errors import DatabaseUnavailableError
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from .._records import JobRecord, JobStatus
 from .._workflow_records import (
     EnqueuedWorkflow,
@@ -30,6 +32,9 @@ logger = logging.getLogger("starlette_jobs.store")
 
 # How many finished steps one `settle_steps` statement tells the dependents of.
 SETTLE_BATCH = 1000
+# A workflow's cancel that skipped steps locked elsewhere tries again after this pause,
+# doubled each time up to the last: a worker's outcome statement holds them for milliseconds.
+_FIRST_PAUSE, _LAST_PAUSE = 0.01, 0.5
 
 
 class WorkflowStatements(ConnectedStore):
@@ -117,17 +122,37 @@ class WorkflowStatements(ConnectedStore):
             )
 
     async def cancel_workflow(self, workflow_id: int) -> list[tuple[int, JobStatus]]:
+        """Rounds of `cancel_workflow` until one skips no step locked elsewhere (a worker
+        writing its outcome, an operator's session), a short while apart; a step held past the
+        statement timeout ends it with `DatabaseTooSlowError`, the others cancelled."""
+        changed: list[tuple[int, JobStatus]] = []
+        deadline = time.monotonic() + self.statement_timeout
+        pause = _FIRST_PAUSE
+        while True:
+            row = await self._cancel_workflow_round(workflow_id)
+            changed += zip(row["ids"] or (), map(JobStatus, row["statuses"] or ()), strict=True)
+            if not row["skipped"]:
+                return sorted(changed)
+            if time.monotonic() + pause > deadline:
+                raise DatabaseTooSlowError(
+                    f"{row['skipped']} step(s) of workflow {workflow_id} stayed locked by "
+                    "another transaction; the others were cancelled, and cancelling again "
+                    "goes on with those"
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _LAST_PAUSE)
+
+    async def _cancel_workflow_round(self, workflow_id: int) -> Any:
         try:
             async with self._shared.transaction() as connection:
                 # After a running step's addition of steps (which holds this lock), so that
                 # the steps it added are in this statement's snapshot, and cancelled too.
                 await connection.execute(self._q["lock_workflow"], workflow_id)
-                rows = await connection.fetch(
+                return await connection.fetchrow(
                     self._q["cancel_workflow"], workflow_id, self.record_events
                 )
         except Exception as error:
             raise_as_store_error(error, schema=self.schema)
-        return [(row[0], JobStatus(row[1])) for row in rows]
 
     async def upstream_results(self, job_id: int) -> list[UpstreamStep]:
         rows = await self._read("fetch", self._q["upstream_results"], job_id)

@@ -15,11 +15,11 @@ import asyncpg
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, EventKind, JobStatus
-from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
 from tests.faultproxy import FaultProxy
+from tests.locks import race_with_an_outcome
 from tests.records import outcome
 
 
@@ -243,19 +243,21 @@ async def test_a_deadlock_reaches_the_caller_as_the_database_unavailable_for_now
     """PostgreSQL aborts one of two transactions that lock each other's rows: a caller of the
     store sees `DatabaseUnavailableError` (a 503 with Retry-After on the web side; the worker
     keeps an outcome and writes it again, whole), not the driver's own exception. Here an
-    operator's session locks the second step and then asks for the first, while
-    `cancel_workflow` (which locks them in id order) holds the first and waits for the second.
-    The operator's session looks for deadlocks later, so `cancel_workflow` is the one aborted."""
-    enqueued = await store.insert_workflow(fan_in(1))
-    first, second = enqueued.steps["part[0]"], enqueued.steps["collect"]
+    operator's session locks the second step and then asks for the first, while the outcome
+    statement of both (which locks them in id order) holds the first and waits for the second.
+    The operator's session looks for deadlocks later, so the outcome statement is aborted."""
+    enqueued = await store.insert_workflow(NewWorkflow.of("pair", fan_out(2), None))
+    first, second = enqueued.steps["part[0]"], enqueued.steps["part[1]"]
+    claims = await store.claim_batch("parts", 2, "w", 600)
     operator = await asyncpg.connect(database_dsn)
     try:
         await operator.execute("SET deadlock_timeout = '30s'")
         async with operator.transaction():
             await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", second)
-            cancel = asyncio.create_task(store.cancel_workflow(enqueued.id))
+            finished = [outcome(c, JobStatus.SUCCEEDED) for c in claims]
+            writing = asyncio.create_task(store.record_outcomes(finished))
 
-            async def cancel_waits_for_the_second_step() -> bool:
+            async def writing_waits_for_the_second_step() -> bool:
                 # Waits behind this transaction: other test processes may share the server.
                 waiting = await operator.fetchval(
                     "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'"
@@ -263,113 +265,66 @@ async def test_a_deadlock_reaches_the_caller_as_the_database_unavailable_for_now
                 )
                 return bool(waiting)
 
-            await eventually(cancel_waits_for_the_second_step, "cancel_workflow to wait")
+            await eventually(writing_waits_for_the_second_step, "the outcomes to wait")
             await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", first)
         with pytest.raises(DatabaseUnavailableError, match="conflict with another transaction"):
-            await cancel
+            await writing
     finally:
         await operator.close()
-    assert await store.job_status(first) is JobStatus.PENDING  # nothing of it was written
-    assert await store.cancel_workflow(enqueued.id)  # and tried again, it goes through
+    assert await store.job_status(first) is JobStatus.RUNNING  # nothing of it was written
+    assert await store.record_outcomes(finished) == {first, second}  # and tried again, it is
 
 
-async def test_cancelling_a_workflow_as_a_step_it_added_finishes_does_not_deadlock(
-    store: PostgresStore, connection: asyncpg.Connection[Any]
+async def test_cancelling_a_workflow_and_a_worker_finishing_steps_it_saw_pending_do_not_deadlock(
+    store: PostgresStore, connection: asyncpg.Connection[Any], database_dsn: str
 ) -> None:
-    """`S` runs and adds `X`; `D`, which waits for `S`, now waits for `X` too; `E` waits for
-    nothing and stays pending. `X` has the highest id. `X`'s outcome locks `X` (its own row),
-    then `D` (to tell it); `cancel_workflow` locked every unfinished step in id order, `D`
-    before `X`: a deadlock, and PostgreSQL aborted one of them (the caller of the cancel told
-    the database was unavailable). Now the cancel locks running steps first, as outcomes do,
-    and outcomes are written in id order.
-    (An operator's lock on `E` holds the cancel between its locks, to make the order sure.)"""
-    steps = [
-        NewStep(step=name, name="tests.part", queue=queue, payload="{}", priority=0,
-                max_attempts=1, upstream=upstream, allowed_failures=0)
-        for name, queue, upstream in [("S", "parts", ()), ("D", "parts", (0,)), ("E", "idle", ())]
-    ]  # fmt: skip
-    enqueued = await store.insert_workflow(NewWorkflow.of("added", steps, trace_context=None))
-    ids = enqueued.steps
-    claims = {claim.id: claim for claim in await store.claim_batch("parts", 10, "w", 600)}
-    added = NewStep(step="X", name="tests.part", queue="added", payload="{}", priority=0,
-                    max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip
-    x = (await store.add_steps(ids["S"], claims[ids["S"]].lease_token,
-                                NewWorkflow.of("more", [added], None))).steps["X"]  # fmt: skip
-    (x_claim,) = await store.claim_batch("added", 10, "w", 600)
-    operator = await asyncpg.connect(store.dsn)
+    """`R` runs; `A` and `B` are pending, `A` held by an operator's session. The cancel used to
+    lock `R` (running steps first), then wait for `A`; meanwhile a worker claimed `B` (pending
+    in the cancel's snapshot) and wrote the outcomes of `B` and `R` in id order: `B` locked,
+    waiting for `R`. Once `A` was let go, the cancel waited for `B`: a deadlock, one side
+    aborted after PostgreSQL's deadlock timeout. No order of locks fixes it (the cancel sees
+    the statuses of its snapshot); now it never waits for a lock, and cancels what it skipped
+    in another round."""
+    steps = [*fan_out(2), *fan_out(1)]
+    steps[2] = NewStep(step="R", name="tests.part", queue="parts", payload="{}", priority=10,
+                       max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip
+    enqueued = await store.insert_workflow(NewWorkflow.of("race", steps, trace_context=None))
+    a, b, r = (enqueued.steps[name] for name in ("part[0]", "part[1]", "R"))
+    [r_claim] = await store.claim_batch("parts", 1, "w", 600)
+    assert r_claim.id == r
+    cancelled, written = await race_with_an_outcome(
+        store, connection, database_dsn, lambda: store.cancel_workflow(enqueued.id), a, r_claim
+    )
+    assert dict(cancelled) == {a: JobStatus.CANCELLED, b: JobStatus.CANCELLED, r: JobStatus.RUNNING}
+    assert written == {r}  # asked to stop, it had finished: its outcome stands
+    assert await store.job_status(a) is JobStatus.CANCELLED
 
-    async def waiting_for_locks(count: int) -> bool:
-        waiting = await connection.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        )
-        return bool(waiting >= count)
 
+async def test_a_workflow_step_held_past_the_statement_timeout_fails_the_cancel_for_now(
+    database_dsn: str,
+) -> None:
+    """The cancel waits for a step locked elsewhere no longer than the statement timeout: the
+    others are cancelled, the caller is told, and cancelling again takes the last one."""
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=2, statement_timeout=1)
+    enqueued = await store.insert_workflow(NewWorkflow.of("held", fan_out(3), None))
+    held = enqueued.steps["part[1]"]
+    operator = await asyncpg.connect(database_dsn)
     try:
         async with operator.transaction():
-            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["E"])
-            cancel = asyncio.create_task(store.cancel_workflow(enqueued.id))
-            await eventually(lambda: waiting_for_locks(1), "the cancel to wait for E")
-            finished = outcome(x_claim, JobStatus.SUCCEEDED)
-            writing = asyncio.create_task(store.record_outcomes([finished]))
-            await eventually(lambda: waiting_for_locks(2), "X's outcome to wait")
-        cancelled, written = await asyncio.gather(cancel, writing)
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", held)
+            stayed = r"1 step\(s\) of workflow \d+ stayed locked"
+            with pytest.raises(DatabaseUnavailableError, match=stayed):
+                await store.cancel_workflow(enqueued.id)
+            statuses = {i: await store.job_status(i) for i in enqueued.steps.values()}
+        assert await store.cancel_workflow(enqueued.id) == [(held, JobStatus.CANCELLED)]
     finally:
         await operator.close()
-    assert {job_id for job_id, _ in cancelled} == {ids["S"], ids["D"], ids["E"], x}
-    assert written == {x}
-    assert await store.job_status(ids["D"]) is JobStatus.CANCELLED
-
-
-async def test_a_bulk_cancel_as_a_step_it_added_finishes_does_not_deadlock(
-    store: PostgresStore, connection: asyncpg.Connection[Any]
-) -> None:
-    """The bulk cancel's side of the test above. In one queue: `S` runs and adds `X`; `D`
-    waits for `S`, and now for `X`; `E` is pending. `X` has the highest id. `X`'s outcome locks
-    `X`, then `D` (to tell it); a bulk cancel of the queue locked its batch in id order, `D`
-    before `X`: a deadlock, one side aborted after PostgreSQL's deadlock timeout. Now its batch
-    locks running jobs first, as outcomes do. (An operator's lock on `E` holds the cancel
-    between its locks, to make the order sure.)"""
-    steps = [
-        NewStep(step=name, name="tests.part", queue="parts", payload="{}", priority=0,
-                max_attempts=1, upstream=upstream, allowed_failures=0)
-        for name, upstream in [("S", ()), ("D", (0,)), ("E", ())]
-    ]  # fmt: skip
-    enqueued = await store.insert_workflow(NewWorkflow.of("bulk", steps, trace_context=None))
-    ids = enqueued.steps
-    (s_claim,) = await store.claim_batch("parts", 1, "w", 600)
-    added = NewStep(step="X", name="tests.part", queue="parts", payload="{}", priority=10,
-                    max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip
-    x = (await store.add_steps(ids["S"], s_claim.lease_token,
-                                NewWorkflow.of("more", [added], None))).steps["X"]  # fmt: skip
-    (x_claim,) = await store.claim_batch("parts", 1, "w", 600)
-    assert x_claim.id == x  # its priority puts it before `E`
-    bulk = await store.begin_bulk("cancel", BulkFilter("parts"), "ada")
-    operator = await asyncpg.connect(store.dsn)
-
-    async def waiting_for_locks(count: int) -> bool:
-        waiting = await connection.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        )
-        return bool(waiting >= count)
-
-    try:
-        async with operator.transaction():
-            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids["E"])
-            cancel = asyncio.create_task(store.bulk_batch(bulk.id, 100))
-            await eventually(lambda: waiting_for_locks(1), "the cancel to wait for E")
-            writing = asyncio.create_task(
-                store.record_outcomes([outcome(x_claim, JobStatus.SUCCEEDED)])
-            )
-            await eventually(lambda: waiting_for_locks(2), "X's outcome to wait")
-        batch, written = await asyncio.gather(cancel, writing)
-    finally:
-        await operator.close()
-    assert batch is not None
-    assert written == {x}
-    assert await store.job_status(ids["D"]) is JobStatus.CANCELLED
-    assert await store.job_status(ids["E"]) is JobStatus.CANCELLED
+        await store.close()
+    assert statuses == {
+        enqueued.steps["part[0]"]: JobStatus.CANCELLED,
+        held: JobStatus.PENDING,
+        enqueued.steps["part[2]"]: JobStatus.CANCELLED,
+    }
 
 
 async def test_a_retry_that_reopens_a_step_while_another_upstream_of_it_finishes_loses_no_count(

@@ -1826,18 +1826,23 @@ WITH target AS (
 SELECT id, was = 'cancelled' AS reopened, dependents FROM reopened;
 
 -- name: cancel_workflow
--- Every step of a workflow not finished yet: waiting and pending ones cancelled (their
--- dependents are among them: nothing to tell), running ones asked to stop, their workers told.
--- Returns the id and status after of each step changed. Running steps are locked first, then
--- the others, each in id order: the order of a worker's outcome statement (its own rows, which
--- `PostgresStore.record_outcomes` sends in id order, then those of steps waiting for them), so
--- that the two cannot deadlock.
+-- Every step of a workflow not finished yet that no other transaction holds: waiting and
+-- pending ones cancelled (their dependents are among them: nothing to tell), running ones
+-- asked to stop, their workers told. Returns the ids and statuses after of the steps changed,
+-- and how many were `skipped` (locked elsewhere: `PostgresStore.cancel_workflow` runs it again
+-- for them). Locked without waiting: waiting for one step while holding others could deadlock
+-- with a worker's outcome statement (its own rows, then the steps waiting for them), and no
+-- order of locks taken here can match that one, since the statuses this statement sees are
+-- those of its snapshot, and a step may be claimed since.
 -- $1 workflow id, $2 whether to record events
-WITH target AS (
+WITH unfinished AS (
     SELECT id FROM starlette_jobs
      WHERE workflow_id = $1 AND status IN ('waiting', 'pending', 'running')
-     ORDER BY status <> 'running', id
-       FOR NO KEY UPDATE
+), target AS (
+    SELECT id FROM starlette_jobs
+     WHERE id IN (SELECT id FROM unfinished) AND status IN ('waiting', 'pending', 'running')
+     ORDER BY id
+       FOR NO KEY UPDATE SKIP LOCKED
 ), changed AS (
     UPDATE starlette_jobs AS job
        SET status = CASE WHEN job.status = 'running' THEN 'running' ELSE 'cancelled' END,
@@ -1864,7 +1869,10 @@ WITH target AS (
     SELECT pg_notify('starlette_jobs.outcomes', id::text) FROM changed
      WHERE status = 'cancelled' AND outcome_wanted
 )
-SELECT id, status FROM changed, (SELECT count(*) FROM told) AS sent ORDER BY id;
+SELECT (SELECT array_agg(id ORDER BY id) FROM changed) AS ids,
+       (SELECT array_agg(status ORDER BY id) FROM changed) AS statuses,
+       (SELECT count(*) FROM unfinished WHERE id NOT IN (SELECT id FROM target)) AS skipped,
+       (SELECT count(*) FROM told) AS sent;
 
 -- name: workflow_of
 -- The workflow a job is a step of (NULL: none), read when a step's result cannot be stored.
@@ -2007,13 +2015,17 @@ SELECT $1, $2, $3, $4, $5,
 RETURNING *;
 
 -- fragment: bulk_advanced
--- A bulk action's batch (bulk_retry_batch, bulk_cancel_batch): its record advanced past the
--- jobs it `picked`, by the count of those `changed`, and finished when the batch was not full.
+-- A bulk action's batch (bulk_retry_batch, bulk_cancel_batch): its record advanced by the
+-- count of the jobs `changed`, past those it `picked` up to the first it `skipped` (locked
+-- elsewhere: the next batch picks it again), and finished when the batch was not full and
+-- skipped none.
 advanced AS (
     UPDATE starlette_jobs_bulk_actions AS record
        SET done = record.done + (SELECT count(*) FROM changed),
-           last_id = coalesce((SELECT max(id) FROM picked), record.last_id),
-           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2 THEN now() END
+           last_id = coalesce((SELECT min(id) - 1 FROM skipped), (SELECT max(id) FROM picked),
+                              record.last_id),
+           finished_at = CASE WHEN (SELECT count(*) FROM picked) < $2
+                               AND NOT EXISTS (SELECT 1 FROM skipped) THEN now() END
       FROM bulk
      WHERE record.id = bulk.id
     RETURNING record.*
@@ -2060,12 +2072,21 @@ WITH bulk AS (
             AND NOT EXISTS (SELECT 1 FROM starlette_jobs AS live
                              WHERE live.unique_key = p.unique_key
                                AND live.status IN ('pending', 'running')))
+), target AS (
+    -- Locked without waiting: a job another transaction holds (an operator's session, a
+    -- step being told) is skipped, and picked again by the next batch (`bulk_advanced`).
+    SELECT id FROM starlette_jobs
+     WHERE id IN (SELECT id FROM allowed) AND status IN ('failed', 'cancelled')
+     ORDER BY id
+       FOR NO KEY UPDATE SKIP LOCKED
+), skipped AS (
+    SELECT id FROM allowed WHERE id NOT IN (SELECT id FROM target)
 ), changed AS (
     UPDATE starlette_jobs AS job
        SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL, result = NULL,
            progress = NULL, cancel_requested_at = NULL, outcome_wanted = false, settled = false
-      FROM allowed
-     WHERE job.id = allowed.id AND job.status IN ('failed', 'cancelled')
+      FROM target
+     WHERE job.id = target.id
     RETURNING job.id, job.status, job.attempts, job.run_at, job.dependents,
               job.upstream IS NOT NULL AS waits
 ), logged AS (
@@ -2137,13 +2158,17 @@ WITH bulk AS (
      ORDER BY job.id
      LIMIT $2
 ), target AS (
-    -- Running jobs locked first, then the others, each in id order: as cancel_workflow locks,
-    -- for the same reason (a worker's outcome statement locks its own rows, then the steps
-    -- waiting for them).
+    -- Locked without waiting: a job another transaction holds is skipped, and picked again by
+    -- the next batch (`bulk_advanced`). Waiting for it while holding the others could
+    -- deadlock with a worker's outcome statement, which locks its own rows and then the steps
+    -- waiting for them: no order of locks taken here can match that one, since the statuses
+    -- this statement sees are those of its snapshot, and a job may be claimed since.
     SELECT id FROM starlette_jobs
      WHERE id IN (SELECT id FROM picked) AND status IN ('pending', 'waiting', 'running')
-     ORDER BY status <> 'running', id
-       FOR NO KEY UPDATE
+     ORDER BY id
+       FOR NO KEY UPDATE SKIP LOCKED
+), skipped AS (
+    SELECT id FROM picked WHERE id NOT IN (SELECT id FROM target)
 ), changed AS (
     UPDATE starlette_jobs AS job
        SET status = CASE WHEN job.status IN ('pending', 'waiting') THEN 'cancelled'
