@@ -18,10 +18,18 @@ retry can do it again.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._held_jobs import holding
+
+
+class _ResponseReplaced(Exception):
+    """Raised into the app from `send` once its response was replaced by a refusal: the app's
+    response goes no further, so neither does its `background=` task (which would do, after a
+    503, the work the client was told was not done)."""
 
 
 class OnSuccessMiddleware:
@@ -56,7 +64,8 @@ class OnSuccessMiddleware:
                             {"detail": refusal.detail}, refusal.status, headers=headers
                         )
                         await instead(scope, receive, send)
-                        return
+                        raise _ResponseReplaced
                 await send(message)
 
-            await self.app(scope, receive, send_once_written)
+            with suppress(_ResponseReplaced):
+                await self.app(scope, receive, send_once_written)

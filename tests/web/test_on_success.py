@@ -245,6 +245,26 @@ async def test_a_database_gone_at_the_write_turns_the_success_into_a_503(
         assert await stored(jobs) == []
 
 
+async def test_a_refused_success_does_not_run_the_responses_background_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The handler's response carried a `BackgroundTask` (an email saying the order is in):
+    the client was answered 503 instead, and the task must not run. It used to: only the
+    response's messages were dropped, and Starlette then ran its background task."""
+    monkeypatch.setattr("starlette_jobs.memory._store.MemoryStore", _UnreachableMemoryStore)
+    told: list[int] = []
+
+    async def confirm(request: Request) -> Response:
+        job_id = await receipt.configure(on_success=True).enqueue(order=7)
+        return JSONResponse({"job_id": job_id}, 202, background=BackgroundTask(told.append, 7))
+
+    async with Jobs("memory://", queues={}) as jobs:
+        response = await get_once(confirm)
+        assert response.status_code == 503
+        assert await stored(jobs) == []
+    assert told == []
+
+
 async def test_a_key_taken_by_a_request_at_the_same_time_answers_409(jobs: Jobs) -> None:
     async def racing(request: Request) -> Response:
         held = receipt.configure(on_success=True, idempotency_key="k")
