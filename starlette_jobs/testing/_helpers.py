@@ -185,7 +185,7 @@ def simulate_outage(
         TypeError: `target` is not on the in-memory store: on PostgreSQL, make a real outage.
         ValueError: both `calls` and `seconds`, or a count or time that is not positive.
 
-    Example:
+    Example (an app with `database_unavailable_handler` installed; without it, a 500):
         >>> with simulate_outage(jobs):
         ...     response = await client.post("/signup", json={"email": "ada@example.com"})
         >>> response.status_code

@@ -4,6 +4,8 @@ and the asynchronous request-reply pattern (202 + `Location`, a status route, an
 - `job_arguments_error_handler`: turns `JobArgumentsError` into a 422 in FastAPI's error shape;
   `app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)` in either framework.
   It answers `IdempotencyKeyReusedError`, a `JobArgumentsError`, too.
+- `database_unavailable_handler`: turns `DatabaseUnavailableError` into a 503 with
+  `Retry-After`; `app.add_exception_handler(DatabaseUnavailableError, ...)`.
 - `get_jobs(request)`: the `Jobs` that `jobs.lifespan` started; a FastAPI dependency as it is.
 - `accepted(request, job_id)`: 202 with `Location` (the job's status URL) and `Retry-After`.
 - `job_status_router()`: mount it (`Mount("/jobs", app=...)`, FastAPI's `app.mount`): `GET
@@ -24,6 +26,7 @@ stream needs `sse-starlette` (the `sse` extra); see docs/fastapi.md.
 from __future__ import annotations
 
 from ._accepted import accepted as accepted
+from ._handlers import database_unavailable_handler as database_unavailable_handler
 from ._handlers import get_jobs as get_jobs
 from ._handlers import job_arguments_error_handler as job_arguments_error_handler
 from ._status_routes import add_job_status_routes as add_job_status_routes
@@ -37,6 +40,7 @@ __all__ = [
     "JobStatusTokens",
     "accepted",
     "add_job_status_routes",
+    "database_unavailable_handler",
     "get_jobs",
     "job_arguments_error_handler",
     "job_status_router",

@@ -1,5 +1,6 @@
-"""For any handler: the app's `Jobs` (`get_jobs`), and a 422 for bad job arguments in FastAPI's
-error shape (`job_arguments_error_handler`)."""
+"""For any handler: the app's `Jobs` (`get_jobs`), a 422 for bad job arguments in FastAPI's
+error shape (`job_arguments_error_handler`), and a 503 while the database is away
+(`database_unavailable_handler`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 
 import pydantic_core
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
-from .._errors import JobArgumentsError, NotStartedError
+from .._errors import DatabaseUnavailableError, JobArgumentsError, NotStartedError
 from .._jobs import Jobs
 
 
@@ -56,6 +57,24 @@ async def job_arguments_error_handler(request: Request, exc: Exception) -> Respo
     except ValueError:  # an input JSON cannot show (a lone surrogate and NaN together, say)
         body = json_body({"detail": [{**error, "input": None} for error in detail]})
     return Response(body, status_code=422, media_type="application/json")
+
+
+async def database_unavailable_handler(request: Request, exc: Exception) -> Response:
+    """Answers a `DatabaseUnavailableError` (an `enqueue`, a `jobs.get`... while the database
+    is away) with 503 and `Retry-After: 1`: the client may send the request again shortly,
+    where without it the app answers a bare 500. `{"detail": ...}` says what failed, without
+    the server's own error text (which may name hosts and databases).
+
+    Install it in one line, in Starlette or FastAPI:
+    `app.add_exception_handler(DatabaseUnavailableError, database_unavailable_handler)`.
+    """
+    if not isinstance(exc, DatabaseUnavailableError):
+        raise exc
+    return JSONResponse(
+        {"detail": "the job database is unavailable for now; try again shortly"},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 def _fastapi_error(error: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,10 +16,16 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+import httpx2
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus, Retry, job
 from starlette_jobs.testing import simulate_outage
+from starlette_jobs.web import database_unavailable_handler
 from tests.conftest import eventually
 from tests.outages import database_refusing_connections
 
@@ -129,3 +135,37 @@ async def test_each_part_of_the_worker_tells_an_outage_once_and_its_end_once(
         assert (await jobs.wait(job_id, timeout=30)).status is JobStatus.SUCCEEDED
     assert told_failed() == told  # and no part said it again after the outage
     assert all(count == 1 for count in Counter(_duties(caplog, BACK)).values())
+
+
+async def test_a_request_that_meets_the_outage_answers_503_with_the_handler(
+    jobs_dsn: str, outage: Outage
+) -> None:
+    """A handler's plain `enqueue` during the outage: a bare 500 without the handler, a 503
+    the client may try again after `Retry-After` with it; and once the database is back, the
+    same request goes through."""
+
+    async def signup(request: Request) -> Response:
+        return JSONResponse({"id": await counted.enqueue(n=1)}, status_code=202)
+
+    bare = Starlette(routes=[Route("/signup", signup, methods=["POST"])])
+    handled = Starlette(
+        routes=[Route("/signup", signup, methods=["POST"])],
+        exception_handlers={DatabaseUnavailableError: database_unavailable_handler},
+    )
+    async with Jobs(jobs_dsn, queues={}) as jobs:
+        async with outage(jobs):
+            async with client_of(bare) as client:
+                assert (await client.post("/signup")).status_code == 500
+            async with client_of(handled) as client:
+                refused = await client.post("/signup")
+        assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
+        assert "unavailable" in refused.json()["detail"]
+        async with client_of(handled) as client:
+            accepted = await client.post("/signup")
+        assert accepted.status_code == 202
+        assert [r.id for r in await jobs.list()] == [accepted.json()["id"]]
+
+
+def client_of(app: Starlette) -> httpx2.AsyncClient:
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+    return httpx2.AsyncClient(transport=transport, base_url="http://test")
