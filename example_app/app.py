@@ -10,7 +10,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from starlette_jobs import CorrelationIdMiddleware, JobArgumentsError, Jobs
+from starlette_jobs import (
+    CorrelationIdMiddleware,
+    DatabaseUnavailableError,
+    JobArgumentsError,
+    Jobs,
+)
+from starlette_jobs.web import database_unavailable_handler
 
 from .jobs import send_welcome_email, sync_to_crm
 
@@ -60,5 +66,7 @@ app = Starlette(
         Route("/jobs/{job_id}", show_job),
     ],
     middleware=[Middleware(CorrelationIdMiddleware)],
+    # The database away: 503 with Retry-After, not a bare 500.
+    exception_handlers={DatabaseUnavailableError: database_unavailable_handler},
     lifespan=jobs.lifespan,
 )

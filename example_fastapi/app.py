@@ -10,11 +10,18 @@ from fastapi.responses import JSONResponse
 
 from starlette_jobs import (
     CorrelationIdMiddleware,
+    DatabaseUnavailableError,
     JobArgumentsError,
     JobId,
     Jobs,
 )
-from starlette_jobs.web import accepted, get_jobs, job_arguments_error_handler, job_status_router
+from starlette_jobs.web import (
+    accepted,
+    database_unavailable_handler,
+    get_jobs,
+    job_arguments_error_handler,
+    job_status_router,
+)
 
 from .jobs import build_report
 
@@ -28,6 +35,7 @@ jobs = Jobs(
 app = FastAPI(title="starlette-jobs FastAPI example", lifespan=jobs.lifespan)
 app.add_middleware(CorrelationIdMiddleware)
 app.add_exception_handler(JobArgumentsError, job_arguments_error_handler)
+app.add_exception_handler(DatabaseUnavailableError, database_unavailable_handler)
 app.mount("/jobs", job_status_router())
 
 JobsDep = Annotated[Jobs, Depends(get_jobs)]
