@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import logging
 import math
 import os
@@ -33,7 +34,24 @@ logger = logging.getLogger("starlette_jobs.cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # What the commands print is stored text: a name or an error in a script the terminal's
+    # encoding cannot show (PYTHONIOENCODING=ascii, a C locale) is escaped, not a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    try:
+        return _run(build_parser().parse_args(argv))
+    except BrokenPipeError:
+        # The reader went away (`starlette-jobs list | head`): what it read was all it wanted.
+        # Python would print a traceback, then another when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.PIPE_CLOSED
+    except KeyboardInterrupt:  # Ctrl-C during a reading command or an action
+        print(file=sys.stderr)
+        return Exit.INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -26,6 +26,11 @@ class Exit(IntEnum):
     """No job has the id given."""
     UNAVAILABLE = 4
     """The database could not be reached, or did not answer in time: try again later."""
+    INTERRUPTED = 130
+    """Ctrl-C (SIGINT) stopped a command other than `worker` (which shuts down and exits 0)."""
+    PIPE_CLOSED = 141
+    """What stdout was piped to stopped reading (`| head`): a shell's status for a command
+    killed by SIGPIPE."""
 
 
 # C0 (ESC, which starts every terminal escape sequence, BEL, CR, ...), DEL and C1 (0x9b is a

@@ -250,10 +250,9 @@ def _since(text: str) -> datetime:
 
 def _bounded(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
+        # ASCII digits only: int() also reads "١٢" (Arabic-Indic digits) and "1_000".
+        digits = text.strip()
+        value = int(digits) if digits.isascii() and digits.isdigit() else low - 1
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}")
         return value

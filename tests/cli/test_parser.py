@@ -19,6 +19,10 @@ from starlette_jobs.cli._parser import build_parser
         ["--log-level", "loud", "status"],
         ["worker", "app:jobs", "--burst", "--retry-wait", "nan"],
         ["worker", "app:jobs", "--burst", "--retry-wait", "-1"],
+        # Digits Python's int() reads, which no operator means as a job id or a count.
+        ["list", "--before", "\u0661\u0662"],
+        ["list", "--limit", "1_0"],
+        ["peek", "emails", "--limit", "\uff15"],
     ],
 )
 def test_usage_mistakes_are_argparses_exit_status_2(

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -16,7 +17,7 @@ import asyncpg
 import pytest
 
 import starlette_jobs
-from starlette_jobs import Jobs, JobStatus
+from starlette_jobs import Jobs, JobStatus, Retry, job
 from starlette_jobs.cli._main import main
 from starlette_jobs.cli._parser import build_parser
 from starlette_jobs.cli._target import load_jobs
@@ -351,3 +352,60 @@ def test_pause_and_resume_a_queue_from_the_command_line(
     assert not asyncio.run(paused())
     assert main(["pause", "no such queue", "--dsn", database_dsn]) == 2
     assert "invalid queue name 'no such queue'" in capsys.readouterr().err
+
+
+@job(queue="cli-text", retry=Retry.none())
+async def greet(name: str) -> None:
+    raise ValueError(f"no greeting for {name}")
+
+
+def test_output_to_a_reader_that_went_away_or_cannot_show_it_is_no_traceback(
+    database_dsn: str,
+) -> None:
+    """`starlette-jobs list | head` once `head` has what it wants: exit 141, as a shell says of a
+    command SIGPIPE ended, and nothing on stderr (it was a BrokenPipeError traceback, exit 1).
+    And on a terminal that shows only ASCII, text it cannot show is escaped (it was a
+    UnicodeEncodeError traceback)."""
+
+    async def failed() -> JobStatus:
+        async with Jobs(database_dsn, queues={"cli-text": 1}) as jobs:
+            job_id = await jobs.enqueue(greet, name="Zoë")
+            return (await jobs.wait(job_id, timeout=30)).status
+
+    assert asyncio.run(failed()) is JobStatus.FAILED
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        listing = subprocess.run(
+            [sys.executable, "-m", "starlette_jobs", "list"],
+            cwd=ROOT, env={**os.environ, "DATABASE_URL": database_dsn}, stdout=write,
+            stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert (listing.returncode, listing.stderr) == (141, "")
+    shown = subprocess.run(
+        [sys.executable, "-m", "starlette_jobs", "list"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": database_dsn, "PYTHONIOENCODING": "ascii"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert "no greeting for Zo\\xeb" in shown.stdout
+
+
+def test_ctrl_c_stops_a_reading_command_with_status_130_and_no_traceback() -> None:
+    """`status` against a server that never answers, stopped by Ctrl-C: one empty line on
+    stderr and status 130 (it was a KeyboardInterrupt traceback)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        status = subprocess.Popen(
+            [sys.executable, "-m", "starlette_jobs", "status"],
+            cwd=ROOT, env={**os.environ, "DATABASE_URL": f"postgresql://x@127.0.0.1:{port}/x"},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        silent.settimeout(60)
+        connection, _ = silent.accept()  # it waits for the server's first answer now
+        with connection:
+            status.send_signal(signal.SIGINT)
+            out, err = status.communicate(timeout=60)
+    assert (status.returncode, err, out) == (130, "\n", "")
