@@ -22,7 +22,7 @@ class MemoryBulk(MemoryQueries):
     async def begin_bulk(self, action: str, filter: BulkFilter, by: str | None) -> BulkRecord:
         bulks = self.data.bulks
         record = BulkRecord(
-            id=len(bulks) + 1,
+            id=next(self.data.bulk_ids),
             action=action,
             by=by,
             queue=filter.queue,
@@ -49,8 +49,12 @@ class MemoryBulk(MemoryQueries):
             ),
             key=lambda row: row.id,
         )[:limit]
+        # Of the batch's jobs with one unique key, a retry takes the latest, as on PostgreSQL.
+        latest: dict[str | None, int] = {r.unique_key: r.id for r in picked if r.unique_key}
         done = 0
         for row in picked:
+            if record.action == "retry" and latest.get(row.unique_key, row.id) != row.id:
+                continue
             try:
                 if record.action == "retry":
                     done += await self.retry_job(row.id, record.by)

@@ -54,6 +54,7 @@ class MemoryData:
         self.workflow_ids = itertools.count(1)
         # Bulk actions by id (`memory._bulk`).
         self.bulks: dict[int, BulkRecord] = {}
+        self.bulk_ids = itertools.count(1)  # never one a pruned record had: a sequence's ids
         # The attempts ended per (queue, minute) (`memory._throughput`): succeeded, failed,
         # retried.
         self.throughput: dict[tuple[str, datetime], list[int]] = {}

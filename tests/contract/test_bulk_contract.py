@@ -105,6 +105,17 @@ async def test_a_job_whose_unique_key_is_taken_is_left_failed(store: Store) -> N
     assert await store.job_status(holder) is JobStatus.PENDING
 
 
+async def test_of_failed_jobs_with_one_unique_key_the_latest_is_retried(store: Store) -> None:
+    """Both stores retry the same one (memory took the earliest, PostgreSQL the latest)."""
+    earlier, later = [(await failed_jobs(store, 1, queue="bulk", unique_key="k"))[0] for _ in "ab"]
+    record = await store.begin_bulk("retry", BulkFilter("bulk"), "ada")
+    after = await store.bulk_batch(record.id, 10)
+    assert after is not None
+    assert (after.done, after.finished) == (1, True)
+    assert await store.job_status(earlier) is JobStatus.FAILED
+    assert await store.job_status(later) is JobStatus.PENDING
+
+
 async def test_a_step_its_upstreams_failure_cancelled_waits_again_and_runs_after_it(
     store: Store,
 ) -> None:
@@ -135,6 +146,19 @@ async def test_no_such_record_has_no_batch(store: Store) -> None:
     assert await store.bulk_batch(12345, 10) is None
     assert await store.get_bulk(12345) is None
     assert await store.list_bulks(10) == []
+
+
+async def test_a_record_begun_after_one_was_pruned_takes_a_new_id(store: Store) -> None:
+    """On memory, the id was the count of records plus one: with the first pruned, the third
+    took the id of the second, still running, and replaced it."""
+    first = await store.begin_bulk("cancel", BulkFilter("one"), "ada")
+    second = await store.begin_bulk("cancel", BulkFilter("two"), "grace")
+    assert await store.bulk_batch(first.id, 10) is not None  # finished: nothing to cancel
+    assert await store.prune_bulks(0) == 1
+    third = await store.begin_bulk("retry", BulkFilter("three"), "linus")
+    assert third.id not in (first.id, second.id)
+    assert await store.get_bulk(second.id) == second
+    assert [r.id for r in await store.list_bulks(10)] == [third.id, second.id]
 
 
 # -- through `Jobs` ------------------------------------------------------------------------------
