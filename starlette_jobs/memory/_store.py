@@ -233,6 +233,12 @@ class MemoryStore(
 
     async def prune_finished(self, retention_seconds: float, limit: int) -> int:
         cutoff = utc_now() - timedelta(seconds=retention_seconds)
+        # Every step of a workflow with a step to run is kept, as on PostgreSQL.
+        running_flows = {
+            r.workflow_id
+            for r in self._rows.values()
+            if r.workflow_id is not None and r.status not in FINISHED
+        }
         old = sorted(
             (
                 r
@@ -240,6 +246,7 @@ class MemoryStore(
                 if r.status in FINISHED
                 and r.finished_at
                 and r.finished_at < cutoff
+                and r.workflow_id not in running_flows
                 and not self._waited_for(r)
             ),
             key=lambda r: (r.finished_at, r.id),

@@ -329,6 +329,34 @@ async def test_retention_keeps_a_step_while_a_step_that_waits_for_it_is_kept(idl
     assert await idle.workflow(enqueued.id) is None
 
 
+async def test_retention_keeps_every_step_of_a_workflow_with_a_step_still_to_run(
+    idle: Jobs,
+) -> None:
+    """Two branches: `quick` finished, `slow` is still pending (delayed a week, say). Nothing
+    waits for `quick`, yet it stays while `slow` may run: the workflow is shown whole until it
+    ends (it used to go with the next round, on both stores). Once `slow` ends, both go."""
+    flow = Workflow("branches")
+    flow.add("quick", append, label="quick")
+    flow.add("slow", append, label="slow")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    claims = {c.id: c for c in await store.claim_batch("default", 1, "w", 30)}
+    quick = enqueued.steps["quick"]
+    assert set(claims) == {quick}
+    done = Outcome(
+        id=quick, lease_token=claims[quick].lease_token, status=JobStatus.SUCCEEDED,
+        retry_delay=None, error=None, result='"x"',
+    )  # fmt: skip
+    assert await store.record_outcomes([done]) == {quick}
+    assert await store.prune_finished(0, 100) == 0
+    shown = await idle.workflow(enqueued.id)
+    assert shown is not None
+    assert {record.step for record in shown.steps} == {"quick", "slow"}
+    assert await idle.cancel(enqueued.steps["slow"])
+    assert await store.prune_finished(0, 100) == 2
+    assert await idle.workflow(enqueued.id) is None
+
+
 async def test_a_failed_step_retried_after_its_upstream_aged_out_still_reads_its_result(
     idle: Jobs,
 ) -> None:

@@ -91,6 +91,11 @@ CREATE INDEX starlette_jobs_workflow_idx
     ON starlette_jobs (workflow_id)
     WHERE workflow_id IS NOT NULL;
 
+-- The workflows that still have steps to run: retention keeps all their steps.
+CREATE INDEX starlette_jobs_unfinished_steps_idx
+    ON starlette_jobs (workflow_id)
+    WHERE workflow_id IS NOT NULL AND status IN ('pending', 'waiting', 'running');
+
 CREATE INDEX starlette_jobs_unsettled_idx
     ON starlette_jobs (id)
     WHERE dependents IS NOT NULL AND NOT settled
