@@ -62,6 +62,28 @@ class JobQueries:
             ValueError: a `before` or `after` that is no job id, a `trace_id` that is no trace id, a
                 `finished_after` without a timezone.
         """
+        return await self._list(
+            status=status, queue=queue, name=name, limit=limit, before=before,
+            trace_id=trace_id, correlation_id=correlation_id, finished_after=finished_after,
+            after=after, brief=False,
+        )  # fmt: skip
+
+    async def _list(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        queue: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: JobId | None = None,
+        trace_id: str | None = None,
+        correlation_id: str | None = None,
+        finished_after: datetime | None = None,
+        after: JobId | None = None,
+        brief: bool,
+    ) -> builtins.list[JobRecord]:
+        """`list`; `brief`: without the large fields (`Store.list_jobs`), for the dashboard's
+        job list, which shows a line of each job."""
         below = None if before is None else row_id_of(before)
         if before is not None and below is None:
             raise ValueError(f"before must be a job id, got {before!r}")
@@ -76,7 +98,7 @@ class JobQueries:
         with unavailable_as_error("list jobs"):
             return await self._ready_store.list_jobs(
                 None if status is None else JobStatus(status), queue, limit, name, below,
-                trace, correlation_id, finished_after, above,
+                trace, correlation_id, finished_after, above, brief=brief,
             )  # fmt: skip
 
     async def count_by_status(self, *, queue: str | None = None) -> dict[JobStatus, int]:

@@ -185,7 +185,10 @@ class Dashboard:
                 newest = await self.jobs.list(limit=1)
                 top = newest[0].id + 1 if newest else 1
             floor = filters.window_floor(top)
-        records = await self.jobs.list(
+        # Brief: without the arguments, results and errors of each job, which the list does
+        # not show (a page of jobs with large arguments read them all).
+        records = await self.jobs._list(
+            brief=True,
             status=filters.status,
             queue=filters.queue,
             name=filters.name,

@@ -34,6 +34,7 @@ class MemoryQueries(MemoryWorkflows):
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
         after: int | None = None,
+        brief: bool = False,  # nothing to save in memory: whole records
     ) -> list[JobRecord]:
         rows = [
             r

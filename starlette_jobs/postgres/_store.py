@@ -28,7 +28,7 @@ from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._releases import ReleaseStatements
 from ._schedules import ScheduleStatements
-from ._since import list_finished_after
+from ._since import brief_lists, list_finished_after
 from ._throughput import ThroughputStatements
 from ._transactions import JoinedTransaction
 from ._workflows import WorkflowStatements
@@ -242,11 +242,13 @@ class PostgresStore(
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
         after: int | None = None,
+        brief: bool = False,
     ) -> list[JobRecord]:
         filters = (status, queue, limit, name, before, trace_id, correlation_id, after)
+        q = brief_lists(self._q) if brief else self._q
         if finished_after is not None:
-            return await list_finished_after(self._read, self._q, filters, finished_after)
-        rows = await self._read("fetch", self._q["list_jobs"], *filters)
+            return await list_finished_after(self._read, q, filters, finished_after)
+        rows = await self._read("fetch", q["list_jobs"], *filters)
         return [JobRecord._from_row(row) for row in rows]
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]:

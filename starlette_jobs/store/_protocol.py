@@ -209,10 +209,13 @@ class Store(
         correlation_id: str | None = None,
         finished_after: datetime | None = None,
         after: int | None = None,
+        brief: bool = False,
     ) -> list[JobRecord]:
         """Most recent first; of one job name if `name`, with ids below `before` and above
         `after` if given, of one trace (lowercase hex) and one correlation id if given, and
-        only jobs finished at or after `finished_after` if given."""
+        only jobs finished at or after `finished_after` if given. `brief`: what a list of jobs
+        shows, read without the large fields (a store may leave `arguments` empty, `errors`
+        empty, `result` and `progress` None, and `last_error` its last line alone)."""
         ...
 
     async def count_by_status(self, queue: str | None) -> dict[JobStatus, int]: ...

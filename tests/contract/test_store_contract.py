@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
 import pytest
@@ -24,6 +26,7 @@ from starlette_jobs import (
     job,
 )
 from starlette_jobs._attempt_records import Outcome, Renewal, Unfinished
+from starlette_jobs._errors import last_line
 from starlette_jobs._records import EventKind, JobEvent
 from starlette_jobs._storable import MAX_KEPT_ERRORS
 from starlette_jobs._worker_records import NewWorker
@@ -594,6 +597,32 @@ async def test_lists_are_newest_first_and_filtered_and_counts_cover_every_status
     assert counts == {**dict.fromkeys(JobStatus, 0), JobStatus.PENDING: 3, JobStatus.RUNNING: 1}
     assert await store.count_unfinished(["default"], 0, 0) == Unfinished(3, 0, 0)
     assert await store.count_unfinished(["other", "default"], 0, 0) == Unfinished(4, 0, 0)
+
+
+@pytest.mark.parametrize("finished_after", [None, "bound"])
+async def test_a_brief_list_shows_what_the_full_one_does_but_the_large_fields(
+    store: Store, finished_after: str | None
+) -> None:
+    """The dashboard's list (`brief=True`): each job as the full list has it, but for its
+    arguments, errors, result and progress, which a store may leave out (PostgreSQL does: a
+    page of jobs with 1 MB of arguments each read them all), and an error that keeps its last
+    line (what the list shows)."""
+    large = '{"blob": "' + "x" * 200_000 + '"}'
+    [job_id] = await store.insert_jobs(new(payload=large, max_attempts=1))
+    [claim] = await store.claim_batch("default", 1, "w", LEASE)
+    error = "Traceback (most recent call last):\n" + "  frame\n" * 5000 + "ValueError: no"
+    await store.record_outcomes([ended(claim, JobStatus.FAILED, error=error)])
+    bound = None if finished_after is None else datetime.now(UTC) - timedelta(hours=1)
+    [full] = await store.list_jobs(None, None, 10, finished_after=bound)
+    [brief] = await store.list_jobs(None, None, 10, finished_after=bound, brief=True)
+    assert full.arguments == {"blob": "x" * 200_000}
+    assert last_line(brief.last_error) == last_line(full.last_error) == "ValueError: no"
+    assert brief.arguments in ({}, full.arguments)
+    kept = ("arguments", "errors", "result", "progress", "last_error")
+    assert {k: v for k, v in asdict(brief).items() if k not in kept} == {
+        k: v for k, v in asdict(full).items() if k not in kept
+    }
+    assert brief.id == job_id
 
 
 async def test_a_listener_hears_of_due_jobs_of_its_queues_only(store: Store) -> None:
