@@ -36,6 +36,7 @@ class CorrelationIdMiddleware:
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
+                message.setdefault("headers", [])  # optional in ASGI: no headers at all
                 headers = MutableHeaders(scope=message)
                 del headers[self.header.decode("latin-1")]
                 # The bytes as they came: setting the text would encode it as Latin-1, which

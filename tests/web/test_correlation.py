@@ -89,3 +89,38 @@ async def test_an_id_in_utf8_is_kept_as_the_characters_sent_and_echoed_as_sent(s
 
 async def test_an_id_that_is_not_utf8_is_read_a_character_per_byte_and_echoed_as_sent() -> None:
     assert await get_with_id(b"req-\xff") == ("req-\xff", b"req-\xff")
+
+
+async def test_a_response_start_without_headers_gets_the_id() -> None:
+    """ASGI makes `headers` optional in `http.response.start`: a raw app that leaves it out got
+    a KeyError from the middleware, where it gets the id."""
+
+    async def bare(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 204})
+        await send({"type": "http.response.body", "body": b""})
+
+    transport = httpx2.ASGITransport(app=CorrelationIdMiddleware(bare))
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as http:
+        response = await http.get("/", headers={"X-Request-ID": "r-1"})
+    assert (response.status_code, response.headers["x-request-id"]) == (204, "r-1")
+
+
+async def test_wrapped_around_the_app_it_marks_even_starlettes_own_500() -> None:
+    """docs/tracing.md: in `middleware=[...]` the 500 for an exception no handler caught goes
+    out without the id (Starlette sends it from outside the list); wrapped around the whole
+    app, it has it."""
+
+    async def broken(request: Request) -> JSONResponse:
+        raise RuntimeError("boom")
+
+    listed = Starlette(
+        routes=[Route("/", broken)], middleware=[Middleware(CorrelationIdMiddleware)]
+    )
+    wrapped = CorrelationIdMiddleware(Starlette(routes=[Route("/", broken)]))
+    seen = []
+    for app in (listed, wrapped):
+        transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://test") as http:
+            response = await http.get("/", headers={"X-Request-ID": "r-500"})
+        seen.append((response.status_code, response.headers.get("x-request-id")))
+    assert seen == [(500, None), (500, "r-500")]
