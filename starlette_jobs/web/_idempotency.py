@@ -22,6 +22,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.routing import Mount
 
 from .._storable import MAX_UNIQUE_KEY_LENGTH
 
@@ -86,6 +87,10 @@ def _endpoint(scope: Mapping[str, Any]) -> str:
     and FastAPI give the template, without it), else the endpoint function's name, else the
     request's path."""
     route = scope.get("route")
+    if isinstance(route, Mount):
+        # A plain ASGI app mounted: the mount's path is the root path already (it was counted
+        # twice: "/hooks/hooks"), and the app has no routes of its own for a template.
+        return str(scope.get("root_path", ""))
     path = getattr(route, "path", None)
     if isinstance(path, str):
         return _prefix(scope, route) + path

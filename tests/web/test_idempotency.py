@@ -293,6 +293,23 @@ async def test_a_catch_all_route_keeps_the_prefix_it_is_included_or_mounted_unde
     ]
 
 
+async def test_a_plain_asgi_app_mounted_has_its_mount_path_once() -> None:
+    """It had it twice ("/hooks/hooks"): the mount's path is in the root path already."""
+
+    async def plain(scope: Any, receive: Any, send: Any) -> None:
+        made = idempotency_key(Request(scope, receive))
+        await JSONResponse(made)(scope, receive, send)
+
+    app = Starlette(
+        routes=[Mount("/hooks", app=plain), Mount("/v1", routes=[Mount("/x", app=plain)])]
+    )
+    assert await keys_at(app, ["/hooks/push", "/hooks/pull", "/v1/x/push"]) == [
+        '["POST","/hooks",null,"k"]',
+        '["POST","/hooks",null,"k"]',  # its endpoint: the mounted app
+        '["POST","/v1/x",null,"k"]',
+    ]
+
+
 def test_a_key_too_long_to_store_is_hashed() -> None:
     long = idempotency_key(request(key("k" * 255)), scope="u" * 300)
     assert long is not None
