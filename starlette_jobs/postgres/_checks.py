@@ -62,6 +62,14 @@ def configuration_mistake(error: BaseException, dsn: str, source: str) -> Config
         return ConfigurationError(
             f"PostgreSQL refused a setting of the DSN {shown}: {error}; fix or remove it"
         )
+    # `sslmode=require` (or verify-ca, verify-full) where the server takes no TLS: every
+    # connection fails the same way. asyncpg raises a plain ConnectionError for it, told by its
+    # message alone; an outage never says this.
+    if type(error) is ConnectionError and "rejected SSL upgrade" in str(error):
+        return ConfigurationError(
+            f"the server of {shown} takes no TLS connections, and the DSN's sslmode requires "
+            "one: turn on ssl in the server, or set sslmode=prefer (or disable) in the DSN"
+        )
     # asyncpg's ClientConfigurationError is a ValueError too; so is a port that is not a number,
     # and one past 65535 is the event loop's OverflowError.
     if isinstance(error, ValueError | OverflowError):

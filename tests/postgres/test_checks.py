@@ -3,6 +3,7 @@ What a user sees when `Jobs` starts with such settings is in integration/test_st
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -92,6 +93,35 @@ async def test_a_dsn_setting_that_cannot_work_is_a_configuration_error(
         await check_connection(dsn, "dsn=")
     assert "\n" not in str(refused.value)
     assert refused.value.__cause__ is None
+
+
+async def test_a_dsn_that_requires_tls_of_a_server_without_it_is_a_configuration_error() -> None:
+    """A server that answers "no" to TLS (as one with ssl off does) and a DSN with
+    `sslmode=require`: a mistake in the settings (`starlette-jobs` exits 2), not an outage to
+    wait out (it exited 4)."""
+
+    answered = asyncio.Event()
+
+    async def no_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readexactly(8)  # the SSLRequest
+            writer.write(b"N")
+            await writer.drain()
+            await reader.read()  # until the client hangs up
+        finally:
+            writer.close()
+            await writer.wait_closed()
+            answered.set()
+
+    server = await asyncio.start_server(no_tls, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConfigurationError, match="takes no TLS connections"):
+            await check_connection(f"postgresql://app@127.0.0.1:{port}/app?sslmode=require", "dsn=")
+        await asyncio.wait_for(answered.wait(), 10)
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 async def test_an_outage_is_the_stores_unavailable_error() -> None:
