@@ -26,11 +26,16 @@ class WorkflowQueries:
             >>> flow.statuses
             {'render': <JobStatus.SUCCEEDED: 'succeeded'>, 'send': <JobStatus.PENDING: 'pending'>}
         """
+        return await self._workflow(workflow_id, brief=False)
+
+    async def _workflow(self, workflow_id: int, *, brief: bool) -> WorkflowRecord | None:
+        """`workflow`; `brief`: each step's job without its large fields (`Store.list_jobs`),
+        for the dashboard's pages, which show a line of each."""
         row_id = row_id_of(workflow_id)
         if row_id is None:  # no workflow can have it
             return None
         with unavailable_as_error(f"get workflow {row_id}"):
-            return await self._ready_store.get_workflow(row_id)
+            return await self._ready_store.get_workflow(row_id, brief=brief)
 
     async def workflows(
         self, *, limit: int = 50, before: int | None = None

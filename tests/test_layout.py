@@ -53,6 +53,7 @@ TESTED_ELSEWHERE = {
     # Giving running jobs back on PostgreSQL, held by the contract suite (and the workflows'
     # for a step given back cancelled).
     "postgres._releases": "contract/test_store_contract.py",
+    "postgres._brief": "contract/test_store_contract.py",
     # Bulk actions: the stores' parts and the protocol, held by the contract suite.
     "store._bulk": "contract/test_bulk_contract.py",
     "memory._bulk": "contract/test_bulk_contract.py",

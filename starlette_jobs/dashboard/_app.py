@@ -186,7 +186,7 @@ class Dashboard:
                 top = newest[0].id + 1 if newest else 1
             floor = filters.window_floor(top)
         # Brief: without the arguments, results and errors of each job, which the list does
-        # not show (a page of jobs with large arguments read them all).
+        # not show (a page of jobs with large arguments read them all: postgres/_brief.py).
         records = await self.jobs._list(
             brief=True,
             status=filters.status,
@@ -224,7 +224,7 @@ class Dashboard:
         events = await self.jobs.events(record.id)
         workflow = None
         if record.workflow_id is not None:
-            workflow = await self.jobs.workflow(record.workflow_id)
+            workflow = await self.jobs._workflow(record.workflow_id, brief=True)
         context = {
             "title": f"Job {record.id}",
             "record": record,
@@ -269,7 +269,8 @@ class Dashboard:
             wanted = workflow_id(text, "a workflow's page")
         except FilterError:
             wanted = None
-        flow = None if wanted is None else await self.jobs.workflow(wanted)
+        # Brief, as the job list: the page shows a line of each step.
+        flow = None if wanted is None else await self.jobs._workflow(wanted, brief=True)
         if flow is None:
             return self._error(request, "No such workflow", f"no workflow {text}", 404)
         context = {

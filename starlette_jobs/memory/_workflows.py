@@ -212,7 +212,8 @@ class MemoryWorkflows(MemoryTables):
         found = [self._rows[i] for i in row.upstream if i in self._rows]
         return [UpstreamStep(up.step or "", up.status, up.result) for up in found]
 
-    async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
+    async def get_workflow(self, workflow_id: int, brief: bool = False) -> WorkflowRecord | None:
+        # `brief`: nothing to save in memory, whole records.
         found = self.data.workflows.get(workflow_id)
         if found is None:
             return None

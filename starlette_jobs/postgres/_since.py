@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from .._records import JobRecord, JobStatus
@@ -26,30 +25,6 @@ from .._records import JobRecord, JobStatus
 FEW = 5000
 
 Read = Callable[..., Awaitable[Any]]
-
-# The list statements' columns for a list of jobs (`Store.list_jobs(brief=True)`: the
-# dashboard's job list): a page of 50 jobs whose arguments are 1 MB each read 50 MB and took
-# 200 ms where the page shows a line of each. The large fields come back empty; the error, as
-# its last 2,000 characters, from which the page shows the last line.
-_BRIEF = """SELECT id, name, queue, status, '{}' AS payload, priority, attempts, max_attempts,
-       run_at, created_at, started_at, finished_at, right(last_error, 2000) AS last_error,
-       '[]' AS errors, worker_id, NULL AS result, NULL AS progress, cancel_requested_at,
-       scheduled_for, workflow_id, step, trace_context
-  FROM starlette_jobs"""
-_LISTS = ("list_jobs", "list_jobs_among", "list_finished_jobs")
-
-
-@cache
-def _brief(statements: tuple[str, ...]) -> tuple[str, ...]:
-    briefs = tuple(text.replace("SELECT * FROM starlette_jobs", _BRIEF, 1) for text in statements)
-    if any(brief == text for brief, text in zip(briefs, statements, strict=True)):
-        raise AssertionError("a list statement no longer reads `SELECT * FROM starlette_jobs`")
-    return briefs
-
-
-def brief_lists(q: Mapping[str, str]) -> Mapping[str, str]:
-    """`q` with the list statements reading the brief columns."""
-    return {**q, **dict(zip(_LISTS, _brief(tuple(q[name] for name in _LISTS)), strict=True))}
 
 
 async def list_finished_after(

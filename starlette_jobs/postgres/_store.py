@@ -17,6 +17,7 @@ from .._attempt_records import Claim, Outcome, Renewal, Unfinished
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._added_steps import AddedStepStatements
+from ._brief import brief_reads
 from ._bulk import BulkStatements
 from ._completions import CompletionStatements
 from ._controls import ControlledStore
@@ -28,7 +29,7 @@ from ._lanes import Executor, Lane
 from ._registry import WorkerRegistry
 from ._releases import ReleaseStatements
 from ._schedules import ScheduleStatements
-from ._since import brief_lists, list_finished_after
+from ._since import list_finished_after
 from ._throughput import ThroughputStatements
 from ._transactions import JoinedTransaction
 from ._workflows import WorkflowStatements
@@ -245,7 +246,7 @@ class PostgresStore(
         brief: bool = False,
     ) -> list[JobRecord]:
         filters = (status, queue, limit, name, before, trace_id, correlation_id, after)
-        q = brief_lists(self._q) if brief else self._q
+        q = brief_reads(self._q) if brief else self._q
         if finished_after is not None:
             return await list_finished_after(self._read, q, filters, finished_after)
         rows = await self._read("fetch", q["list_jobs"], *filters)

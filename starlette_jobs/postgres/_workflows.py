@@ -23,6 +23,7 @@ from .._workflow_records import (
     WorkflowSummary,
     workflow_record,
 )
+from ._brief import brief_reads
 from ._connected import ConnectedStore
 from ._driver_errors import UniqueViolationError, raise_as_store_error
 from ._lanes import Executor, Lane
@@ -158,11 +159,12 @@ class WorkflowStatements(ConnectedStore):
         rows = await self._read("fetch", self._q["upstream_results"], job_id)
         return [UpstreamStep(row[0], JobStatus(row[1]), row[2]) for row in rows]
 
-    async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
+    async def get_workflow(self, workflow_id: int, brief: bool = False) -> WorkflowRecord | None:
         found = await self._read("fetchrow", self._q["get_workflow"], workflow_id)
         if found is None:
             return None
-        rows = await self._read("fetch", self._q["workflow_steps"], workflow_id)
+        q = brief_reads(self._q) if brief else self._q
+        rows = await self._read("fetch", q["workflow_steps"], workflow_id)
         upstream = {row["id"]: list(row["upstream"] or ()) for row in rows}
         jobs = [JobRecord._from_row(row) for row in rows]
         return workflow_record(

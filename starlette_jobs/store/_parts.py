@@ -208,8 +208,9 @@ class WorkflowStore(Protocol):
         """The steps that the step `job_id` waits for, with their status and result, by id."""
         ...
 
-    async def get_workflow(self, workflow_id: int) -> WorkflowRecord | None:
-        """The workflow and its steps, in the order they were written."""
+    async def get_workflow(self, workflow_id: int, brief: bool = False) -> WorkflowRecord | None:
+        """The workflow and its steps, in the order they were written; `brief`: each step's
+        job as `list_jobs(brief=True)` reads it (for a page that shows a line of each)."""
         ...
 
     async def list_workflows(self, limit: int, before: int | None) -> list[WorkflowSummary]:

@@ -357,6 +357,29 @@ async def test_retention_keeps_every_step_of_a_workflow_with_a_step_still_to_run
     assert await idle.workflow(enqueued.id) is None
 
 
+async def test_a_brief_workflow_shows_what_the_whole_one_does_but_the_large_fields(
+    idle: Jobs,
+) -> None:
+    """The dashboard's workflow page and a step's page read the steps brief
+    (`get_workflow(brief=True)`): the same steps, statuses and edges, without the arguments a
+    store may leave out (PostgreSQL does)."""
+    flow = Workflow("large")
+    first = flow.add("first", append, label="x" * 300_000)
+    flow.after(first).add("second", append, label="y")
+    enqueued = await flow.enqueue(jobs=idle)
+    store = idle._ready_store
+    whole = await store.get_workflow(enqueued.id)
+    brief = await store.get_workflow(enqueued.id, brief=True)
+    assert whole is not None
+    assert brief is not None
+    assert whole.steps[0].job.arguments == {"label": "x" * 300_000}
+    assert brief.steps[0].job.arguments in ({}, whole.steps[0].job.arguments)
+    assert [(s.step, s.waits_for, s.job.id, s.job.status) for s in brief.steps] == [
+        (s.step, s.waits_for, s.job.id, s.job.status) for s in whole.steps
+    ]
+    assert (brief.id, brief.name, brief.statuses) == (whole.id, whole.name, whole.statuses)
+
+
 async def test_a_failed_step_retried_after_its_upstream_aged_out_still_reads_its_result(
     idle: Jobs,
 ) -> None:
