@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -64,6 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         jobs = jobs_for(args)
         if args.command == "worker":
             return asyncio.run(_worker(jobs, burst=args.burst, retry_wait=args.retry_wait))
+        _interrupt_at_once()
         if args.command == "migrate":
             return asyncio.run(_migrate(jobs))
         if args.command == "schedules":
@@ -77,6 +79,19 @@ def _run(args: argparse.Namespace) -> int:
     except (CommandError, StarletteJobsError) as error:
         _print_error(error)
         return Exit.USAGE
+
+
+def _interrupt_at_once() -> None:
+    """Ctrl-C raises KeyboardInterrupt where the command is, as Python does outside asyncio.
+    `asyncio.run` would cancel the command's task instead, and a cancellation that the driver
+    lets go of while it connects (asyncpg's connect, on Python 3.11) became a timeout seconds
+    later: "PostgreSQL is unreachable", exit 4, for a Ctrl-C."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _print_error(error: Exception) -> None:
