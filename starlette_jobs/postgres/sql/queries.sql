@@ -665,17 +665,19 @@ SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
 -- were left, as its snapshot saw them). SKIP LOCKED: workers pruning at the same time share
 -- the work instead of queueing.
 -- $1 retention in seconds, $2 how many at most
-WITH running_flows AS (
-    -- The workflows with a step to run: none of their steps goes (docs/workflows.md). Read
-    -- once a round, on an index of their unfinished steps alone.
-    SELECT DISTINCT workflow_id FROM starlette_jobs
-     WHERE workflow_id IS NOT NULL AND status IN ('pending', 'waiting', 'running')
-), old AS (
+WITH old AS (
     SELECT id FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
+       -- No step of a workflow with a step to run goes (docs/workflows.md): one probe of the
+       -- index of unfinished steps (starlette_jobs_unfinished_steps_idx) for each step. Not
+       -- `NOT IN` the list of those workflows: past what work_mem hashes (some 350,000 of
+       -- them) PostgreSQL compared every row with the whole list, and every round ran out of
+       -- time, so that nothing was ever pruned again.
        AND (workflow_id IS NULL
-            OR workflow_id NOT IN (SELECT workflow_id FROM running_flows))
+            OR NOT EXISTS (SELECT FROM starlette_jobs AS unfinished
+                            WHERE unfinished.workflow_id = starlette_jobs.workflow_id
+                              AND unfinished.status IN ('pending', 'waiting', 'running')))
        -- A workflow's step is kept while a step that waits for it is: that one reads its
        -- result, and counts its outcome, when it runs and when it is retried after it failed
        -- (docs/workflows.md). So a workflow goes from its last steps up, a round at a time.
