@@ -9,12 +9,13 @@ import builtins
 from datetime import datetime
 
 from ._bulk_records import BULK_ACTIONS, BulkAction, BulkFilter, BulkRecord
-from ._errors import unavailable_as_error
+from ._errors import DatabaseTooSlowError, unavailable_as_error
 from ._options import check_queue_name
 from ._queries import check_time_bound, who_asked
 from ._records import JobStatus
 from ._row_ids import row_id_of
 from ._storable import filter_text
+from .store._connectivity import STATEMENT_TIMEOUT
 from .store._protocol import Store
 
 _MAX_BATCH = 10_000
@@ -79,13 +80,20 @@ class BulkActing:
         """Runs the bulk action to its end, `batch_size` jobs at a time by id, each batch one
         statement that changes its jobs, writes their events and advances the record; returns
         the record at the end (None if there is no such record). A record left unfinished (the
-        process running it stopped) runs on from where its last batch ended."""
+        process running it stopped) runs on from where its last batch ended.
+
+        Jobs that another transaction holds are skipped and tried again a moment later;
+        held for longer than a statement may wait for a lock (10 s), they stop the run with
+        `DatabaseUnavailableError`, the rest of the batches done: running it again goes on.
+        """
         if type(batch_size) is not int or not 1 <= batch_size <= _MAX_BATCH:
             raise ValueError(f"batch_size must be an integer from 1 to 10000, got {batch_size!r}")
         if (found := row_id_of(bulk_id)) is None:  # no record can have it
             return None
         bulk_id, store = found, self._ready_store
         pause, before = _FIRST_PAUSE, None
+        loop = asyncio.get_running_loop()
+        moved = loop.time()
         with unavailable_as_error(f"run bulk action {bulk_id}"):
             while True:
                 record = await store.bulk_batch(bulk_id, batch_size)
@@ -94,10 +102,17 @@ class BulkActing:
                 if record.finished:
                     return record
                 if (record.done, record.last_id) != before:
-                    pause, before = _FIRST_PAUSE, (record.done, record.last_id)
-                else:  # it skipped only jobs locked elsewhere: they are tried again shortly
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, _LAST_PAUSE)
+                    pause, before, moved = _FIRST_PAUSE, (record.done, record.last_id), loop.time()
+                    continue
+                # It skipped only jobs locked elsewhere: they are tried again shortly, for as
+                # long as a statement may wait for a lock.
+                if loop.time() - moved > STATEMENT_TIMEOUT:
+                    raise DatabaseTooSlowError(
+                        f"jobs stayed locked by another transaction for {STATEMENT_TIMEOUT:g} s; "
+                        f"{record.done} of {record.matched} done, and running it again goes on"
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LAST_PAUSE)
 
     async def get_bulk(self, bulk_id: int) -> BulkRecord | None:
         """The record of a bulk action, or None."""

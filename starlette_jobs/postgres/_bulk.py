@@ -6,7 +6,7 @@ built on it."""
 from __future__ import annotations
 
 from .._bulk_records import BulkFilter, BulkRecord
-from ._driver_errors import UniqueViolationError, raise_as_store_error
+from ._driver_errors import LockNotAvailableError, UniqueViolationError, raise_as_store_error
 from ._workflows import WorkflowStatements
 
 # A batch that meets a unique key taken by a job enqueued while it ran is tried again this many
@@ -68,8 +68,14 @@ class BulkStatements(WorkflowStatements):
                         row["by_whom"],
                     )
                 if row["dependents"] is not None:
-                    await self._reopen(connection, sorted(set(row["dependents"])))
+                    dependents = sorted(set(row["dependents"]))
+                    await self._reopen(connection, dependents, wait=False)
                 return BulkRecord._from_row(row)
+        except LockNotAvailableError:
+            # A step to reopen was held elsewhere: the batch is rolled back, not made to wait
+            # with its rows held (a deadlock with that step's outcome). `run_bulk` pauses, as
+            # after a batch that skipped rows, and runs it again.
+            return await self.get_bulk(bulk_id)
         except UniqueViolationError:
             raise
         except Exception as error:

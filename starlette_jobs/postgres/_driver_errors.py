@@ -21,6 +21,7 @@ from ._schema import described, lacks_tables
 # The driver's errors that the store turns into the library's meaning.
 UniqueViolationError = asyncpg.UniqueViolationError
 UndefinedTableError = asyncpg.UndefinedTableError
+LockNotAvailableError = asyncpg.exceptions.LockNotAvailableError
 InvalidCatalogNameError = asyncpg.InvalidCatalogNameError
 InvalidAuthorizationSpecificationError = asyncpg.InvalidAuthorizationSpecificationError
 UndefinedObjectError = asyncpg.exceptions.UndefinedObjectError

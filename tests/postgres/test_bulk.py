@@ -12,8 +12,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from starlette_jobs import Jobs, JobStatus
+from starlette_jobs import DatabaseUnavailableError, Jobs, JobStatus
 from starlette_jobs._bulk_records import BulkFilter
+from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
 from tests.locks import race_with_an_outcome
@@ -115,3 +116,124 @@ async def test_a_bulk_cancel_and_a_worker_finishing_jobs_it_picked_do_not_deadlo
     assert second.finished
     assert await store.job_status(a) is JobStatus.CANCELLED
     assert await store.job_status(b) is JobStatus.CANCELLED
+
+
+def step(name: str, upstream: tuple[int, ...], allowed: int = 0) -> NewStep:
+    return NewStep(step=name, name="tests.part", queue="flow", payload="{}", priority=0,
+                   max_attempts=1, upstream=upstream, allowed_failures=allowed)  # fmt: skip
+
+
+async def test_a_bulk_retry_reopening_a_step_whose_outcome_is_being_written_does_not_deadlock(
+    store: PostgresStore, connection: asyncpg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`X` -> `d` (which allows one failure) -> `e`. `X` failed and `d` ran anyway; a cancel of
+    the workflow cancelled `e` and asked `d` to stop; a bulk retry of the queue took `X` and
+    `e`, and went on to reopen `d`, the step waiting for `X`. Meanwhile `d`'s outcome statement
+    locked `d` and waited for `e` (to tell it), held by the batch, while the batch waited for
+    `d`: a deadlock, one side aborted after PostgreSQL's deadlock timeout. Now the batch does
+    not wait for a step to reopen: it is rolled back, and the next one goes through."""
+    flow = await store.insert_workflow(
+        NewWorkflow.of("wf", [step("X", ()), step("d", (0,), allowed=1), step("e", (1,))], None)
+    )
+    x, d, e = (flow.steps[name] for name in "Xde")
+    [x_claim] = await store.claim_batch("flow", 1, "w", LEASE)
+    await store.record_outcomes([outcome(x_claim, JobStatus.FAILED, error="boom")])
+    [d_claim] = await store.claim_batch("flow", 1, "w", LEASE)
+    assert d_claim.id == d
+    await store.cancel_workflow(flow.id)
+    assert await store.job_status(e) is JobStatus.CANCELLED
+    bulk = await store.begin_bulk("retry", BulkFilter("flow"), "ops")
+    # The batch, held once it has its rows, before it reopens `d`.
+    reached, gate = asyncio.Event(), asyncio.Event()
+    reopen = store._reopen
+
+    async def held_reopen(on: Any, step_ids: list[int], *, wait: bool = True) -> None:
+        reached.set()
+        await gate.wait()
+        await reopen(on, step_ids, wait=wait)
+
+    monkeypatch.setattr(store, "_reopen", held_reopen)
+    batch = asyncio.create_task(store.bulk_batch(bulk.id, 500))
+    await asyncio.wait_for(reached.wait(), 10)
+    writing = asyncio.create_task(store.record_outcomes([outcome(d_claim, JobStatus.SUCCEEDED)]))
+
+    async def outcome_waits() -> bool:
+        waiting = await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
+        return bool(waiting >= 1)
+
+    await eventually(outcome_waits, "d's outcome to wait for e")
+    gate.set()
+    first, written = await asyncio.wait_for(asyncio.gather(batch, writing), 15)
+    monkeypatch.undo()
+    assert first is not None
+    assert (first.done, first.finished) == (0, False)  # rolled back: `d` was held
+    assert written == {d}
+    second = await store.bulk_batch(bulk.id, 500)
+    assert second is not None
+    assert (second.done, second.finished) == (2, True)
+    assert await store.job_status(x) is JobStatus.PENDING
+
+
+async def test_a_row_held_past_the_statement_timeout_stops_the_run_to_go_on_later(
+    database_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_bulk` tries a held job again and again, but not for ever: past a statement's timeout
+    (made 0.5 s here) it stops with `DatabaseUnavailableError`, the others done, and running it
+    again once the lock is gone finishes it. (It polled for as long as the lock lasted.)"""
+    monkeypatch.setattr("starlette_jobs._bulk_actions.STATEMENT_TIMEOUT", 0.5)
+    async with Jobs(database_dsn, queues={}) as jobs:
+        ids = await jobs._ready_store.insert_jobs(new_jobs(3, queue="bulk"))
+        record = await jobs.begin_bulk("cancel", queue="bulk", by="ada")
+        operator = await asyncpg.connect(database_dsn)
+        try:
+            async with operator.transaction():
+                await operator.execute(
+                    "SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", ids[0]
+                )
+                with pytest.raises(DatabaseUnavailableError, match="stayed locked"):
+                    await asyncio.wait_for(jobs.run_bulk(record.id), 10)
+                during = await jobs.get_bulk(record.id)
+        finally:
+            await operator.close()
+        assert during is not None
+        assert (during.done, during.finished) == (2, False)
+        end = await jobs.run_bulk(record.id)
+        assert end is not None
+        assert (end.done, end.finished) == (3, True)
+
+
+async def test_jobs_whose_unique_key_is_taken_do_not_fill_the_batches_after_a_held_one(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    """A held job, then three failed jobs whose unique key a live job holds (a retry leaves
+    them), then an ordinary one; batches of 4. Each batch started again at the held job and
+    picked the same four, and the ordinary job was never reached while the lock lasted."""
+
+    async def failed(**fields: str) -> int:
+        [job_id] = await store.insert_jobs(new_jobs(1, queue="bulk", max_attempts=1, **fields))  # type: ignore[arg-type]
+        [claim] = await store.claim_batch("bulk", 1, "w", LEASE)
+        await store.record_outcomes([outcome(claim, JobStatus.FAILED, error="boom")])
+        return job_id
+
+    held = await failed()
+    keyed = [await failed(unique_key="k") for _ in range(3)]
+    await store.insert_jobs(new_jobs(1, queue="other", unique_key="k"))
+    ordinary = await failed()
+    record = await store.begin_bulk("retry", BulkFilter("bulk"), "ops")
+    operator = await asyncpg.connect(database_dsn)
+    try:
+        async with operator.transaction():
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", held)
+            batch = await store.bulk_batch(record.id, 4)
+            assert batch is not None
+            assert (batch.done, batch.finished) == (1, False)
+            assert await store.job_status(ordinary) is JobStatus.PENDING
+        end = await store.bulk_batch(record.id, 4)
+    finally:
+        await operator.close()
+    assert end is not None
+    assert (end.done, end.finished) == (2, True)
+    assert {await store.job_status(i) for i in keyed} == {JobStatus.FAILED}

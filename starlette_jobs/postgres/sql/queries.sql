@@ -1786,6 +1786,14 @@ SELECT * FROM starlette_jobs WHERE workflow_id = $1 ORDER BY id;
 -- $1 step ids
 SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
 
+-- name: lock_steps_nowait
+-- lock_steps for a bulk retry's batch, which holds many rows already: a step another
+-- transaction holds fails it at once (LockNotAvailable) instead of waiting, which could
+-- deadlock with a worker's outcome statement (its own row, then the steps waiting for it,
+-- among which the batch's). The batch is rolled back and run again a moment later.
+-- $1 step ids
+SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE NOWAIT;
+
 -- fragment: upstream_counted
 -- `counted`, for each step of a CTE `target` (with an `id`): how many of the steps it waits for
 -- have not told it yet (a step counts as finished once it has, `settled`), and how many of
@@ -2072,6 +2080,13 @@ WITH bulk AS (
                 AND (SELECT count(*) FROM starlette_jobs AS up
                       WHERE up.id = ANY(job.upstream) AND up.settled
                         AND up.status IN ('failed', 'cancelled')) > job.allowed_failures)
+       -- One whose unique key a live job holds stays as it is: not picked at all, so that a
+       -- batch that starts again at a row it skipped (`bulk_advanced`) is not filled with
+       -- these, and reaches the jobs after them.
+       AND NOT (job.unique_key IS NOT NULL
+                AND EXISTS (SELECT FROM starlette_jobs AS live
+                             WHERE live.unique_key = job.unique_key
+                               AND live.status IN ('pending', 'running')))
      ORDER BY job.id
      LIMIT $2
 ), allowed AS (
