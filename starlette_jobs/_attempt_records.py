@@ -101,6 +101,18 @@ class Renewal:
 
 
 @dataclass(frozen=True, slots=True)
+class Pruned:
+    """What one batch of retention deleted (`Store.prune_finished`)."""
+
+    deleted: int
+    """How many finished jobs, with their events."""
+    through: datetime | None
+    """The latest `finished_at` among them (None: none deleted). The next batch of the same
+    round starts there (`after=`), past the old jobs kept that this one looked at: a workflow's
+    steps while it runs, a step while a step that waits for it is kept."""
+
+
+@dataclass(frozen=True, slots=True)
 class Unfinished:
     """The unfinished jobs of some queues, as `drain` sees them."""
 

@@ -28,7 +28,7 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .._attempt_records import Claim, Outcome, Renewal, Unfinished
+from .._attempt_records import Claim, Outcome, Pruned, Renewal, Unfinished
 from .._errors import MemoryStoreUnsupportedError
 from .._records import FINISHED, EventKind, JobStatus, NewJobs
 from ..memory._outage import failing_in_outages
@@ -231,7 +231,9 @@ class MemoryStore(
             seconds=worker.heartbeat_seconds * 3
         )
 
-    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+    async def prune_finished(
+        self, retention_seconds: float, limit: int, after: datetime | None = None
+    ) -> Pruned:
         cutoff = utc_now() - timedelta(seconds=retention_seconds)
         # Every step of a workflow with a step to run is kept, as on PostgreSQL.
         running_flows = {
@@ -246,6 +248,7 @@ class MemoryStore(
                 if r.status in FINISHED
                 and r.finished_at
                 and r.finished_at < cutoff
+                and (after is None or r.finished_at >= after)
                 and r.workflow_id not in running_flows
                 and not self._waited_for(r)
             ),
@@ -259,7 +262,7 @@ class MemoryStore(
             flows.difference_update(r.workflow_id for r in self._rows.values())
         for workflow_id in flows:
             self.data.workflows.pop(workflow_id, None)
-        return len(old)
+        return Pruned(len(old), max((r.finished_at for r in old if r.finished_at), default=None))
 
     async def count_unfinished(
         self,

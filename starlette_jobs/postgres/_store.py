@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .._attempt_records import Claim, Outcome, Renewal, Unfinished
+from .._attempt_records import Claim, Outcome, Pruned, Renewal, Unfinished
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._added_steps import AddedStepStatements
@@ -213,14 +213,15 @@ class PostgresStore(
         rows = await self._worker_write("fetch", self._q["record_progress"], ids, tokens, texts)
         return {row[0] for row in rows}
 
-    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+    async def prune_finished(
+        self, retention_seconds: float, limit: int, after: datetime | None = None
+    ) -> Pruned:
         row = await self._worker_write(
-            "fetchrow", self._q["prune_finished"], retention_seconds, limit
+            "fetchrow", self._q["prune_finished"], retention_seconds, limit, after
         )
         if row["kept"]:  # committed now: another round's deletes of their steps are seen
             await self._worker_write("execute", self._q["forget_empty_workflows"], row["kept"])
-        deleted: int = row["deleted"]
-        return deleted
+        return Pruned(row["deleted"], row["through"])
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
         rows = await self._worker_write(

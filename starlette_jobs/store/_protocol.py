@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from .._attempt_records import Claim, Outcome, Renewal, Unfinished
+from .._attempt_records import Claim, Outcome, Pruned, Renewal, Unfinished
 from .._count_records import StatusCounts
 from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._bulk import BulkStore
@@ -153,8 +153,11 @@ class Store(
         Returns (id, queue, new status) of each."""
         ...
 
-    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
-        """Deletes up to `limit` jobs finished longer than `retention_seconds` ago."""
+    async def prune_finished(
+        self, retention_seconds: float, limit: int, after: datetime | None = None
+    ) -> Pruned:
+        """Deletes up to `limit` jobs finished longer than `retention_seconds` ago, oldest
+        first; with `after`, only those finished at or after it (the last batch's `through`)."""
         ...
 
     async def count_unfinished(

@@ -76,10 +76,12 @@ class Retention:
         started = loop.time()
         deleted = 0
         behind = False
+        after = None  # each batch starts where the last one's deletes ended
         while True:
-            batch = await self._store.prune_finished(self._retention, BATCH)
-            deleted += batch
-            if batch < BATCH:
+            batch = await self._store.prune_finished(self._retention, BATCH, after)
+            deleted += batch.deleted
+            after = batch.through
+            if batch.deleted < BATCH:
                 break
             if loop.time() - started >= ROUND_SECONDS:
                 behind = True

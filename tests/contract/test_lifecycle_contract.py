@@ -305,7 +305,7 @@ async def test_pruning_a_job_removes_its_events(jobs: Jobs) -> None:
     await jobs.wait(job_id, timeout=10)
     assert len(await jobs.events(job_id)) == 3
     await asyncio.sleep(0.02)
-    assert await jobs._ready_store.prune_finished(0.01, 100) == 1
+    assert (await jobs._ready_store.prune_finished(0.01, 100)).deleted == 1
     assert await jobs.events(job_id) == []
 
 

@@ -40,7 +40,7 @@ async def test_an_idempotency_key_is_held_after_the_job_finished_until_it_is_pru
     assert await store.insert_jobs(new(idempotency_key="k")) == [first]
     assert (await store.count_by_status(None))[JobStatus.SUCCEEDED] == 1
     await asyncio.sleep(0.01)
-    assert await store.prune_finished(0.001, 10) == 1
+    assert (await store.prune_finished(0.001, 10)).deleted == 1
     [second] = await store.insert_jobs(new(idempotency_key="k"))
     assert second != first
 

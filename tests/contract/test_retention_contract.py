@@ -52,7 +52,7 @@ async def test_a_workflow_goes_with_its_last_step_and_one_with_steps_left_stays(
     await asyncio.sleep(0.05)
     running = await store.insert_workflow(NewWorkflow.of("running", [step], None))
     await store.claim_batch("flows", 10, "w", 30)
-    assert await store.prune_finished(0.01, 100) == 1
+    assert (await store.prune_finished(0.01, 100)).deleted == 1
     assert await store.get_workflow(done.id) is None
     assert [w.id for w in await store.list_workflows(10, None)] == [running.id]
     assert await store.get_workflow(running.id) is not None
@@ -89,10 +89,48 @@ async def test_old_jobs_of_every_queue_and_status_are_deleted_batch_after_batch(
     recent = [i for q in queues for status in ended for i in await _finish(store, q, status, 1)]
     [pending] = await store.insert_jobs(new_jobs(1, queue="beta"))
 
-    batches = []
-    while deleted := await store.prune_finished(RETENTION, 2):
-        batches.append(deleted)
+    batches, after = [], None  # as a round does: each batch starts where the last one ended
+    while (batch := await store.prune_finished(RETENTION, 2, after)).deleted:
+        batches.append(batch.deleted)
+        after = batch.through
     assert sum(batches) == len(old) == 27
     assert max(batches) == 2
     left = {record.id for record in await store.list_jobs(None, None, 100)}
     assert left == {*recent, pending}
+
+
+async def test_a_batch_starts_where_the_last_one_of_its_round_ended(store: Store) -> None:
+    """`through` is the latest `finished_at` a batch deleted; given as `after`, the next batch
+    looks only at jobs finished since. A round then reads past the old jobs it keeps (the
+    steps of a running workflow, here the first finished) once, not in every batch: with
+    350,000 such steps, every batch read past them all (0.5 s a batch of 1,000)."""
+    kept = await store.insert_workflow(
+        NewWorkflow.of("running", [*(_step(name) for name in ("done", "left"))], None)
+    )
+    [done_claim] = await store.claim_batch("flows", 1, "w", 30)
+    await store.record_outcomes([outcome(done_claim, JobStatus.SUCCEEDED)])
+    plain = []
+    for _ in range(3):  # one at a time: finished at three times, in order
+        [job_id] = await store.insert_jobs(new_jobs(1, queue="plain"))
+        [claim] = await store.claim_batch("plain", 1, "w", 30)
+        await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
+        plain.append(job_id)
+    finished = {}
+    for job_id in plain:
+        record = await store.get_job(job_id)
+        assert record is not None
+        finished[job_id] = record.finished_at
+    await asyncio.sleep(0.05)
+
+    first = await store.prune_finished(0.01, 1)
+    assert (first.deleted, first.through) == (1, finished[plain[0]])
+    rest = await store.prune_finished(0.01, 10, first.through)
+    assert (rest.deleted, rest.through) == (2, finished[plain[2]])
+    assert (await store.prune_finished(0.01, 10, rest.through)).deleted == 0
+    assert (await store.prune_finished(0.01, 10)).deleted == 0  # the running workflow's step
+    assert await store.get_job(kept.steps["done"]) is not None
+
+
+def _step(name: str) -> NewStep:
+    return NewStep(step=name, name="tests.part", queue="flows", payload="{}", priority=0,
+                   max_attempts=1, upstream=(), allowed_failures=0)  # fmt: skip

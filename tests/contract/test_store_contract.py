@@ -449,7 +449,7 @@ async def test_every_change_writes_its_event_and_retention_removes_them(store: S
     assert events[2].run_at is not None
     assert all(a.at <= b.at for a, b in itertools.pairwise(events))
     await expire()
-    assert await store.prune_finished(0.01, 10) == 1
+    assert (await store.prune_finished(0.01, 10)).deleted == 1
     assert await store.job_events(job_id) == []
 
 
@@ -576,10 +576,10 @@ async def test_retention_deletes_only_jobs_finished_long_enough_ago(store: Store
     ids = await store.insert_jobs(new(3))
     claims = await store.claim_batch("default", 2, "w", LEASE)
     await store.record_outcomes([ended(c, JobStatus.SUCCEEDED) for c in claims])
-    assert await store.prune_finished(3600, 10) == 0  # finished just now
+    assert (await store.prune_finished(3600, 10)).deleted == 0  # finished just now
     await expire()
-    assert await store.prune_finished(0.01, 1) == 1
-    assert await store.prune_finished(0.01, 10) == 1
+    assert (await store.prune_finished(0.01, 1)).deleted == 1
+    assert (await store.prune_finished(0.01, 10)).deleted == 1
     assert [r.id for r in await store.list_jobs(None, None, 10)] == [ids[2]]
 
 

@@ -319,12 +319,12 @@ async def test_retention_keeps_a_step_while_a_step_that_waits_for_it_is_kept(idl
 
     await run_one("first")
     # The first step finished, but the step that waits for it has not run: it is kept.
-    assert await store.prune_finished(0, 100) == 0
+    assert (await store.prune_finished(0, 100)).deleted == 0
     await run_one("second")
     # A step goes before the steps it waits for: those are kept while it could be retried.
-    assert await store.prune_finished(0, 100) == 1
+    assert (await store.prune_finished(0, 100)).deleted == 1
     assert await idle.get(enqueued.steps["second"]) is None
-    assert await store.prune_finished(0, 100) == 1
+    assert (await store.prune_finished(0, 100)).deleted == 1
     assert await idle.get(enqueued.steps["first"]) is None
     assert await idle.workflow(enqueued.id) is None
 
@@ -348,12 +348,12 @@ async def test_retention_keeps_every_step_of_a_workflow_with_a_step_still_to_run
         retry_delay=None, error=None, result='"x"',
     )  # fmt: skip
     assert await store.record_outcomes([done]) == {quick}
-    assert await store.prune_finished(0, 100) == 0
+    assert (await store.prune_finished(0, 100)).deleted == 0
     shown = await idle.workflow(enqueued.id)
     assert shown is not None
     assert {record.step for record in shown.steps} == {"quick", "slow"}
     assert await idle.cancel(enqueued.steps["slow"])
-    assert await store.prune_finished(0, 100) == 2
+    assert (await store.prune_finished(0, 100)).deleted == 2
     assert await idle.workflow(enqueued.id) is None
 
 
@@ -403,7 +403,7 @@ async def test_a_failed_step_retried_after_its_upstream_aged_out_still_reads_its
     await finish("first", JobStatus.SUCCEEDED)
     await asyncio.sleep(0.6)  # ages the first step's row past the retention below
     await finish("second", JobStatus.FAILED)
-    assert await store.prune_finished(0.3, 100) == 0
+    assert (await store.prune_finished(0.3, 100)).deleted == 0
     assert await idle.retry(enqueued.steps["second"])
     (again,) = await store.claim_batch("default", 10, "w", 30)
     assert again.id == enqueued.steps["second"]

@@ -405,9 +405,10 @@ async def test_a_workflow_whose_last_steps_two_workers_prune_at_once_goes_with_t
         )
         # Asked outside the holder's transaction: inside, pg_stat_activity is read once.
         await eventually(lambda: other.pool.fetchval(waiting), "the first round to wait")
-        assert await other.prune_finished(0.01, 10) == 1  # the second step, the first locked
+        # The second step; the first is locked.
+        assert (await other.prune_finished(0.01, 10)).deleted == 1
         await held.commit()
-        assert await first_round == 1
+        assert (await first_round).deleted == 1
         assert await store.get_job(first) is None
         assert await store.get_job(second) is None
         assert await store.get_workflow(enqueued.id) is None

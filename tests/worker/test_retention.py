@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
+from starlette_jobs._attempt_records import Pruned
 from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker import _retention
@@ -35,14 +37,16 @@ class CountingPrunes(MemoryStore):
         self.times: list[float] = []
         self.done = asyncio.Event()
 
-    async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+    async def prune_finished(
+        self, retention_seconds: float, limit: int, after: datetime | None = None
+    ) -> Pruned:
         deleted = min(limit, self.backlog)
         self.backlog -= deleted
         self.batches.append(deleted)
         self.times.append(asyncio.get_running_loop().time())
         if not self.backlog:
             self.done.set()
-        return deleted
+        return Pruned(deleted, None)
 
 
 async def test_without_retention_nothing_is_deleted_and_no_task_runs() -> None:
@@ -114,7 +118,9 @@ async def test_the_task_keeps_going_after_a_failure(caplog: pytest.LogCaptureFix
     two_rounds = asyncio.Event()
 
     class Failing(MemoryStore):
-        async def prune_finished(self, retention_seconds: float, limit: int) -> int:
+        async def prune_finished(
+            self, retention_seconds: float, limit: int, after: datetime | None = None
+        ) -> Pruned:
             nonlocal calls
             calls += 1
             if calls == 2:

@@ -660,15 +660,18 @@ SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
   FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: prune_finished
--- Deletes up to $2 jobs that finished more than $1 seconds ago, and their events; returns how
--- many jobs it deleted, and the workflows it deleted steps of but kept (`kept`: steps of theirs
--- were left, as its snapshot saw them). SKIP LOCKED: workers pruning at the same time share
--- the work instead of queueing.
--- $1 retention in seconds, $2 how many at most
+-- Deletes up to $2 jobs that finished more than $1 seconds ago (at or after $3, if given), and
+-- their events; returns how many jobs it deleted, the latest finished_at among them
+-- (`through`: the next batch of the round starts there, past the old steps kept that this one
+-- read past), and the workflows it deleted steps of but kept (`kept`: steps of theirs were
+-- left, as its snapshot saw them). SKIP LOCKED: workers pruning at the same time share the work
+-- instead of queueing.
+-- $1 retention in seconds, $2 how many at most, $3 finished at or after, or NULL
 WITH old AS (
     SELECT id FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
+       AND ($3::timestamptz IS NULL OR finished_at >= $3)
        -- No step of a workflow with a step to run goes (docs/workflows.md): one probe of the
        -- index of unfinished steps (starlette_jobs_unfinished_steps_idx) for each step. Not
        -- `NOT IN` the list of those workflows: past what work_mem hashes (some 350,000 of
@@ -689,7 +692,7 @@ WITH old AS (
        FOR UPDATE SKIP LOCKED
 ), deleted AS (
     DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id
-    RETURNING job.id, job.workflow_id
+    RETURNING job.id, job.workflow_id, job.finished_at
 ), forgotten AS (
     DELETE FROM starlette_jobs_events AS event USING deleted WHERE event.job_id = deleted.id
 ), emptied AS (
@@ -704,6 +707,7 @@ WITH old AS (
     RETURNING flow.id
 )
 SELECT (SELECT count(*) FROM deleted) AS deleted,
+       (SELECT max(finished_at) FROM deleted) AS through,
        ARRAY(SELECT DISTINCT workflow_id FROM deleted
               WHERE workflow_id IS NOT NULL AND workflow_id NOT IN (SELECT id FROM emptied))
            AS kept;
