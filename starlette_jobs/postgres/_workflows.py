@@ -116,7 +116,7 @@ class WorkflowStatements(ConnectedStore):
         """The steps waiting for a step retried count their upstream again (`reopen_steps`);
         those that were cancelled and wait again pass it on to theirs. Not `wait`: a step
         locked elsewhere raises LockNotAvailableError at once (`lock_steps_nowait`)."""
-        lock = self._q["lock_steps" if wait else "lock_steps_nowait"]
+        lock = self._q["lock_steps"] if wait else self._q["lock_steps_nowait"]
         while step_ids:
             await connection.execute(lock, step_ids)
             rows = await connection.fetch(self._q["reopen_steps"], step_ids, self.record_events)
