@@ -68,13 +68,13 @@ class BulkStatements(WorkflowStatements):
                         row["by_whom"],
                     )
                 if row["dependents"] is not None:
-                    dependents = sorted(set(row["dependents"]))
-                    await self._reopen(connection, dependents, wait=False)
+                    await connection.execute(self._q["brief_lock_waits"])
+                    await self._reopen(connection, sorted(set(row["dependents"])))
                 return BulkRecord._from_row(row)
         except LockNotAvailableError:
-            # A step to reopen was held elsewhere: the batch is rolled back, not made to wait
-            # with its rows held (a deadlock with that step's outcome). `run_bulk` pauses, as
-            # after a batch that skipped rows, and runs it again.
+            # A step to reopen stayed held elsewhere for 200 ms: the batch is rolled back, not
+            # made to wait longer with its rows held (a deadlock with that step's outcome).
+            # `run_bulk` pauses, as after a batch that skipped rows, and runs it again.
             return await self.get_bulk(bulk_id)
         except UniqueViolationError:
             raise

@@ -112,13 +112,11 @@ class WorkflowStatements(ConnectedStore):
         except Exception as error:
             raise_as_store_error(error, schema=self.schema)
 
-    async def _reopen(self, connection: Any, step_ids: list[int], *, wait: bool = True) -> None:
+    async def _reopen(self, connection: Any, step_ids: list[int]) -> None:
         """The steps waiting for a step retried count their upstream again (`reopen_steps`);
-        those that were cancelled and wait again pass it on to theirs. Not `wait`: a step
-        locked elsewhere raises LockNotAvailableError at once (`lock_steps_nowait`)."""
-        lock = self._q["lock_steps"] if wait else self._q["lock_steps_nowait"]
+        those that were cancelled and wait again pass it on to theirs."""
         while step_ids:
-            await connection.execute(lock, step_ids)
+            await connection.execute(self._q["lock_steps"], step_ids)
             rows = await connection.fetch(self._q["reopen_steps"], step_ids, self.record_events)
             step_ids = sorted(
                 {i for row in rows if row["reopened"] for i in row["dependents"] or ()}

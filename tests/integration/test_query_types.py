@@ -106,7 +106,7 @@ EXPECTED: dict[str, list[str]] = {
     "list_workflows": ["int8", "int8"],
     "workflow_steps": ["int8"],
     "lock_steps": ["int8[]"],
-    "lock_steps_nowait": ["int8[]"],
+    "brief_lock_waits": [],
     "reopen_steps": ["int8[]", "bool"],
     "recount_retried_steps": ["int8[]", "bool", "text"],
     "cancel_workflow": ["int8", "bool"],

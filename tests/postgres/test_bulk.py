@@ -130,8 +130,8 @@ async def test_a_bulk_retry_reopening_a_step_whose_outcome_is_being_written_does
     the workflow cancelled `e` and asked `d` to stop; a bulk retry of the queue took `X` and
     `e`, and went on to reopen `d`, the step waiting for `X`. Meanwhile `d`'s outcome statement
     locked `d` and waited for `e` (to tell it), held by the batch, while the batch waited for
-    `d`: a deadlock, one side aborted after PostgreSQL's deadlock timeout. Now the batch does
-    not wait for a step to reopen: it is rolled back, and the next one goes through."""
+    `d`: a deadlock, one side aborted after PostgreSQL's deadlock timeout. Now the batch waits
+    at most 200 ms for a step to reopen: it is rolled back, and the next one goes through."""
     flow = await store.insert_workflow(
         NewWorkflow.of("wf", [step("X", ()), step("d", (0,), allowed=1), step("e", (1,))], None)
     )
@@ -147,10 +147,10 @@ async def test_a_bulk_retry_reopening_a_step_whose_outcome_is_being_written_does
     reached, gate = asyncio.Event(), asyncio.Event()
     reopen = store._reopen
 
-    async def held_reopen(on: Any, step_ids: list[int], *, wait: bool = True) -> None:
+    async def held_reopen(on: Any, step_ids: list[int]) -> None:
         reached.set()
         await gate.wait()
-        await reopen(on, step_ids, wait=wait)
+        await reopen(on, step_ids)
 
     monkeypatch.setattr(store, "_reopen", held_reopen)
     batch = asyncio.create_task(store.bulk_batch(bulk.id, 500))
@@ -237,3 +237,51 @@ async def test_jobs_whose_unique_key_is_taken_do_not_fill_the_batches_after_a_he
     assert end is not None
     assert (end.done, end.finished) == (2, True)
     assert {await store.job_status(i) for i in keyed} == {JobStatus.FAILED}
+
+
+async def test_a_step_to_reopen_held_for_a_moment_is_waited_for(
+    store: PostgresStore, connection: asyncpg.Connection[Any], database_dsn: str
+) -> None:
+    """`J` waits for `X` and `A` (and allows one failure); `X` failed; five plain jobs failed
+    too. A bulk retry reopens `J` for `X`, while the outcomes of a fan-in's other steps take
+    turns on `J`'s row (an operator's lock stands for one here). The batch used to give up at
+    once and roll back all six, every time the row was held: with the fan-in busy, nothing was
+    ever retried. It waits a moment for the row now."""
+    flow = await store.insert_workflow(
+        NewWorkflow.of("fan-in", [step("X", ()), step("A", ()), step("J", (0, 1), allowed=1)], None)
+    )
+    x, j = flow.steps["X"], flow.steps["J"]
+    [x_claim] = await store.claim_batch("flow", 1, "w", LEASE)
+    assert x_claim.id == x
+    await store.record_outcomes([outcome(x_claim, JobStatus.FAILED, error="boom")])
+    plain = await store.insert_jobs(new_jobs(5, queue="flow", max_attempts=1, priority=-1))
+    claims = await store.claim_batch("flow", 10, "w", LEASE)
+    assert {c.id for c in claims} >= set(plain)
+    await store.record_outcomes(
+        [outcome(c, JobStatus.FAILED, error="boom") for c in claims if c.id in plain]
+    )
+    bulk = await store.begin_bulk("retry", BulkFilter("flow"), "ops")
+    operator = await asyncpg.connect(database_dsn)
+    try:
+        async with operator.transaction():
+            await operator.execute("SELECT FROM starlette_jobs WHERE id = $1 FOR UPDATE", j)
+            batch = asyncio.create_task(store.bulk_batch(bulk.id, 500))
+
+            async def batch_waits() -> bool:
+                waiting = await connection.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
+                )
+                return bool(waiting >= 1)
+
+            # The batch waits (it rolled back at once, without waiting, before).
+            await eventually(batch_waits, "the batch to wait for J's row")
+        record = await asyncio.wait_for(batch, 10)
+        if record is not None and not record.finished:
+            # Let go after its 200 ms had run out (a loaded machine): the next batch takes them.
+            record = await store.bulk_batch(bulk.id, 500)
+    finally:
+        await operator.close()
+    assert record is not None
+    assert (record.done, record.finished) == (6, True)
+    assert {await store.job_status(i) for i in [x, *plain]} == {JobStatus.PENDING}

@@ -1790,13 +1790,15 @@ SELECT * FROM starlette_jobs WHERE workflow_id = $1 ORDER BY id;
 -- $1 step ids
 SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE;
 
--- name: lock_steps_nowait
--- lock_steps for a bulk retry's batch, which holds many rows already: a step another
--- transaction holds fails it at once (LockNotAvailable) instead of waiting, which could
--- deadlock with a worker's outcome statement (its own row, then the steps waiting for it,
--- among which the batch's). The batch is rolled back and run again a moment later.
--- $1 step ids
-SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE NOWAIT;
+-- name: brief_lock_waits
+-- For the rest of a bulk retry's batch, which holds many rows already: a lock not granted
+-- within 200 ms fails the statement (LockNotAvailable), and the batch is rolled back and run
+-- again a moment later. Waiting for as long as it takes could deadlock with a worker's outcome
+-- statement (its own row, then the steps waiting for it, among which the batch's), ended only
+-- by PostgreSQL's deadlock check a second later; not waiting at all failed every batch while
+-- the outcomes of a fan-in's many steps took turns on the row of the step that waits for them.
+-- Well under deadlock_timeout (1 s by default): this gives up first.
+SELECT set_config('lock_timeout', '200ms', true);
 
 -- fragment: upstream_counted
 -- `counted`, for each step of a CTE `target` (with an `id`): how many of the steps it waits for
