@@ -118,12 +118,19 @@ async def history_table(connection: asyncpg.Connection[Any]) -> list[str]:
 async def empty_in_batches(
     connection: asyncpg.Connection[Any], query: str, batch: int
 ) -> tuple[int, float, float]:
-    """Runs `query` until a batch comes back short: (rows, seconds, slowest statement s)."""
+    """Runs `query` until a batch comes back short: (rows, seconds, slowest statement s). The
+    store's own query starts each batch where the last one's deletes ended, as a round does."""
     total, slowest = 0, 0.0
     started = time.perf_counter()
+    after = None
     while True:
         before = time.perf_counter()
-        deleted: int = await connection.fetchval(query, RETENTION, batch)
+        if "$3" in query:  # prune_finished: its cursor
+            row = await connection.fetchrow(query, RETENTION, batch, after)
+            assert row is not None
+            deleted, after = row["deleted"], row["through"]
+        else:
+            deleted = await connection.fetchval(query, RETENTION, batch)
         slowest = max(slowest, time.perf_counter() - before)
         total += deleted
         if deleted < batch:
