@@ -17,6 +17,15 @@ from tests.records import Leased, outcome
 LEASE = 600.0
 
 
+async def waiting_for_locks(connection: asyncpg.Connection[Any]) -> int:
+    """How many sessions on the test's database wait for a lock."""
+    waiting: int = await connection.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database()"
+    )
+    return waiting
+
+
 async def race_with_an_outcome(
     store: PostgresStore,
     connection: asyncpg.Connection[Any],
@@ -32,21 +41,14 @@ async def race_with_an_outcome(
     operator = await asyncpg.connect(dsn)
     queue = await connection.fetchval("SELECT queue FROM starlette_jobs WHERE id = $1", held)
 
-    async def waiting_for_locks() -> int:
-        waiting: int = await connection.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        )
-        return waiting
-
     async def cancel_waits_or_went_past() -> bool:
         asked = await connection.fetchval(
             "SELECT cancel_requested_at IS NOT NULL FROM starlette_jobs WHERE id = $1", running.id
         )
-        return bool(asked or await waiting_for_locks() >= 1)
+        return bool(asked or await waiting_for_locks(connection) >= 1)
 
     async def outcome_waits_or_is_written() -> bool:
-        return writing.done() or await waiting_for_locks() >= 2
+        return writing.done() or await waiting_for_locks(connection) >= 2
 
     try:
         async with operator.transaction():

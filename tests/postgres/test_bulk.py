@@ -17,7 +17,7 @@ from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
-from tests.locks import race_with_an_outcome
+from tests.locks import race_with_an_outcome, waiting_for_locks
 from tests.records import new_jobs, outcome
 
 LEASE = 600.0
@@ -158,11 +158,7 @@ async def test_a_bulk_retry_reopening_a_step_whose_outcome_is_being_written_does
     writing = asyncio.create_task(store.record_outcomes([outcome(d_claim, JobStatus.SUCCEEDED)]))
 
     async def outcome_waits() -> bool:
-        waiting = await connection.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        )
-        return bool(waiting >= 1)
+        return await waiting_for_locks(connection) >= 1
 
     await eventually(outcome_waits, "d's outcome to wait for e")
     gate.set()
@@ -268,11 +264,7 @@ async def test_a_step_to_reopen_held_for_a_moment_is_waited_for(
             batch = asyncio.create_task(store.bulk_batch(bulk.id, 500))
 
             async def batch_waits() -> bool:
-                waiting = await connection.fetchval(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND datname = current_database()"
-                )
-                return bool(waiting >= 1)
+                return await waiting_for_locks(connection) >= 1
 
             # The batch waits (it rolled back at once, without waiting, before).
             await eventually(batch_waits, "the batch to wait for J's row")
