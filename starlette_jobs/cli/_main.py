@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from .._errors import DatabaseUnavailableError, StarletteJobsError
 from .._jobs import Jobs
@@ -24,7 +24,7 @@ from ..worker._settings import DEFAULT_RETRY_WAIT
 from ._act import act_on_jobs, pause_or_resume
 from ._dashboard import serve_dashboard
 from ._inspect import events, list_jobs, peek, show, status
-from ._output import Exit, visible
+from ._output import Exit, GuardedOutput, OutputFailed, visible
 from ._parser import build_parser
 from ._progress import burst_progress
 from ._schedules import print_schedules
@@ -40,16 +40,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+    stdout = sys.stdout
+    sys.stdout = GuardedOutput(stdout)
     try:
-        return _run(build_parser().parse_args(argv))
+        try:
+            return _run(build_parser().parse_args(argv))
+        finally:
+            # Written now, while a failure can still be told: at exit, Python would print
+            # it as an "Exception ignored" traceback.
+            sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`starlette-jobs list | head`): what it read was all it wanted.
         # Python would print a traceback, then another when it flushes stdout at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _discard_unwritten(stdout)
         return Exit.PIPE_CLOSED
+    except OutputFailed as error:  # `> /dev/full`, a full disk
+        _discard_unwritten(stdout)
+        _print_error(error, "cannot write the output")
+        return Exit.OUTPUT_FAILED
     except KeyboardInterrupt:  # Ctrl-C during a reading command or an action
         print(file=sys.stderr)
         return Exit.INTERRUPTED
+    finally:
+        sys.stdout = stdout
+
+
+def _discard_unwritten(stdout: TextIO) -> None:
+    """What is still buffered for `stdout` goes nowhere: flushed at exit, it would fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -94,9 +112,10 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _print_error(error: Exception) -> None:
+def _print_error(error: Exception, doing: str | None = None) -> None:
     """One line on stderr, `visible`: a message may quote what the server or a row said."""
-    print(f"starlette-jobs: error: {visible(str(error))}", file=sys.stderr)
+    said = visible(str(error)) if doing is None else f"{doing}: {visible(str(error))}"
+    print(f"starlette-jobs: error: {said}", file=sys.stderr)
 
 
 _COMMANDS: dict[str, Callable[[Jobs, argparse.Namespace], Coroutine[Any, Any, Exit]]] = {

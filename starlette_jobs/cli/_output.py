@@ -8,7 +8,7 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from enum import IntEnum
-from typing import Any
+from typing import Any, TextIO
 
 from .._errors import last_line
 
@@ -26,11 +26,48 @@ class Exit(IntEnum):
     """No job has the id given."""
     UNAVAILABLE = 4
     """The database could not be reached, or did not answer in time: try again later."""
+    OUTPUT_FAILED = 74
+    """The output could not be written (a full disk, `> /dev/full`): sysexits' EX_IOERR."""
     INTERRUPTED = 130
     """Ctrl-C (SIGINT) stopped a command other than `worker` (which shuts down and exits 0)."""
     PIPE_CLOSED = 141
     """What stdout was piped to stopped reading (`| head`): a shell's status for a command
     killed by SIGPIPE."""
+
+
+class OutputFailed(Exception):
+    """Writing the command's output failed (`OSError` of stdout, not a closed pipe's): told
+    apart from the `OSError`s of connecting, which mean something else entirely."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+
+
+class GuardedOutput:
+    """`stream` whose failed writes raise `OutputFailed` (a closed pipe's `BrokenPipeError`
+    stays as it is: the reader went away, which is no failure)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputFailed(error) from error
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputFailed(error) from error
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the stream's
+        return getattr(self._stream, name)
 
 
 # C0 (ESC, which starts every terminal escape sequence, BEL, CR, ...), DEL and C1 (0x9b is a

@@ -393,6 +393,29 @@ def test_output_to_a_reader_that_went_away_or_cannot_show_it_is_no_traceback(
     assert "no greeting for Zo\\xeb" in shown.stdout
 
 
+def test_output_that_cannot_be_written_is_one_line_and_status_74(database_dsn: str) -> None:
+    """`starlette-jobs list > /dev/full` (as on a full disk): one line on stderr that says so,
+    and status 74 (sysexits' EX_IOERR). It was an OSError traceback, exit 1; a JSON listing's
+    and the help's output too (that one exited 0, its output lost)."""
+    asyncio.run(_enqueue_greeting(database_dsn))
+    for argv in (["list"], ["list", "--json"], ["--help"]):
+        with open("/dev/full", "w") as full:
+            written = subprocess.run(
+                [sys.executable, "-m", "starlette_jobs", *argv],
+                cwd=ROOT, env={**os.environ, "DATABASE_URL": database_dsn}, stdout=full,
+                stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+            )  # fmt: skip
+        assert (written.returncode, written.stderr) == (
+            74,
+            "starlette-jobs: error: cannot write the output: No space left on device\n",
+        ), argv
+
+
+async def _enqueue_greeting(dsn: str) -> None:
+    async with Jobs(dsn, queues={}) as jobs:  # no worker: it stays pending, listed
+        await jobs.enqueue(greet, name="Ada")
+
+
 def test_ctrl_c_stops_a_reading_command_with_status_130_and_no_traceback() -> None:
     """`status` against a server that never answers, stopped by Ctrl-C: one empty line on
     stderr and status 130 (it was a KeyboardInterrupt traceback)."""
