@@ -119,21 +119,25 @@ async def empty_in_batches(
     connection: asyncpg.Connection[Any], query: str, batch: int
 ) -> tuple[int, float, float]:
     """Runs `query` until a batch comes back short: (rows, seconds, slowest statement s). The
-    store's own query starts each batch where the last one's deletes ended, as a round does."""
+    store's own query starts each batch after the last job the last one looked at, as a round
+    does, until one looked at the last old job."""
     total, slowest = 0, 0.0
     started = time.perf_counter()
     after = None
     while True:
         before = time.perf_counter()
-        if "$3" in query:  # prune_finished: its cursor
-            row = await connection.fetchrow(query, RETENTION, batch, after)
+        if "$4" in query:  # prune_finished: its cursor
+            finished_at, job_id = (None, None) if after is None else after
+            row = await connection.fetchrow(query, RETENTION, batch, finished_at, job_id)
             assert row is not None
-            deleted, after = row["deleted"], row["through"]
+            deleted, full = row["deleted"], row["looked_at"] == batch
+            after = (row["last_finished_at"], row["last_id"])
         else:
             deleted = await connection.fetchval(query, RETENTION, batch)
+            full = deleted == batch
         slowest = max(slowest, time.perf_counter() - before)
         total += deleted
-        if deleted < batch:
+        if not full:
             return total, time.perf_counter() - started, slowest
 
 

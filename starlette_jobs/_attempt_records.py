@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import FrozenInstanceError, dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 from uuid import UUID
 
 from ._records import JobStatus
@@ -100,16 +100,21 @@ class Renewal:
     """`jobs.cancel` asked for the job to stop."""
 
 
+PruneCursor: TypeAlias = tuple[datetime, int]
+"""Where a batch of retention left off: the `(finished_at, id)` of the last old job it looked
+at, in that order."""
+
+
 @dataclass(frozen=True, slots=True)
 class Pruned:
-    """What one batch of retention deleted (`Store.prune_finished`)."""
+    """What one batch of retention did (`Store.prune_finished`)."""
 
     deleted: int
-    """How many finished jobs, with their events."""
-    through: datetime | None
-    """The latest `finished_at` among them (None: none deleted). The next batch of the same
-    round starts there (`after=`), past the old jobs kept that this one looked at: a workflow's
-    steps while it runs, a step while a step that waits for it is kept."""
+    """How many finished jobs it deleted, with their events."""
+    through: PruneCursor | None
+    """Where the next batch starts (`after=`): the last old job this one looked at, deleted or
+    kept (a workflow's steps while it runs, a step while a step that waits for it is kept).
+    None once it looked at the last old job: the next batch starts from the first again."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .._attempt_records import Claim, Outcome, Pruned, Renewal, Unfinished
+from .._attempt_records import Claim, Outcome, PruneCursor, Pruned, Renewal, Unfinished
 from .._errors import MemoryStoreUnsupportedError
 from .._records import FINISHED, EventKind, JobStatus, NewJobs
 from ..memory._outage import failing_in_outages
@@ -232,28 +232,28 @@ class MemoryStore(
         )
 
     async def prune_finished(
-        self, retention_seconds: float, limit: int, after: datetime | None = None
+        self, retention_seconds: float, limit: int, after: PruneCursor | None = None
     ) -> Pruned:
         cutoff = utc_now() - timedelta(seconds=retention_seconds)
+        # The next `limit` old jobs, as PostgreSQL looks at them: by (finished_at, id).
+        looked_at = sorted(
+            (
+                (r.finished_at, r.id)
+                for r in self._rows.values()
+                if r.status in FINISHED
+                and r.finished_at
+                and r.finished_at < cutoff
+                and (after is None or (r.finished_at, r.id) > after)
+            ),
+        )[:limit]
         # Every step of a workflow with a step to run is kept, as on PostgreSQL.
         running_flows = {
             r.workflow_id
             for r in self._rows.values()
             if r.workflow_id is not None and r.status not in FINISHED
         }
-        old = sorted(
-            (
-                r
-                for r in self._rows.values()
-                if r.status in FINISHED
-                and r.finished_at
-                and r.finished_at < cutoff
-                and (after is None or r.finished_at >= after)
-                and r.workflow_id not in running_flows
-                and not self._waited_for(r)
-            ),
-            key=lambda r: (r.finished_at, r.id),
-        )[:limit]
+        looked = [self._rows[job_id] for _, job_id in looked_at]
+        old = [r for r in looked if r.workflow_id not in running_flows and not self._waited_for(r)]
         for row in old:
             del self._rows[row.id]
         # A workflow's record goes with its last step, as on PostgreSQL.
@@ -262,7 +262,7 @@ class MemoryStore(
             flows.difference_update(r.workflow_id for r in self._rows.values())
         for workflow_id in flows:
             self.data.workflows.pop(workflow_id, None)
-        return Pruned(len(old), max((r.finished_at for r in old if r.finished_at), default=None))
+        return Pruned(len(old), looked_at[-1] if len(looked_at) == limit else None)
 
     async def count_unfinished(
         self,

@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .._attempt_records import Claim, Outcome, Pruned, Renewal, Unfinished
+from .._attempt_records import Claim, Outcome, PruneCursor, Pruned, Renewal, Unfinished
 from .._errors import IdempotencyKeyReusedError, JobDefinitionError, UniqueKeyTakenError
 from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._added_steps import AddedStepStatements
@@ -214,14 +214,16 @@ class PostgresStore(
         return {row[0] for row in rows}
 
     async def prune_finished(
-        self, retention_seconds: float, limit: int, after: datetime | None = None
+        self, retention_seconds: float, limit: int, after: PruneCursor | None = None
     ) -> Pruned:
+        finished_at, job_id = (None, None) if after is None else after
         row = await self._worker_write(
-            "fetchrow", self._q["prune_finished"], retention_seconds, limit, after
+            "fetchrow", self._q["prune_finished"], retention_seconds, limit, finished_at, job_id
         )
         if row["kept"]:  # committed now: another round's deletes of their steps are seen
             await self._worker_write("execute", self._q["forget_empty_workflows"], row["kept"])
-        return Pruned(row["deleted"], row["through"])
+        more = row["looked_at"] == limit  # else it looked at the last old job
+        return Pruned(row["deleted"], (row["last_finished_at"], row["last_id"]) if more else None)
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
         rows = await self._worker_write(

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from .._attempt_records import Claim, Outcome, Pruned, Renewal, Unfinished
+from .._attempt_records import Claim, Outcome, PruneCursor, Pruned, Renewal, Unfinished
 from .._count_records import StatusCounts
 from .._records import JobEvent, JobRecord, JobStatus, NewJobs
 from ._bulk import BulkStore
@@ -154,10 +154,11 @@ class Store(
         ...
 
     async def prune_finished(
-        self, retention_seconds: float, limit: int, after: datetime | None = None
+        self, retention_seconds: float, limit: int, after: PruneCursor | None = None
     ) -> Pruned:
-        """Deletes up to `limit` jobs finished longer than `retention_seconds` ago, oldest
-        first; with `after`, only those finished at or after it (the last batch's `through`)."""
+        """Looks at the next `limit` jobs finished longer than `retention_seconds` ago, by
+        `(finished_at, id)`, after `after` if given (the last batch's `through`), and deletes
+        those not kept (steps of a running workflow, a step that a kept step waits for)."""
         ...
 
     async def count_unfinished(

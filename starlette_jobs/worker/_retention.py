@@ -1,13 +1,17 @@
 """Retention: deleting jobs finished longer than `retention` ago, with their events, at the pace
 they finish, and the records of bulk actions finished as long ago.
 
-Each round deletes batches of `BATCH` rows while they come back full, for up to
-`ROUND_SECONDS`; a round that ran out of time with rows still to delete is followed by the next
-one at once (after `BEHIND_PAUSE`), else by the next one `interval` later. So a worker keeps
-pace with however many jobs finish per second (one batch takes milliseconds; see
-benchmarks/retention.py and docs/reliability.md), and works off a backlog (retention newly set
-on a large table, a worker that was down) in one go, while each statement stays short and holds
-its row locks briefly.
+Each round looks at the old finished jobs `BATCH` at a time, oldest first, deleting those not
+kept (steps of a running workflow), for up to `ROUND_SECONDS`; a round that ran out of time
+with old jobs still to look at is followed by the next one at once (after `BEHIND_PAUSE`),
+else by the next one `interval` later. Each round goes on where the last one left off, and
+the one after the last old job starts from the first again: old steps kept by the million
+are read past once a pass, a batch at a time, never all in one statement or one round.
+
+So a worker keeps pace with however many jobs finish per second (one batch takes milliseconds;
+see benchmarks/retention.py and docs/reliability.md), and works off a backlog (retention newly
+set on a large table, a worker that was down) in one go, while each statement stays short and
+holds its row locks briefly.
 
 It runs in a task of its own, apart from the rescue of expired leases (`_upkeep.Upkeep`) and
 the heartbeat (`_leases.py`): a long backlog delays neither, and its statements go through the
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .._attempt_records import PruneCursor
 from .._failures import FailureLog
 from ..store._protocol import Store
 
@@ -42,6 +47,8 @@ class Retention:
         self._interval = interval
         self._retention = retention
         self._task: asyncio.Task[None] | None = None
+        # Where the next batch starts; None: at the first old job.
+        self._after: PruneCursor | None = None
 
     def start(self) -> None:
         if self._retention is not None:
@@ -68,20 +75,19 @@ class Retention:
                     await asyncio.sleep(BEHIND_PAUSE)
 
     async def prune_round(self) -> bool:
-        """One round: batches while they come back full, for up to `ROUND_SECONDS`. Returns
-        True if it stopped with rows still to delete (the last batch was full)."""
+        """One round: batches until one looked at the last old job, for up to
+        `ROUND_SECONDS`. Returns True if it stopped with old jobs still to look at."""
         if self._retention is None:
             return False
         loop = asyncio.get_running_loop()
         started = loop.time()
         deleted = 0
         behind = False
-        after = None  # each batch starts where the last one's deletes ended
         while True:
-            batch = await self._store.prune_finished(self._retention, BATCH, after)
+            batch = await self._store.prune_finished(self._retention, BATCH, self._after)
             deleted += batch.deleted
-            after = batch.through
-            if batch.deleted < BATCH:
+            self._after = batch.through
+            if self._after is None:
                 break
             if loop.time() - started >= ROUND_SECONDS:
                 behind = True

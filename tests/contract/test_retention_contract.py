@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from starlette_jobs import JobStatus
+from starlette_jobs._attempt_records import Pruned
 from starlette_jobs._workflow_records import NewStep, NewWorkflow
 from starlette_jobs.store._protocol import Store
+from starlette_jobs.worker import _retention
 from starlette_jobs.worker._retention import Retention
 from tests.records import new_jobs, outcome
 
@@ -90,20 +94,25 @@ async def test_old_jobs_of_every_queue_and_status_are_deleted_batch_after_batch(
     [pending] = await store.insert_jobs(new_jobs(1, queue="beta"))
 
     batches, after = [], None  # as a round does: each batch starts where the last one ended
-    while (batch := await store.prune_finished(RETENTION, 2, after)).deleted:
+    while True:
+        batch = await store.prune_finished(RETENTION, 2, after)
         batches.append(batch.deleted)
-        after = batch.through
+        if (after := batch.through) is None:  # it looked at the last old job
+            break
     assert sum(batches) == len(old) == 27
     assert max(batches) == 2
     left = {record.id for record in await store.list_jobs(None, None, 100)}
     assert left == {*recent, pending}
 
 
-async def test_a_batch_starts_where_the_last_one_of_its_round_ended(store: Store) -> None:
-    """`through` is the latest `finished_at` a batch deleted; given as `after`, the next batch
-    looks only at jobs finished since. A round then reads past the old jobs it keeps (the
-    steps of a running workflow, here the first finished) once, not in every batch: with
-    350,000 such steps, every batch read past them all (0.5 s a batch of 1,000)."""
+async def test_a_batch_looks_at_no_more_than_its_limit_and_the_next_starts_after_it(
+    store: Store,
+) -> None:
+    """A batch looks at `limit` old jobs at most, deleted or kept (here the step of a running
+    workflow, finished first), and `through` is the last it looked at; given as `after`, the
+    next batch starts past it. So old jobs kept by the million cost each batch `limit` rows,
+    a pass at a time: a batch used to read past all of them to find `limit` to delete (0.5 s
+    a batch with 350,000 of them; with some millions, longer than the statement timeout)."""
     kept = await store.insert_workflow(
         NewWorkflow.of("running", [*(_step(name) for name in ("done", "left"))], None)
     )
@@ -116,19 +125,51 @@ async def test_a_batch_starts_where_the_last_one_of_its_round_ended(store: Store
         await store.record_outcomes([outcome(claim, JobStatus.SUCCEEDED)])
         plain.append(job_id)
     finished = {}
-    for job_id in plain:
+    for job_id in (kept.steps["done"], *plain):
         record = await store.get_job(job_id)
         assert record is not None
-        finished[job_id] = record.finished_at
+        assert record.finished_at is not None
+        finished[job_id] = (record.finished_at, job_id)
     await asyncio.sleep(0.05)
 
     first = await store.prune_finished(0.01, 1)
-    assert (first.deleted, first.through) == (1, finished[plain[0]])
-    rest = await store.prune_finished(0.01, 10, first.through)
-    assert (rest.deleted, rest.through) == (2, finished[plain[2]])
-    assert (await store.prune_finished(0.01, 10, rest.through)).deleted == 0
-    assert (await store.prune_finished(0.01, 10)).deleted == 0  # the running workflow's step
+    assert (first.deleted, first.through) == (0, finished[kept.steps["done"]])
+    second = await store.prune_finished(0.01, 2, first.through)
+    assert (second.deleted, second.through) == (2, finished[plain[1]])
+    # Short: it looked at the last old job, and says the next batch starts from the first.
+    assert await store.prune_finished(0.01, 2, second.through) == Pruned(1, None)
+    assert await store.prune_finished(0.01, 10) == Pruned(0, None)  # the running step's
     assert await store.get_job(kept.steps["done"]) is not None
+
+
+async def test_a_round_goes_on_where_the_last_one_left_off_and_a_pass_starts_over(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds of one batch each (a round's time ran out): each goes on past the old steps the
+    last one looked at and kept, until the old plain jobs behind them are deleted; the round
+    after the last old job starts from the first again, and deletes the steps whose workflow
+    has finished meanwhile."""
+    monkeypatch.setattr(_retention, "BATCH", 2)
+    monkeypatch.setattr(_retention, "ROUND_SECONDS", 0.0)
+    flow = await store.insert_workflow(
+        NewWorkflow.of("running", [_step(f"s{i}") for i in range(5)], None)
+    )
+    claims = await store.claim_batch("flows", 5, "w", 30)
+    await store.record_outcomes([outcome(c, JobStatus.SUCCEEDED) for c in claims[:4]])
+    plain = [i for _ in range(3) for i in await _finish(store, "plain", JobStatus.SUCCEEDED, 1)]
+    await asyncio.sleep(0.05)  # the store's clock: all of them finished more than 0.01 s ago
+
+    retention = Retention(store, interval=60, retention=0.01)
+    behind = [await retention.prune_round() for _ in range(4)]
+    assert behind == [True, True, True, False]  # steps 1-2, 3-4 kept; plain 1-2; plain 3
+    assert [await store.get_job(job_id) for job_id in plain] == [None] * 3
+    assert (await store.count_by_status(None))[JobStatus.SUCCEEDED] == 4  # the steps
+
+    await store.record_outcomes([outcome(claims[4], JobStatus.SUCCEEDED)])  # it finished
+    await asyncio.sleep(0.05)
+    while await retention.prune_round():
+        pass
+    assert await store.get_workflow(flow.id) is None  # gone with its last step
 
 
 def _step(name: str) -> NewStep:

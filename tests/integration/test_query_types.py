@@ -47,7 +47,7 @@ EXPECTED: dict[str, list[str]] = {
     "release_unknown_claims": ["text", "text", "uuid[]", "bool"],
     "release_job": ["int8", "bool", "text"],
     "release_worker_jobs": ["text", "bool"],
-    "prune_finished": ["float8", "int8", "timestamptz"],
+    "prune_finished": ["float8", "int8", "timestamptz", "int8"],
     "forget_empty_workflows": ["int8[]"],
     "rescue_expired": ["int8", "bool"],
     "get_job": ["int8"],

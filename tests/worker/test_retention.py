@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 
 from starlette_jobs import DatabaseUnavailableError, JobStatus
-from starlette_jobs._attempt_records import Pruned
+from starlette_jobs._attempt_records import PruneCursor, Pruned
 from starlette_jobs._bulk_records import BulkFilter
 from starlette_jobs.memory._store import MemoryStore
 from starlette_jobs.worker import _retention
@@ -38,7 +38,7 @@ class CountingPrunes(MemoryStore):
         self.done = asyncio.Event()
 
     async def prune_finished(
-        self, retention_seconds: float, limit: int, after: datetime | None = None
+        self, retention_seconds: float, limit: int, after: PruneCursor | None = None
     ) -> Pruned:
         deleted = min(limit, self.backlog)
         self.backlog -= deleted
@@ -46,7 +46,8 @@ class CountingPrunes(MemoryStore):
         self.times.append(asyncio.get_running_loop().time())
         if not self.backlog:
             self.done.set()
-        return Pruned(deleted, None)
+        # A full batch may have more after it; a short one looked at the last old job.
+        return Pruned(deleted, (datetime.now(UTC), len(self.batches)) if deleted == limit else None)
 
 
 async def test_without_retention_nothing_is_deleted_and_no_task_runs() -> None:
@@ -119,7 +120,7 @@ async def test_the_task_keeps_going_after_a_failure(caplog: pytest.LogCaptureFix
 
     class Failing(MemoryStore):
         async def prune_finished(
-            self, retention_seconds: float, limit: int, after: datetime | None = None
+            self, retention_seconds: float, limit: int, after: PruneCursor | None = None
         ) -> Pruned:
             nonlocal calls
             calls += 1

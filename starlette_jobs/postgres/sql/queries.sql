@@ -660,35 +660,48 @@ SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
   FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: prune_finished
--- Deletes up to $2 jobs that finished more than $1 seconds ago (at or after $3, if given), and
--- their events; returns how many jobs it deleted, the latest finished_at among them
--- (`through`: the next batch of the round starts there, past the old steps kept that this one
--- read past), and the workflows it deleted steps of but kept (`kept`: steps of theirs were
--- left, as its snapshot saw them). SKIP LOCKED: workers pruning at the same time share the work
--- instead of queueing.
--- $1 retention in seconds, $2 how many at most, $3 finished at or after, or NULL
-WITH old AS (
-    SELECT id FROM starlette_jobs
+-- Looks at the next $2 jobs that finished more than $1 seconds ago, in the order of their
+-- (finished_at, id), after ($3, $4) if given; deletes those that need not be kept, and their
+-- events. Returns how many it looked at and deleted, the last one it looked at (the next batch
+-- starts there: `Pruned.through`), and the workflows it deleted steps of but kept (`kept`:
+-- steps of theirs were left, as its snapshot saw them).
+-- Bounded by what it looks at, not by what it deletes: old steps kept by the thousand (a
+-- workflow that runs for days) cost each batch $2 rows at most, where a scan for $2 rows to
+-- delete read past every one of them (0.5 s a batch with 350,000 of them; some 4,000,000 would
+-- have taken longer than the statement timeout, and nothing would ever be pruned again).
+-- SKIP LOCKED: workers pruning at the same time share the work instead of queueing.
+-- $1 retention in seconds, $2 how many to look at, $3 and $4 the last (finished_at, id)
+-- looked at, or NULL
+WITH looked_at AS (
+    SELECT id, finished_at, workflow_id, dependents FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
-       AND ($3::timestamptz IS NULL OR finished_at >= $3)
-       -- No step of a workflow with a step to run goes (docs/workflows.md): one probe of the
-       -- index of unfinished steps (starlette_jobs_unfinished_steps_idx) for each step. Not
-       -- `NOT IN` the list of those workflows: past what work_mem hashes (some 350,000 of
-       -- them) PostgreSQL compared every row with the whole list, and every round ran out of
-       -- time, so that nothing was ever pruned again.
-       AND (workflow_id IS NULL
-            OR NOT EXISTS (SELECT FROM starlette_jobs AS unfinished
-                            WHERE unfinished.workflow_id = starlette_jobs.workflow_id
-                              AND unfinished.status IN ('pending', 'waiting', 'running')))
-       -- A workflow's step is kept while a step that waits for it is: that one reads its
-       -- result, and counts its outcome, when it runs and when it is retried after it failed
-       -- (docs/workflows.md). So a workflow goes from its last steps up, a round at a time.
-       AND (dependents IS NULL
-            OR NOT EXISTS (SELECT FROM starlette_jobs AS dependent
-                            WHERE dependent.id = ANY(starlette_jobs.dependents)))
-     ORDER BY finished_at
+       AND ($3::timestamptz IS NULL OR finished_at >= $3)  -- a bound for the index
+       AND ($3::timestamptz IS NULL OR (finished_at, id) > ($3, $4::int8))
+     ORDER BY finished_at, id
      LIMIT $2
+), old AS (
+    SELECT id FROM starlette_jobs
+     WHERE id = ANY(ARRAY(
+               SELECT id FROM looked_at AS candidate
+                -- No step of a workflow with a step to run goes (docs/workflows.md): one probe
+                -- of the index of unfinished steps (starlette_jobs_unfinished_steps_idx) for
+                -- each step. Not `NOT IN` the list of those workflows: past what work_mem
+                -- hashes (some 350,000 of them) PostgreSQL compared every row with the whole
+                -- list, and every round ran out of time.
+                WHERE (candidate.workflow_id IS NULL
+                       OR NOT EXISTS (SELECT FROM starlette_jobs AS unfinished
+                                       WHERE unfinished.workflow_id = candidate.workflow_id
+                                         AND unfinished.status IN ('pending', 'waiting', 'running')))
+                  -- A workflow's step is kept while a step that waits for it is: that one reads
+                  -- its result, and counts its outcome, when it runs and when it is retried
+                  -- after it failed (docs/workflows.md). So a workflow goes from its last steps
+                  -- up, a pass at a time.
+                  AND (candidate.dependents IS NULL
+                       OR NOT EXISTS (SELECT FROM starlette_jobs AS dependent
+                                       WHERE dependent.id = ANY(candidate.dependents)))))
+       -- Rechecked on the row locked: a job retried since this statement's snapshot stays.
+       AND status IN ('succeeded', 'failed', 'cancelled')
        FOR UPDATE SKIP LOCKED
 ), deleted AS (
     DELETE FROM starlette_jobs AS job USING old WHERE job.id = old.id
@@ -707,10 +720,14 @@ WITH old AS (
     RETURNING flow.id
 )
 SELECT (SELECT count(*) FROM deleted) AS deleted,
-       (SELECT max(finished_at) FROM deleted) AS through,
+       (SELECT count(*) FROM looked_at) AS looked_at,
+       last.finished_at AS last_finished_at, last.id AS last_id,
        ARRAY(SELECT DISTINCT workflow_id FROM deleted
               WHERE workflow_id IS NOT NULL AND workflow_id NOT IN (SELECT id FROM emptied))
-           AS kept;
+           AS kept
+  FROM (SELECT NULL) AS one
+  LEFT JOIN (SELECT finished_at, id FROM looked_at ORDER BY finished_at DESC, id DESC LIMIT 1)
+         AS last ON true;
 
 -- name: forget_empty_workflows
 -- Of the workflows a retention round deleted steps of but kept, those with no step left now:
