@@ -14,6 +14,12 @@ EARLY_TICK_SLACK = timedelta(seconds=1)
 than that records nothing before the tick is due, and leaves no tick out for the others."""
 
 
+class ScheduleBusyError(Exception):
+    """A tick found its schedule's row locked by another transaction (another worker recording
+    a tick of it, an operator's session): nothing recorded. The ticker looks again shortly,
+    and goes on with the other schedules meanwhile."""
+
+
 class TickStatus(StrEnum):
     """What became of a schedule's tick, as its history records it."""
 

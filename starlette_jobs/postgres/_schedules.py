@@ -11,12 +11,13 @@ from typing import Any
 from .._schedule_records import (
     DeclaredSchedule,
     NewTick,
+    ScheduleBusyError,
     StoredSchedule,
     TickRecord,
     TickStatus,
 )
 from ._connected import ConnectedStore
-from ._driver_errors import raise_as_store_error
+from ._driver_errors import LockNotAvailableError, raise_as_store_error
 
 
 class ScheduleStatements(ConnectedStore):
@@ -65,7 +66,7 @@ class ScheduleStatements(ConnectedStore):
         """`query` (its text) in a transaction that first locks the schedule's row, if its
         definition is still the tick's: the statement's snapshot, taken after the lock, sees the
         job that the tick decided before it enqueued (a first statement waiting on the lock
-        would not)."""
+        would not). Raises `ScheduleBusyError` when the row is locked elsewhere."""
         try:
             async with self._shared.transaction() as connection:
                 locked = await connection.fetchval(
@@ -74,6 +75,8 @@ class ScheduleStatements(ConnectedStore):
                 if locked is None:
                     return None
                 row = await connection.fetchrow(query, *args)
+        except LockNotAvailableError:
+            raise ScheduleBusyError(tick.schedule) from None
         except Exception as error:
             raise_as_store_error(error, schema=self.schema)
         return None if row is None else _tick(row)

@@ -30,7 +30,15 @@ def session_settings(statement_timeout: float, purpose: str) -> dict[str, str]:
     """Server settings for a connection whose statements the client waits `statement_timeout`
     seconds for. `purpose` shows in `pg_stat_activity.application_name`."""
     server_ms = server_timeout_ms(statement_timeout)
-    return {"statement_timeout": str(server_ms), "application_name": f"starlette_jobs {purpose}"}
+    return {
+        "statement_timeout": str(server_ms),
+        # A transaction of ours sends its next statement at once: one idle for as long as a
+        # statement may take is a process that stopped mid-transaction (SIGSTOP, a paused VM,
+        # an event loop a job blocks), whose row locks would otherwise hold every other worker
+        # (a schedule's tick, a limited queue's claims) until it resumed. The server ends it.
+        "idle_in_transaction_session_timeout": str(server_ms),
+        "application_name": f"starlette_jobs {purpose}",
+    }
 
 
 def server_timeout_ms(statement_timeout: float) -> int:

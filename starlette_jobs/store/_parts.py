@@ -43,13 +43,15 @@ class ScheduleStore(Protocol):
         """Records the tick and enqueues its job (notifying its queue), at once, as its overlap
         policy decides, unless the tick is recorded already or the stored definition's hash is
         no longer `tick.definition_hash`; returns the tick recorded, or None. Ticks of one
-        schedule are decided one at a time; the job is `scheduled_for` the tick."""
+        schedule are decided one at a time; the job is `scheduled_for` the tick. Raises
+        `ScheduleBusyError` rather than wait for another transaction's lock on the schedule."""
         ...
 
     async def start_waiting_tick(self, tick: NewTick) -> TickRecord | None:
         """Enqueues the job of the schedule's waiting tick (`overlap="one_waiting"`) once the
         job of the tick before it has finished; `tick` gives the schedule, its hash and the
-        job (its time is ignored). Returns the tick, now enqueued, or None."""
+        job (its time is ignored). Returns the tick, now enqueued, or None; raises
+        `ScheduleBusyError` as `record_tick` does."""
         ...
 
     async def schedule_ticks(self, schedule: str, limit: int) -> list[TickRecord]:

@@ -25,9 +25,10 @@ from typing import NamedTuple
 from .._cron import MAX_TICKS_PER_ROUND, plan_ticks
 from .._failures import FailureLog
 from .._metrics import Metrics
-from .._schedule_records import StoredSchedule, TickStatus
+from .._schedule_records import ScheduleBusyError, StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
+from ._busy_schedules import BusySchedules
 from ._schedule_holders import as_declared, defined_otherwise, held_by_no_other
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -73,7 +74,8 @@ class _Recorded(NamedTuple):
     """It recorded as many as a round may (`MAX_TICKS_PER_ROUND`), or missed ones for as long
     (`CATCH_UP_PER_ROUND`): more may be due."""
     refused: bool
-    """The store recorded one of them not: another worker had, or not due by its clock."""
+    """The store recorded one of them not: another worker had, or not due by its clock, or the
+    schedule's row was locked elsewhere."""
 
 
 def utc_now() -> datetime:
@@ -119,6 +121,8 @@ class Ticker:
         # When the sleep after the last round should have ended (None: until a declaration).
         self._wake_by: datetime | None = None
         self._pruned_at: datetime | None = None
+        # The schedules whose rows were found locked elsewhere, and since when.
+        self._busy = BusySchedules()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -310,7 +314,16 @@ class Ticker:
             new = schedule.new_tick(
                 definition_hash, tick.at, self._worker_id, skipped=tick.skipped, note=tick.note
             )
-            recorded = await self._store.record_tick(new)
+            try:
+                recorded = await self._store.record_tick(new)
+            except ScheduleBusyError:
+                # Another worker records it now, or an operator's session holds the row: looked
+                # at again in a second. Not kept on time: were the lock to last, the ticks due
+                # meanwhile are missed, and the catch-up policy decides, as in an outage.
+                self._busy.found(schedule.name, now)
+                refused = True
+                break
+            self._busy.free(schedule.name)
             if recorded is None:
                 refused = True
                 if tick.skipped is None and tick.note is None:  # on time: it stays on time
@@ -336,7 +349,11 @@ class Ticker:
         """Enqueues the tick waiting on `schedule` if the job before it has finished; returns
         whether it did (False: it still waits)."""
         template = schedule.new_tick(definition_hash, row.defined_at, self._worker_id)
-        started = await self._store.start_waiting_tick(template)
+        try:
+            started = await self._store.start_waiting_tick(template)
+        except ScheduleBusyError:
+            self._busy.found(schedule.name, self._clock())
+            return False  # looked at again in a second
         if started is None:
             return False
         logger.info(

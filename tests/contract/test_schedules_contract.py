@@ -8,7 +8,12 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from starlette_jobs import JobStatus, TickStatus
-from starlette_jobs._schedule_records import DeclaredSchedule, NewTick
+from starlette_jobs._schedule_records import (
+    DeclaredSchedule,
+    NewTick,
+    ScheduleBusyError,
+    TickRecord,
+)
 from starlette_jobs.store._protocol import Store
 from tests.records import outcome
 
@@ -146,13 +151,20 @@ async def test_a_tick_enqueues_its_job_scheduled_for_the_tick(store: Store) -> N
 
 
 async def test_a_tick_is_recorded_once_however_many_workers_record_it(store: Store) -> None:
+    """Workers that find the schedule's row locked by the one recording it are told so
+    (`ScheduleBusyError`, PostgreSQL only) rather than wait; looking again, they find it
+    recorded."""
     schedule = declared()
     await store.declare_schedules([schedule])
     results = await asyncio.gather(
-        *(store.record_tick(tick(schedule, worker_id=f"worker-{i}")) for i in range(6))
+        *(store.record_tick(tick(schedule, worker_id=f"worker-{i}")) for i in range(6)),
+        return_exceptions=True,
     )
-    recorded = [result for result in results if result is not None]
+    recorded = [result for result in results if isinstance(result, TickRecord)]
+    busy = [result for result in results if isinstance(result, ScheduleBusyError)]
     assert len(recorded) == 1
+    assert len(recorded) + len(busy) + results.count(None) == 6
+    assert await store.record_tick(tick(schedule, worker_id="worker-again")) is None
     assert len(await store.list_jobs(None, "nightly", 10)) == 1
     assert await store.schedule_ticks("nightly", 10) == recorded
 

@@ -102,6 +102,35 @@ async def test_a_jobs_that_only_enqueues_does_not_tick(jobs_dsn: str) -> None:
         assert await jobs.ticks("pulse") == []
 
 
+async def test_an_operators_lock_on_one_schedule_holds_up_no_other(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """An operator's session holds one schedule's row (`SELECT ... FOR UPDATE`, or the `DELETE`
+    docs/schedules.md suggests, in a transaction left open): the other schedules tick on. Every
+    round used to wait on that row until the statement timeout (8 s), fail, and start again 5 s
+    later: no other schedule ticked while the lock lasted. Once it is gone, the locked one
+    ticks again."""
+    seen.clear()
+    periodic("* * * * * *", name="a-locked", arguments={"label": "a"})(pulse)
+    periodic("* * * * * *", name="b-free", arguments={"label": "b"})(pulse)
+    async with Jobs(database_dsn, queues={"pulse": 4}) as jobs:
+        await eventually(lambda: ticks_of(jobs, "a-locked", 1), "a tick of a-locked")
+        async with connection.transaction():
+            await connection.execute(
+                "SELECT FROM starlette_jobs_schedules WHERE name = 'a-locked' FOR UPDATE"
+            )
+            before = len(await jobs.ticks("b-free", limit=100))
+            await eventually(
+                lambda: ticks_of(jobs, "b-free", before + 3), "three ticks of b-free", timeout=6
+            )
+        held = len(await jobs.ticks("a-locked", limit=100))
+        await eventually(lambda: ticks_of(jobs, "a-locked", held + 1), "a-locked again")
+
+
+async def ticks_of(jobs: Jobs, schedule: str, count: int) -> bool:
+    return len(await jobs.ticks(schedule, limit=100)) >= count
+
+
 async def test_a_schedule_row_this_process_cannot_read_is_listed_as_far_as_it_can(
     database_dsn: str, connection: asyncpg.Connection[Any], caplog: pytest.LogCaptureFixture
 ) -> None:

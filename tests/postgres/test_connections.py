@@ -21,7 +21,9 @@ from starlette_jobs.postgres._connections import (
     answered_within,
     connect,
 )
+from starlette_jobs.postgres._driver_errors import unavailable
 from starlette_jobs.postgres._listener import Listener, channel_for
+from tests.conftest import eventually
 from tests.faultproxy import FaultProxy
 
 
@@ -331,3 +333,51 @@ async def test_a_transaction_whose_rollback_gets_no_answer_raises_its_own_error(
         await pool.pool.close()
     assert waited < 2
     assert [c for c in fault_proxy.connections if c.kind == "cancel"] == []
+
+
+async def test_a_transaction_its_process_stopped_in_is_ended_by_the_server_with_its_locks(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """A process stopped in the middle of one of the library's transactions (SIGSTOP, a paused
+    VM, an event loop a job blocks), here a block that waits between its statements: the
+    server ends the session once it has been idle in its transaction for as long as a
+    statement may take, and the row it locked is free for the others (a worker's tick of that
+    schedule, every claim of a limited queue). It held the lock until the process resumed."""
+    await connection.execute("DROP TABLE IF EXISTS tx_held; CREATE TABLE tx_held (n int)")
+    await connection.execute("INSERT INTO tx_held VALUES (1)")
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=1.0)
+    resumed = asyncio.Event()
+
+    async def stopped_mid_transaction() -> None:
+        async with pool.transaction() as tx:
+            await tx.execute("UPDATE tx_held SET n = 2")
+            await resumed.wait()  # as a stopped process: no next statement
+            await tx.execute("SELECT 1")
+
+    async def row_free() -> bool:
+        async with connection.transaction():
+            locked = await connection.fetch("SELECT FROM tx_held FOR UPDATE SKIP LOCKED")
+        return bool(locked)
+
+    holder = asyncio.create_task(stopped_mid_transaction())
+    try:
+        await eventually(lambda: _locked(connection), "the row to be locked")
+        await eventually(row_free, "the server to end the stopped transaction", timeout=10)
+        resumed.set()
+        [ended] = await asyncio.gather(holder, return_exceptions=True)
+        # Its connection closed: the store's callers hear that the database was unavailable,
+        # and nothing it wrote was kept.
+        assert isinstance(ended, BaseException)
+        assert isinstance(unavailable(ended), DatabaseUnavailableError)
+        assert await connection.fetchval("SELECT n FROM tx_held") == 1
+        assert await pool.run("fetchval", "SELECT count(*) FROM tx_held") == 1  # a new one
+    finally:
+        holder.cancel()
+        await asyncio.gather(holder, return_exceptions=True)
+        await pool.pool.close()
+        await connection.execute("DROP TABLE tx_held")
+
+
+async def _locked(connection: asyncpg.Connection[Any]) -> bool:
+    async with connection.transaction():
+        return not await connection.fetch("SELECT FROM tx_held FOR UPDATE SKIP LOCKED")

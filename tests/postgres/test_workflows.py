@@ -401,7 +401,8 @@ async def test_a_workflow_whose_last_steps_two_workers_prune_at_once_goes_with_t
         first_round = asyncio.create_task(store.prune_finished(0.01, 1))
         waiting = (
             "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
-            " AND wait_event_type = 'Lock' AND query LIKE '-- Looks at the next % jobs that finished%'"
+            " AND wait_event_type = 'Lock'"
+            " AND query LIKE '-- Looks at the next % jobs that finished%'"
         )
         # Asked outside the holder's transaction: inside, pg_stat_activity is read once.
         await eventually(lambda: other.pool.fetchval(waiting), "the first round to wait")

@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from starlette_jobs import DatabaseUnavailableError, JobStatus, TickStatus, job, periodic
 from starlette_jobs._cron import Cron
 from starlette_jobs._metrics import Metrics
-from starlette_jobs._schedule_records import NewTick, StoredSchedule, TickRecord
+from starlette_jobs._schedule_records import NewTick, ScheduleBusyError, StoredSchedule, TickRecord
 from starlette_jobs._schedules import CatchUp, Overlap, Schedule
 from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.memory import _schedules as memory_schedules
@@ -676,3 +676,52 @@ async def test_a_backlog_of_one_schedule_leaves_anothers_ticks_on_time(clock: Cl
     backlog_ticks = await store.schedule_ticks("backlog", 5000)
     assert len(backlog_ticks) >= 55 * 60  # caught up all the same...
     assert max(t.at for t in backlog_ticks) >= clock.now - ON_TIME_SLACK  # ...and on time now
+
+
+async def test_a_schedule_whose_row_is_locked_elsewhere_holds_up_no_other(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store found one schedule's row locked by another transaction (an operator's session,
+    a worker stopped mid-tick; on PostgreSQL, `lock_schedule` NOWAIT): the other schedule ticks
+    on time, the round looks again in a second, a lock that lasts is warned of once, and the
+    ticks it held back go by the catch-up policy, as in an outage."""
+    store = MemoryStore()
+    locked, free = (
+        schedule("* * * * * *", name=name, catch_up="none") for name in ("a-locked", "b-free")
+    )
+    worker = ticker(store, clock, [locked, free])
+    await worker.round()  # 12:00:00.5: declared
+    record = store.record_tick
+
+    async def busy_for_one(tick: NewTick) -> TickRecord | None:
+        if tick.schedule == "a-locked":
+            raise ScheduleBusyError(tick.schedule)
+        return await record(tick)
+
+    monkeypatch.setattr(store, "record_tick", busy_for_one)
+    with caplog.at_level(logging.INFO, logger="starlette_jobs.worker"):
+        for _ in range(12):  # until 12:00:12.5, a round a second
+            clock.advance(1)
+            wait = await worker.round()
+            assert wait is not None
+            assert wait <= _ticker.REFUSED_RECHECK
+        monkeypatch.setattr(store, "record_tick", record)
+        clock.advance(1)
+        await worker.round()  # 12:00:13.5: the lock is gone
+    assert [at for at, _ in await ticks(store, "b-free")] == [
+        f"12:00:{second:02}" for second in range(1, 14)
+    ]
+    # Within ON_TIME_SLACK of 12:00:13.5, on time; the eleven before them, held back,
+    # missed: catch_up="none" records the latest of them, skipped.
+    assert await ticks(store, "a-locked") == [
+        ("12:00:11", TickStatus.SKIPPED),
+        ("12:00:12", TickStatus.ENQUEUED),
+        ("12:00:13", TickStatus.ENQUEUED),
+    ]
+    warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "schedule 'a-locked': its row has been locked by another transaction for 10 s (an "
+        "operator's session, or a worker stopped in the middle of a tick): its ticks wait, "
+        "and those missed meanwhile go by its catch-up policy"
+    ]
+    assert "schedule 'a-locked': its row is no longer locked; ticking again" in caplog.messages

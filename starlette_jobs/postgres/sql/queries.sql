@@ -1292,10 +1292,13 @@ SELECT schedule.name, schedule.definition::text AS definition, schedule.definiti
 -- The first statement of a tick's transaction: the schedule's row, locked while the tick is
 -- decided, if its stored definition is still this one. Ticks of one schedule are decided one
 -- after the other, and the next statement (a new snapshot) sees the job the last one made.
+-- NOWAIT: a row locked elsewhere (another worker recording this tick, an operator's session)
+-- fails the tick at once, and the ticker goes on with the other schedules; waiting, every
+-- worker's round stopped at that schedule for as long as the lock lasted.
 -- $1 schedule name, $2 definition hash
 SELECT name FROM starlette_jobs_schedules
  WHERE name = $1 AND definition_hash = $2
-   FOR NO KEY UPDATE;
+   FOR NO KEY UPDATE NOWAIT;
 
 -- name: record_tick
 -- Records one tick of a schedule whose row `lock_schedule` holds, unless a worker recorded it
