@@ -14,6 +14,12 @@ EARLY_TICK_SLACK = timedelta(seconds=1)
 than that records nothing before the tick is due, and leaves no tick out for the others."""
 
 
+CLOCK_SET_BACK = timedelta(minutes=1)
+"""A schedule's latest tick (or its definition) further ahead of the clock than this was
+recorded while the clocks ran ahead, and they were set back since: its ticks go on from the
+clock's time, not from a tick that has not come yet."""
+
+
 class ScheduleBusyError(Exception):
     """A tick found its schedule's row locked by another transaction (another worker recording
     a tick of it, an operator's session): nothing recorded. The ticker looks again shortly,

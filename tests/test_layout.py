@@ -16,8 +16,8 @@ TESTS = Path(__file__).resolve().parent
 TESTED_ELSEWHERE = {
     "__init__": "test_public_api.py",  # re-exports only: the exported names are pinned there
     "__main__": "cli/test_main.py",  # two lines that hand over to `cli._main.main`
-    # Its warning, and the ticks of a schedule whose row is locked elsewhere, in the ticker's.
-    "worker._busy_schedules": "worker/test_ticker.py",
+    # Its warnings, with the ticker's rounds that give them.
+    "worker._schedule_warnings": "worker/test_ticker.py",
     # The status routes' endpoints and types, tested through the routes that serve them.
     "web._endpoints": "web/test_status_routes.py",
     "web._types": "web/test_status_routes.py",

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from .._records import NewJobs
 from .._schedule_records import (
+    CLOCK_SET_BACK,
     EARLY_TICK_SLACK,
     DeclaredSchedule,
     NewTick,
@@ -70,7 +71,10 @@ class MemorySchedules(MemoryTables):
         row = self._current(tick)
         if row is None or (tick.schedule, tick.at) in self._ticks:
             return None
-        if row.last_tick_at is not None and tick.at <= row.last_tick_at:
+        clock_set_back = row.last_tick_at is not None and (
+            row.last_tick_at > utc_now() + CLOCK_SET_BACK
+        )
+        if row.last_tick_at is not None and tick.at <= row.last_tick_at and not clock_set_back:
             return None  # decided already, though its record may be pruned
         if tick.at > utc_now() + EARLY_TICK_SLACK:
             return None  # not due yet by the store's clock: see `EARLY_TICK_SLACK`

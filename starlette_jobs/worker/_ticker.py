@@ -25,11 +25,11 @@ from typing import NamedTuple
 from .._cron import MAX_TICKS_PER_ROUND, plan_ticks
 from .._failures import FailureLog
 from .._metrics import Metrics
-from .._schedule_records import ScheduleBusyError, StoredSchedule, TickStatus
+from .._schedule_records import CLOCK_SET_BACK, ScheduleBusyError, StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
-from ._busy_schedules import BusySchedules
 from ._schedule_holders import as_declared, defined_otherwise, held_by_no_other
+from ._schedule_warnings import ScheduleWarnings
 
 logger = logging.getLogger("starlette_jobs.worker")
 
@@ -121,8 +121,8 @@ class Ticker:
         # When the sleep after the last round should have ended (None: until a declaration).
         self._wake_by: datetime | None = None
         self._pruned_at: datetime | None = None
-        # The schedules whose rows were found locked elsewhere, and since when.
-        self._busy = BusySchedules()
+        # What it tells the operator of the schedules it does not tick when it should.
+        self._warnings = ScheduleWarnings()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -163,7 +163,10 @@ class Ticker:
         # Found due longer ago than the slack: missed, not on time (see ON_TIME_SLACK), so a
         # process stopped for an hour, in its sleep or in a round, does not enqueue the hour's
         # ticks at once as on time.
-        self._on_time_since = max(self._on_time_since, started - ON_TIME_SLACK)
+        if self._on_time_since - started > CLOCK_SET_BACK:
+            self._on_time_since = started - ON_TIME_SLACK  # the clock was set back
+        else:
+            self._on_time_since = max(self._on_time_since, started - ON_TIME_SLACK)
         try:
             wait = await self._round()
         except BaseException:
@@ -211,7 +214,9 @@ class Ticker:
                 # Another live worker's code holds it as stored: not ours to tick, nor a tick
                 # refused before ours to keep on time should it be ours again later.
                 self._refused.pop(schedule.name, None)
+                self._warnings.held_elsewhere(schedule.name, removed=row is None)
                 continue
+            self._warnings.ours(schedule.name)
             recorded = await self._record_due(
                 schedule, row, definition_hash, now, catch_up_until=now + CATCH_UP_PER_ROUND
             )
@@ -300,6 +305,10 @@ class Ticker:
         only until the clock reads `catch_up_until`, one at least (see `CATCH_UP_PER_ROUND`)."""
         recorded_until = max(row.last_tick_at or row.defined_at, row.defined_at)
         on_time_since = self._on_time_since
+        if recorded_until - now > CLOCK_SET_BACK:
+            # Recorded while the clocks ran ahead: the store takes ticks from now on again.
+            self._warnings.ahead_of_the_clock(schedule.name, recorded_until, now)
+            recorded_until = on_time_since
         refused_at = self._refused.pop(schedule.name, None)  # set again below if still refused
         if refused_at is not None and refused_at > recorded_until:
             # Refused as early before: found due late by this worker's clock only.
@@ -320,10 +329,10 @@ class Ticker:
                 # Another worker records it now, or an operator's session holds the row: looked
                 # at again in a second. Not kept on time: were the lock to last, the ticks due
                 # meanwhile are missed, and the catch-up policy decides, as in an outage.
-                self._busy.found(schedule.name, now)
+                self._warnings.locked(schedule.name, now)
                 refused = True
                 break
-            self._busy.free(schedule.name)
+            self._warnings.unlocked(schedule.name)
             if recorded is None:
                 refused = True
                 if tick.skipped is None and tick.note is None:  # on time: it stays on time
@@ -352,7 +361,7 @@ class Ticker:
         try:
             started = await self._store.start_waiting_tick(template)
         except ScheduleBusyError:
-            self._busy.found(schedule.name, self._clock())
+            self._warnings.locked(schedule.name, self._clock())
             return False  # looked at again in a second
         if started is None:
             return False

@@ -127,6 +127,25 @@ async def test_an_operators_lock_on_one_schedule_holds_up_no_other(
         await eventually(lambda: ticks_of(jobs, "a-locked", held + 1), "a-locked again")
 
 
+@pytest.mark.usefixtures("every_second")
+async def test_a_latest_tick_a_day_ahead_of_the_clock_holds_up_the_schedule_no_longer(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """The database's clock (and the workers') ran a day ahead, then was set right: the
+    schedule's latest tick is a day ahead. Every tick before it was refused as decided already,
+    for a day, silently; now the ticks go on from the clock's time."""
+    async with Jobs(database_dsn, queues={"pulse": 2}) as jobs:
+        await eventually(lambda: ticks(jobs, 1), "a first tick")
+        await connection.execute(
+            "UPDATE starlette_jobs_schedules SET last_tick_at = now() + interval '1 day'"
+        )
+        recorded = len(await jobs.ticks("pulse", limit=100))
+        await eventually(lambda: ticks(jobs, recorded + 2), "ticks again")
+        latest = await jobs.ticks("pulse", limit=1)
+        now = await connection.fetchval("SELECT now()")
+        assert abs((latest[0].at - now).total_seconds()) < 5
+
+
 async def ticks_of(jobs: Jobs, schedule: str, count: int) -> bool:
     return len(await jobs.ticks(schedule, limit=100)) >= count
 

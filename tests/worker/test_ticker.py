@@ -725,3 +725,54 @@ async def test_a_schedule_whose_row_is_locked_elsewhere_holds_up_no_other(
         "and those missed meanwhile go by its catch-up policy"
     ]
     assert "schedule 'a-locked': its row is no longer locked; ticking again" in caplog.messages
+
+
+async def test_ticks_go_on_from_now_once_a_clock_that_ran_ahead_is_set_back(
+    clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The clocks ran a day ahead, then were set right (an NTP step): the schedule's latest
+    tick is a day ahead, and every tick before it used to be refused as decided already, for
+    a day, silently. It ticks on from now, and the worker says why."""
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule("* * * * * *", catch_up="none")])
+    await worker.round()  # declared at 12:00:00.5
+    clock.advance(86_400)  # a day ahead
+    for _ in range(2):
+        clock.advance(1)
+        await worker.round()
+    ahead = {tick.at for tick in await store.schedule_ticks("beat", 100)}
+    assert min(ahead) > T0 + timedelta(hours=23)
+    clock.now = T0 + timedelta(seconds=10)  # set right: 12:00:10.5
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        await worker.round()
+        clock.advance(1)
+        await worker.round()
+    today = [t.at for t in await store.schedule_ticks("beat", 100) if t.at not in ahead]
+    assert sorted(today) == [T0.replace(microsecond=0) + timedelta(seconds=s) for s in (9, 10, 11)]
+    [warning] = [m for m in caplog.messages if m.startswith("schedule ")]
+    assert warning.startswith("schedule 'beat': its latest tick (or definition) is at 2026-05-02")
+    assert warning.endswith("the clocks ran ahead and were set back. Its ticks go on from now")
+
+
+async def test_a_schedule_another_live_workers_code_removed_is_said_so_once(
+    clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose schedule a live worker of other code removed (a deploy in progress, or
+    two versions meant to run side by side) stops ticking it, and says so once: it used to
+    stand by in silence."""
+    store = MemoryStore()
+    ours, theirs = schedule(name="ours"), schedule(name="theirs")
+    old = ticker(store, clock, [ours], worker="w-old")
+    await register(store, "w-old", [ours])
+    await old.round()
+    await register(store, "w-new", [theirs])
+    await ticker(store, clock, [theirs], worker="w-new").round()  # removes "ours"
+    with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+        for _ in range(3):
+            clock.advance(60)
+            await old.round()
+    assert await ticks(store, "ours") == []
+    [warning] = caplog.messages
+    assert warning.startswith(
+        "schedule 'ours' is removed in the database by the code of another live worker"
+    )

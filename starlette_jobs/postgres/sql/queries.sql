@@ -1308,7 +1308,10 @@ SELECT name FROM starlette_jobs_schedules
 -- due yet by the database's clock (a worker's clock runs fast) is not recorded: the database
 -- decides when a tick is due, with a second's slack (`_schedule_records.EARLY_TICK_SLACK`).
 -- Nor is one at or before the schedule's latest tick: decided already, though its record may be
--- gone (`prune_ticks`), by a worker whose round came first.
+-- gone (`prune_ticks`), by a worker whose round came first; unless that latest tick is more
+-- than a minute ahead of the database's clock (`_schedule_records.CLOCK_SET_BACK`): recorded
+-- while the clocks ran ahead, and set back since, it would hold the schedule until they
+-- caught up with it again (a day ahead: a day without a tick).
 -- $1 schedule, $2 tick time, $3 overlap ('allow', 'skip', 'one_waiting'), $4 skip reason or
 -- NULL (recorded as skipped, no job), $5 note for an enqueued tick or NULL, $6 job name,
 -- $7 queue, $8 payload (JSON text), $9 priority, $10 max_attempts, $11 worker id
@@ -1341,7 +1344,8 @@ WITH schedule AS (
                      || previous.status END AS reason
       FROM schedule LEFT JOIN previous ON true
      WHERE $2 <= statement_timestamp() + interval '1 second'
-       AND (schedule.last_tick_at IS NULL OR $2 > schedule.last_tick_at)
+       AND (schedule.last_tick_at IS NULL OR $2 > schedule.last_tick_at
+            OR schedule.last_tick_at > statement_timestamp() + interval '1 minute')
 ), tick AS (
     INSERT INTO starlette_jobs_ticks (schedule, tick_at, status, reason, job_id, worker_id)
     SELECT $1, $2, status, reason,
