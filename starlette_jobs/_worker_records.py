@@ -6,6 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+MISSED_HEARTBEATS = 3.0
+"""A worker unseen for this many of its heartbeat intervals is dead: it is not listed, nor
+counted as able to run a job, and its row is deleted. Three, so that one late heartbeat (a busy
+pool, a slow statement) does not drop a live worker."""
+
 
 @dataclass(frozen=True, slots=True)
 class NewWorker:

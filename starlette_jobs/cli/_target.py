@@ -29,7 +29,7 @@ def jobs_for(args: argparse.Namespace) -> Jobs:
     changes: dict[str, Any] = {}
     if args.dsn:
         changes["dsn"] = args.dsn
-    if args.schema:
+    if args.schema is not None:  # `--schema ""` (a variable unset) is refused, not ignored
         changes["schema"] = args.schema
     if args.command == "worker":
         if args.queue:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from .._records import JobStatus
-from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
+from .._worker_records import MISSED_HEARTBEATS, NewWorker, UnrunnableJobs, WorkerRecord
 from ._tables import MemoryTables, utc_now
 
 
@@ -19,7 +19,9 @@ class MemoryRegistry(MemoryTables):
         now = utc_now()
         fields = {field.name: getattr(worker, field.name) for field in dataclasses.fields(worker)}
         self.data.worker_schedules[worker.id] = dict(fields.pop("schedules"))
-        self.data.workers[worker.id] = WorkerRecord(**fields, started_at=now, last_seen=now)
+        known = self.data.workers.get(worker.id)
+        started = now if known is None else known.started_at  # registered again: as it was
+        self.data.workers[worker.id] = WorkerRecord(**fields, started_at=started, last_seen=now)
 
     async def worker_schedules(self) -> dict[str, dict[str, str]]:
         # Those of registered workers only: a row deleted leaves its entry behind.
@@ -37,7 +39,17 @@ class MemoryRegistry(MemoryTables):
         self.data.workers.pop(worker_id, None)
 
     async def list_workers(self) -> list[WorkerRecord]:
-        return [self.data.workers[worker_id] for worker_id in sorted(self.data.workers)]
+        return [self.data.workers[worker_id] for worker_id in sorted(self._live())]
+
+    def _live(self) -> list[str]:
+        """The workers seen within `MISSED_HEARTBEATS` of their intervals, as on PostgreSQL."""
+        now = utc_now()
+        return [
+            worker_id
+            for worker_id, worker in self.data.workers.items()
+            if (now - worker.last_seen).total_seconds()
+            <= worker.heartbeat_seconds * MISSED_HEARTBEATS
+        ]
 
     async def unrunnable_jobs(
         self, queues: Sequence[str] | None = None, head: int = 1000
@@ -48,7 +60,7 @@ class MemoryRegistry(MemoryTables):
             pending = [row for queue in queues for row in self._due(queue, head)]
         runnable = {
             (queue, name)
-            for worker in self.data.workers.values()
+            for worker in map(self.data.workers.__getitem__, self._live())
             for queue in worker.queues
             for name in worker.job_names
         }

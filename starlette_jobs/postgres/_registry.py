@@ -13,7 +13,7 @@ from typing import Any
 
 from .._errors import DatabaseUnavailableError
 from .._records import JobStatus
-from .._worker_records import NewWorker, UnrunnableJobs, WorkerRecord
+from .._worker_records import MISSED_HEARTBEATS, NewWorker, UnrunnableJobs, WorkerRecord
 from ._connected import ConnectedStore
 from ._connections import Connection, answered_within, connect, read_outcome
 from ._driver_errors import LOCK_NOT_AVAILABLE, raise_as_store_error
@@ -49,14 +49,16 @@ class WorkerRegistry(ConnectedStore):
         await self._worker_write("execute", self._q["unregister_worker"], worker_id)
 
     async def list_workers(self) -> list[WorkerRecord]:
-        rows = await self._read("fetch", self._q["list_workers"])
+        rows = await self._read("fetch", self._q["list_workers"], MISSED_HEARTBEATS)
         return [_record(tuple(row)) for row in rows]
 
     async def unrunnable_jobs(
         self, queues: Sequence[str] | None = None, head: int = 1000
     ) -> list[UnrunnableJobs]:
         listed = None if queues is None else list(queues)
-        rows = await self._read("fetch", self._q["unrunnable_jobs"], listed, head)
+        rows = await self._read(
+            "fetch", self._q["unrunnable_jobs"], listed, head, MISSED_HEARTBEATS
+        )
         return [UnrunnableJobs(*row) for row in rows]
 
     async def hold_liveness(self, worker_id: str) -> Listener:

@@ -19,9 +19,9 @@ from .._attempt_records import Claim, Outcome
 from .._failures import FailureLog
 from .._metrics import Metrics
 from .._records import JobStatus
+from .._worker_records import MISSED_HEARTBEATS
 from ..store._protocol import Store
 from ._context import AttemptControl
-from ._registry import MISSED_HEARTBEATS
 
 logger = logging.getLogger("starlette_jobs.worker")
 

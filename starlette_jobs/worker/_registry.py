@@ -18,15 +18,11 @@ from .._failures import FailureLog
 from .._job import registered_names
 from .._schedules import registered_schedules
 from .._version import __version__
-from .._worker_records import NewWorker
+from .._worker_records import MISSED_HEARTBEATS, NewWorker
 from ..store._connectivity import Backoff
 from ..store._protocol import Store
 
 logger = logging.getLogger("starlette_jobs.worker")
-
-MISSED_HEARTBEATS = 3.0
-"""A worker unseen for this many of its heartbeat intervals is dead: its row is deleted. Three,
-so that one late heartbeat (a busy pool, a slow statement) does not drop a live worker."""
 
 
 def new_worker(worker_id: str, queues: Sequence[str], heartbeat_seconds: float) -> NewWorker:

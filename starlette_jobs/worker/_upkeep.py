@@ -23,8 +23,8 @@ from uuid import UUID
 from .._errors import DatabaseTooSlowError
 from .._failures import FailureLog
 from .._metrics import Metrics
+from .._worker_records import MISSED_HEARTBEATS
 from ..store._protocol import Listener, Store
-from ._registry import MISSED_HEARTBEATS
 from ._retention import Retention
 
 logger = logging.getLogger("starlette_jobs.worker")

@@ -158,3 +158,12 @@ def test_a_schema_option_overrides_the_jobs_own_schema(module: Module, command: 
     assert overridden.config.schema == "mail"
     default = jobs_for(build_parser().parse_args([command, module("cli_unit_plain", APP)]))
     assert default.config.schema is None
+
+
+def test_an_empty_schema_option_is_refused_not_taken_for_none(module: Module) -> None:
+    """`--schema "$APP_SCHEMA"` with the variable unset: the command ran on the default
+    schema's jobs (another app's, say), with no error. `Jobs(schema="")` is refused, and so is
+    the option now."""
+    name = module("cli_unit_empty_schema", APP)
+    with pytest.raises(JobDefinitionError, match="invalid schema name ''"):
+        jobs_for(build_parser().parse_args(["status", name, "--schema", ""]))

@@ -97,13 +97,34 @@ async def test_workers_unseen_for_their_missed_heartbeats_are_pruned(store: Stor
     assert await store.prune_workers(3.0) == []
 
 
-async def test_registering_again_starts_the_row_afresh(store: Store) -> None:
+async def test_registering_again_keeps_when_the_worker_started(store: Store) -> None:
+    """A worker writes its row again when it takes its liveness lock again (after a server
+    restart) or declares more job names: what it wrote is updated, and it is seen now, but it
+    started when it first registered (the row said it started at each restart)."""
     await store.register_worker(new_worker("w"))
     [first] = await store.list_workers()
     await store.register_worker(new_worker("w", heartbeat_seconds=2.0))
     [again] = await store.list_workers()
-    assert again.started_at > first.started_at
+    assert again.started_at == first.started_at
+    assert again.last_seen > first.last_seen
     assert again.heartbeat_seconds == 2.0
+
+
+async def test_a_worker_unseen_for_its_missed_heartbeats_is_dead_before_it_is_pruned(
+    store: Store,
+) -> None:
+    """No live worker may be left to delete a dead one's row (the whole fleet was killed, or a
+    web process without a worker is all that runs): it is not listed, and runs no job. Both
+    used to be said of it until a live worker deleted its row, for ever if none came."""
+    await store.register_worker(new_worker("dead", heartbeat_seconds=1e-6))
+    [job_id] = await store.insert_jobs(new_jobs(1, name="mail.send", queue="mail"))
+    assert await store.list_workers() == []
+    [unrunnable] = await store.unrunnable_jobs()
+    assert (unrunnable.queue, unrunnable.name, unrunnable.pending) == ("mail", "mail.send", 1)
+    await store.register_worker(new_worker("alive", heartbeat_seconds=3600.0))
+    assert [worker.id for worker in await store.list_workers()] == ["alive"]
+    assert await store.unrunnable_jobs() == []
+    assert await store.get_job(job_id) is not None
 
 
 # -- through Jobs ------------------------------------------------------------------------------

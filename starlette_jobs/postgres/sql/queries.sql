@@ -1590,7 +1590,9 @@ ON CONFLICT (id) DO UPDATE
    SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
        job_names = EXCLUDED.job_names, version = EXCLUDED.version,
        heartbeat_seconds = EXCLUDED.heartbeat_seconds, schedules = EXCLUDED.schedules,
-       started_at = now(), last_seen = now();
+       -- Written again when it takes its liveness lock again (after a server restart) or
+       -- declares more job names: it started when it first wrote its row.
+       last_seen = now();
 
 -- name: worker_schedules
 -- The schedules the code of each registered worker declares (JSON text), by worker id.
@@ -1607,9 +1609,14 @@ UPDATE starlette_jobs_workers SET last_seen = now() WHERE id = $1 RETURNING id;
 DELETE FROM starlette_jobs_workers WHERE id = $1;
 
 -- name: list_workers
--- Every registered worker, by id.
+-- The live workers, by id: those seen within $1 of their heartbeat intervals. A dead worker's
+-- row stays until a live one deletes it, which none may be left to do (the whole fleet was
+-- killed, or only a web process that runs no worker is left).
+-- $1 missed heartbeats (`_worker_records.MISSED_HEARTBEATS`)
 SELECT id, host, pid, queues, job_names, version, started_at, last_seen, heartbeat_seconds
-  FROM starlette_jobs_workers ORDER BY id;
+  FROM starlette_jobs_workers
+ WHERE last_seen >= now() - make_interval(secs => heartbeat_seconds * $1)
+ ORDER BY id;
 
 -- name: prune_workers
 -- The rows of workers unseen for this many of their own heartbeat intervals: they died.
@@ -1624,7 +1631,8 @@ RETURNING id;
 -- With $1, only these queues, and only the first $2 due jobs of each in claim order: what a
 -- worker looks at, bounded however long the queue (jobs no worker claims gather at its head).
 -- Without it ($1 NULL), every pending job, due or not: what an operator is shown.
--- $1 queue names or NULL, $2 how many due jobs per queue
+-- A worker unseen for $3 of its heartbeat intervals is dead (`list_workers`), and runs none.
+-- $1 queue names or NULL, $2 how many due jobs per queue, $3 missed heartbeats
 WITH candidate AS (
     SELECT queue, name, run_at FROM starlette_jobs
      WHERE $1::text[] IS NULL AND status = 'pending'
@@ -1641,7 +1649,9 @@ SELECT queue, name, count(*) AS pending, min(run_at) AS oldest_run_at
   FROM candidate
  WHERE NOT EXISTS (SELECT FROM starlette_jobs_workers AS worker
                     WHERE candidate.queue = ANY(worker.queues)
-                      AND candidate.name = ANY(worker.job_names))
+                      AND candidate.name = ANY(worker.job_names)
+                      AND worker.last_seen
+                          >= now() - make_interval(secs => worker.heartbeat_seconds * $3))
  GROUP BY queue, name
  ORDER BY queue, name;
 
