@@ -99,6 +99,18 @@ class AttemptStops:
         if attempt is not None:
             self.cancel(token, attempt)
 
+    def in_a_thread(self, token: UUID) -> bool:
+        """Whether the attempt under `token` is a sync job's that has started: its thread runs
+        on whatever is cancelled, until the job returns."""
+        control = self._controls.get(token)
+        attempt = self._running.get(token)
+        return (
+            control is not None
+            and control.started
+            and attempt is not None
+            and not is_async_job(attempt[1].name)
+        )
+
     def cancel(self, token: UUID, task: asyncio.Task[None]) -> None:
         """Cancels an attempt for the worker's own reasons (shutdown, a lost lease)."""
         control = self._controls.get(token)

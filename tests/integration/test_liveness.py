@@ -5,6 +5,8 @@ lock again, and gives the jobs back: they run again (docs/workers.md, liveness).
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -68,6 +70,47 @@ async def test_a_worker_that_loses_its_liveness_connection_stops_its_attempts_at
             )
             == 1
         )
+
+
+thread_started: list[int] = []
+thread_go_on = threading.Event()
+
+
+@job(queue="liveness-sync")
+def watched_in_a_thread(n: int) -> str:
+    thread_started.append(n)
+    assert thread_go_on.wait(timeout=60)
+    return "done"
+
+
+async def test_a_sync_job_runs_on_through_a_lost_liveness_lock_and_only_once(
+    start_jobs: StartJobs, connection: asyncpg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A `def` job's thread cannot be stopped: when the worker lost its liveness lock (a server
+    restart ends every session), it gave the job back all the same once it held the lock
+    again, and the job ran a second time beside the first, its first outcome refused. The job
+    is kept now, and runs to its end once, under the same lease."""
+    thread_started.clear()
+    thread_go_on.clear()
+    async with start_jobs(queues={"liveness-sync": 2}, lease_duration=60) as jobs:
+        job_id = await watched_in_a_thread.enqueue(n=1)
+        await eventually(lambda: _true(thread_started == [1]), "the job to start")
+        with caplog.at_level(logging.WARNING, logger="starlette_jobs.worker"):
+            assert await connection.fetchval(TERMINATE_LIVENESS) == 1
+            await eventually(
+                lambda: _true(any("holds its liveness lock again" in m for m in caplog.messages)),
+                "the lock to be held again",
+            )
+        record = await jobs.get(job_id)
+        assert record is not None
+        assert (record.status, record.attempts) == (JobStatus.RUNNING, 1)  # not given back
+        thread_go_on.set()
+        assert await jobs.result(watched_in_a_thread, job_id, timeout=10) == "done"
+        assert thread_started == [1]
+        record = await jobs.get(job_id)
+        assert record is not None
+        assert (record.status, record.attempts) == (JobStatus.SUCCEEDED, 1)
+    assert any("run on in their threads" in message for message in caplog.messages)
 
 
 async def test_when_every_lock_is_freed_at_once_no_worker_takes_the_others_for_dead(
