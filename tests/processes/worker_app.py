@@ -30,10 +30,18 @@ def append_to_run_log(line: str) -> None:
         os.close(fd)
 
 
+RECORD_BYTES = 64
+"""Each record of `log` is this long, padded: a divisor of the page size, so that none straddles
+two pages. A write across a page boundary can be torn by the SIGKILL of its process (the
+kernel writes the first page, then sees the signal), which glued half a record to the next
+line another process wrote (seen once in CI)."""
+
+
 def log(event: str, n: int) -> None:
     me = current_job()
     attempt = me.attempt if me is not None else 0
-    append_to_run_log(f"{event} {n} {os.getpid()} {attempt} {time.time():.6f}\n")
+    record = f"{event} {n} {os.getpid()} {attempt} {time.time():.6f}"
+    append_to_run_log(record.ljust(RECORD_BYTES - 1) + "\n")
 
 
 @job(retry=Retry.fixed(max_attempts=3, delay=0.1))
