@@ -1,26 +1,35 @@
 """JSON as PostgreSQL's jsonb keeps it, for the memory store to give back and compare what the
 PostgreSQL store would: a number is a `numeric`, which writes `1e20` out in full, keeps the
-scale it was written with (`1.50`), and knows no negative zero; `true` is not `1`."""
+scale it was written with (`1.50`), and knows no negative zero; `true` is not `1`; an object's
+keys come back shortest first, then in byte order (`{"b": 1, "aa": 2}`), whatever order they
+were written in."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 
 def jsonb_text(text: str) -> str:
-    """A JSON text in the form jsonb gives it back (its numbers as `numeric` writes them, its
-    characters unescaped); keys are left in their order, where jsonb sorts them."""
-    floats = False
+    """A JSON text in the form jsonb gives it back: its numbers as `numeric` writes them, its
+    characters unescaped, its keys in jsonb's order."""
+    return _written(json.loads(text, parse_float=Decimal))
 
-    def exact(number: str) -> Decimal:
-        nonlocal floats
-        floats = True
-        return Decimal(number)
 
-    value = json.loads(text, parse_float=exact)
-    return _written(value, sort_keys=False) if floats else json.dumps(value, ensure_ascii=False)
+def timestamptz_json(at: datetime) -> str:
+    """A timestamptz as PostgreSQL writes it into JSON in a UTC session: the fraction of a
+    second without its trailing zeros, none at all for a whole second."""
+    at = at.astimezone(UTC)
+    fraction = f".{at.microsecond:06d}".rstrip("0") if at.microsecond else ""
+    return f"{at:%Y-%m-%dT%H:%M:%S}{fraction}+00:00"
+
+
+def jsonb_order(key: str) -> tuple[int, bytes]:
+    """Where jsonb puts an object's key: the shortest first, then by their bytes."""
+    encoded = key.encode()
+    return len(encoded), encoded
 
 
 def jsonb_field_text(payload: str, field: str) -> str | None:
@@ -29,7 +38,7 @@ def jsonb_field_text(payload: str, field: str) -> str | None:
     value = json.loads(payload, parse_float=Decimal).get(field)
     if value is None or isinstance(value, str):
         return value
-    return _written(value, sort_keys=True)
+    return _written(value)
 
 
 def jsonb_value(text: str) -> Any:
@@ -48,18 +57,17 @@ def jsonb_value(text: str) -> Any:
     return mark_booleans(json.loads(text, parse_float=Decimal))
 
 
-def _written(value: Any, *, sort_keys: bool) -> str:
+def _written(value: Any) -> str:
     """`json.dumps(value)` as jsonb writes it: its `Decimal` numbers as `numeric` writes them,
-    other characters than ASCII as themselves."""
+    other characters than ASCII as themselves, its keys in jsonb's order."""
     if isinstance(value, Decimal):
         return format(abs(value) if value.is_zero() else value, "f")
     if isinstance(value, dict):
-        items = sorted(value.items()) if sort_keys else value.items()
         fields = (
-            f"{json.dumps(key, ensure_ascii=False)}: {_written(item, sort_keys=sort_keys)}"
-            for key, item in items
+            f"{json.dumps(key, ensure_ascii=False)}: {_written(value[key])}"
+            for key in sorted(value, key=jsonb_order)
         )
         return "{" + ", ".join(fields) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(_written(item, sort_keys=sort_keys) for item in value) + "]"
+        return "[" + ", ".join(_written(item) for item in value) + "]"
     return json.dumps(value, ensure_ascii=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -15,7 +15,7 @@ from .._records import EventKind, JobEvent, JobRecord, JobStatus, NewJobs
 from .._schedule_records import DeclaredSchedule
 from .._storable import MAX_KEPT_ERRORS
 from ..store._history import claim_event, place_claim
-from ._jsonb import jsonb_text, jsonb_value
+from ._jsonb import jsonb_text, jsonb_value, timestamptz_json
 
 
 @dataclass(eq=False)
@@ -67,7 +67,8 @@ class Row:
             queue=new.queue,
             payload=jsonb_text(payload),
             priority=new.priority,
-            run_at=new.run_at or now + timedelta(seconds=new.delay or 0.0),
+            # In UTC, as timestamptz comes back: the caller's zone is not kept.
+            run_at=(new.run_at or now + timedelta(seconds=new.delay or 0.0)).astimezone(UTC),
             max_attempts=new.max_attempts,
             trace_context=new.trace_context,
             unique_key=new.unique_key,
@@ -194,9 +195,9 @@ class Row:
             self.failed_attempt(outcome.error, now)
         elif self.status is JobStatus.SUCCEEDED:
             self.last_error = None  # what went wrong before is in `errors`
-        self.result = outcome.result
+        self.result = None if outcome.result is None else jsonb_text(outcome.result)
         if outcome.progress is not None:
-            self.progress = outcome.progress
+            self.progress = jsonb_text(outcome.progress)
         self.lease_token = self.lease_expires_at = None
         if self.status is JobStatus.PENDING:
             return EventKind.ATTEMPT_FAILED
@@ -223,8 +224,12 @@ class Row:
 
     def failed_attempt(self, error: str, at: datetime) -> None:
         self.last_error = error
-        entry = {"attempt": self.attempts, "error": error, "at": at.isoformat()}
-        self.errors.append({**entry, "worker_id": self.worker_id})
+        # As jsonb_build_object writes it on PostgreSQL: its keys in jsonb's order, the time as
+        # a timestamptz's JSON in UTC (the library's sessions' time zone).
+        self.errors.append(
+            {"at": timestamptz_json(at), "error": error, "attempt": self.attempts,
+             "worker_id": self.worker_id}
+        )  # fmt: skip
         del self.errors[:-MAX_KEPT_ERRORS]
 
     def give_back(self, now: datetime) -> EventKind:

@@ -37,6 +37,9 @@ def session_settings(statement_timeout: float, purpose: str) -> dict[str, str]:
         # an event loop a job blocks), whose row locks would otherwise hold every other worker
         # (a schedule's tick, a limited queue's claims) until it resumed. The server ends it.
         "idle_in_transaction_session_timeout": str(server_ms),
+        # What the server writes of a time as text (an attempt's error's `at`, in JSON) is in
+        # UTC, as the memory store writes it, whatever the database's or role's time zone.
+        "TimeZone": "UTC",
         "application_name": f"starlette_jobs {purpose}",
     }
 

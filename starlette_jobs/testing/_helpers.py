@@ -124,10 +124,22 @@ async def assert_enqueued(
         expected = json.loads(job._arguments.serialize((), arguments))
     found = [record for record in await jobs.list(limit=10_000) if record.name == name]
     for record in found:
-        if record.arguments == expected:
+        if _as_json_tells(record.arguments) == _as_json_tells(expected):
             return record
     seen = "\n".join(f"  {record.id}: {record.arguments}" for record in found) or "  nothing"
     raise AssertionError(f"no {name} job was enqueued with {expected}; enqueued:\n{seen}")
+
+
+def _as_json_tells(value: Any) -> Any:
+    """`value` with its booleans told apart from numbers, as JSON tells `true` from `1` (and
+    the store does: a key reused with `True` for `1` is another job's); Python's `==` does not."""
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, dict):
+        return {key: _as_json_tells(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_json_tells(item) for item in value]
+    return value
 
 
 def assert_enqueued_now(client: Any, job: Job[..., Any] | str, /, **arguments: Any) -> JobRecord:

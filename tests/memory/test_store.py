@@ -86,7 +86,7 @@ async def test_arguments_are_kept_in_canonical_json_as_jsonb_would() -> None:
     [claim] = await store.claim_batch("default", 1, "w", 30)
     assert claim.id == job_id
     assert json.loads(claim.payload) == {"b": 1, "a": [1, 2]}
-    assert claim.payload == '{"b": 1, "a": [1, 2]}'
+    assert claim.payload == '{"a": [1, 2], "b": 1}'  # jsonb's key order, as PostgreSQL's
 
 
 async def test_each_failed_attempt_is_kept_with_its_worker() -> None:

@@ -381,3 +381,19 @@ async def test_a_transaction_its_process_stopped_in_is_ended_by_the_server_with_
 async def _locked(connection: asyncpg.Connection[Any]) -> bool:
     async with connection.transaction():
         return not await connection.fetch("SELECT FROM tx_held FOR UPDATE SKIP LOCKED")
+
+
+async def test_the_librarys_sessions_write_times_in_utc_whatever_the_databases_zone(
+    database_dsn: str, connection: asyncpg.Connection[Any]
+) -> None:
+    """An attempt's error entry (`errors[i]["at"]`, built in SQL as JSON) was written in the
+    database's or role's time zone (`+01:00` in Berlin), where the memory store writes UTC."""
+    database = await connection.fetchval("SELECT current_database()")
+    await connection.execute(f"ALTER DATABASE {database} SET timezone = 'Europe/Berlin'")
+    pool = await SharedPool.open(database_dsn, min_size=1, max_size=1, statement_timeout=5.0)
+    try:
+        written = await pool.run("fetchval", "SELECT to_json(now())::text")
+        assert written.endswith('+00:00"')
+    finally:
+        await pool.pool.close()
+        await connection.execute(f"ALTER DATABASE {database} RESET timezone")

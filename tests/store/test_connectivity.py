@@ -39,6 +39,7 @@ def test_the_server_gives_a_statement_up_before_the_client_does() -> None:
     assert settings == {
         "statement_timeout": "8000",
         "idle_in_transaction_session_timeout": "8000",  # a process stopped mid-transaction
+        "TimeZone": "UTC",
         "application_name": "starlette_jobs claims",
     }
     assert int(session_settings(1.0, "x")["statement_timeout"]) < 1000

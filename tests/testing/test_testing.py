@@ -144,6 +144,23 @@ async def test_assert_enqueued_finds_the_job_or_says_what_was_enqueued(dsn: str)
             await assert_enqueued(jobs, second_step, order="8")
 
 
+@job(name="tests.testing.flagged", queue="testing")
+async def flagged(value: bool | int) -> None:
+    pass
+
+
+async def test_assert_enqueued_tells_true_from_1_as_the_store_does(dsn: str) -> None:
+    """`True == 1` in Python; in JSON, and to the store (a key reused with one for the other is
+    another job's), they differ. It took a job stored with 1 for one enqueued with True."""
+    async with Jobs(dsn, queues={}) as jobs:
+        await flagged.enqueue(value=1)
+        with pytest.raises(AssertionError, match=r"no tests\.testing\.flagged job was enqueued"):
+            await assert_enqueued(jobs, flagged, value=True)
+        with pytest.raises(AssertionError, match=r"no tests\.testing\.flagged job was enqueued"):
+            await assert_enqueued(jobs, "tests.testing.flagged", value=True)
+        assert (await assert_enqueued(jobs, flagged, value=1)).arguments == {"value": 1}
+
+
 async def test_in_eager_mode_a_job_has_run_when_enqueue_returns(dsn: str) -> None:
     async with Jobs(dsn, queues={}) as jobs:
         with eager(jobs):
