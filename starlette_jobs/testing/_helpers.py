@@ -3,6 +3,7 @@ run jobs as they are enqueued (`eager`), and simulate an outage of the in-memory
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import json
@@ -62,9 +63,28 @@ async def run_enqueued(
     """
     check_drain_durations(timeout, retry_wait)
     jobs = _jobs_of(target)
-    store = jobs._ready_store
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    served: set[str] = set()
+    token = _running_enqueued.set(True)
+    try:
+        # The queues of the jobs declared and pending; again after each drain: a job may have
+        # enqueued another into a queue only its `configure(queue=...)` names.
+        while not (queues := await _queues_to_serve(jobs)) <= served:
+            served |= queues
+            await _drain(jobs, served, max(0.0, deadline - loop.time()), retry_wait)
+    finally:
+        _running_enqueued.reset(token)
+
+
+async def _queues_to_serve(jobs: Jobs) -> set[str]:
+    pending = await jobs._ready_store.list_jobs(JobStatus.PENDING, None, 10_000)
     queues = {job.queue for job in registered_jobs()} | set(jobs.config.queues)
-    queues |= {record.queue for record in await store.list_jobs(JobStatus.PENDING, None, 10_000)}
+    return queues | {record.queue for record in pending}
+
+
+async def _drain(jobs: Jobs, queues: set[str], timeout: float, retry_wait: float) -> None:
+    """A worker of `queues` on `jobs`' store, until none of their jobs is due."""
     config = jobs.config
     declared = declared_queues(config.queues)
     concurrency = max((queue.concurrency for queue in declared.values()), default=10)
@@ -78,16 +98,12 @@ async def run_enqueued(
         limits={name: queue.limits for name, queue in declared.items()},
         unknown_job_grace=config.unknown_job_grace,
     )
-    worker = Worker(store, settings, jobs._tracing)
-    token = _running_enqueued.set(True)
+    worker = Worker(jobs._ready_store, settings, jobs._tracing)
+    await worker.start()
     try:
-        await worker.start()
-        try:
-            await worker.drain(timeout, include_scheduled=False, retry_wait=retry_wait)
-        finally:
-            await worker.stop()
+        await worker.drain(timeout, include_scheduled=False, retry_wait=retry_wait)
     finally:
-        _running_enqueued.reset(token)
+        await worker.stop()
 
 
 def run_enqueued_now(

@@ -56,6 +56,13 @@ async def second_step(order: str) -> None:
     done.append(f"second {order}")
 
 
+@job(queue="first")
+async def first_step_elsewhere(order: str) -> None:
+    """Enqueues the second step into a queue that only this call names."""
+    done.append(f"first {order}")
+    await second_step.configure(queue="second-elsewhere").enqueue(order=order)
+
+
 @job(queue="flaky", retry=Retry.fixed(max_attempts=3, delay=0.2))
 async def flaky_step(order: str) -> int:
     """Fails its first two attempts."""
@@ -133,6 +140,22 @@ async def test_run_enqueued_says_what_it_leaves_pending(
     assert (
         "2 job(s) left pending: 1 scheduled for later, 1 retry due in more than 5 s" in caplog.text
     )
+
+
+async def test_run_enqueued_and_eager_run_a_job_enqueued_into_a_queue_only_its_call_names(
+    dsn: str,
+) -> None:
+    """A job that enqueues another with `configure(queue=...)`, into a queue no declaration
+    names: its job was left pending, and neither counted nor logged as left."""
+    async with Jobs(dsn, queues={}) as jobs:
+        await first_step_elsewhere.enqueue(order="11")
+        await run_enqueued(jobs)
+        assert done == ["first 11", "second 11"]
+        with eager(jobs):
+            await first_step_elsewhere.enqueue(order="12")
+            assert done[2:] == ["first 12", "second 12"]
+        counts = await jobs.count_by_status()
+    assert (counts[JobStatus.SUCCEEDED], sum(counts.values())) == (4, 4)
 
 
 async def test_assert_enqueued_finds_the_job_or_says_what_was_enqueued(dsn: str) -> None:
