@@ -95,6 +95,11 @@ def registered_names() -> tuple[str, ...]:
     return _names
 
 
+def is_registered(name: str) -> bool:
+    """Whether a job named `name` is declared in this process."""
+    return name in _registry
+
+
 def registered_job(name: str) -> Job[Any, Any]:
     """The job registered under `name` in this process."""
     try:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 
 from .._attempt_records import Claim
+from .._errors import DatabaseUnavailableError
+from .._job import is_registered
 from .._metrics import Metrics
 from .._records import JobStatus
 from .._tracing import Tracing
@@ -29,6 +32,8 @@ from ._queues import QueueState
 from ._running import RunningAttempts
 from ._steps import SizedSteps
 from ._threads import JobThreads
+
+logger = logging.getLogger("starlette_jobs.worker")
 
 
 class AttemptLauncher:
@@ -48,6 +53,7 @@ class AttemptLauncher:
         loop_time: JobLoopTime | None,
         wake: Callable[[str], None],
         max_payload_bytes: int = 1024 * 1024,
+        declared_elsewhere: Callable[[str, str], Awaitable[bool]] | None = None,
     ) -> None:
         self._store = store
         self._tracing = tracing
@@ -57,6 +63,7 @@ class AttemptLauncher:
         self._outcomes = outcomes
         self._progress = progress
         self._wake = wake
+        self._declared_elsewhere = declared_elsewhere  # see `_stray`
         self._loop_time = loop_time
         # The sync jobs' threads, which shutdown counts (they outlive their attempts' tasks).
         self.threads = JobThreads()
@@ -82,7 +89,32 @@ class AttemptLauncher:
                 self._upstream_results, self._complete_job, self._steps, self.threads,
             )  # fmt: skip
             self._stops.register(claim.lease_token, control)
-            self._running.start(claim, create_task(self._execute(state, claim, control)))
+            run = self._execute if is_registered(claim.name) else self._stray
+            self._running.start(claim, create_task(run(state, claim, control)))
+
+    async def _stray(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
+        """A job of a name this process does not declare, claimed as a stray (`_strays.py`)
+        to fail it. Unless a live worker that declares its name registered since this worker
+        last looked: given back to it, no attempt counted. It was failed, with "no job named
+        ... is registered", during a rolling deploy, for up to a third of a lease after the
+        first new worker had started."""
+        if self._declared_elsewhere is not None:
+            token = claim.lease_token
+            try:
+                elsewhere = await self._declared_elsewhere(claim.queue, claim.name)
+                released = elsewhere and await self._store.release_jobs([(claim.id, token)])
+            except DatabaseUnavailableError:
+                released = False  # cannot tell: it fails, as it would have
+            if released:
+                self._stops.forget(token)
+                self._running.end(claim)
+                self._progress.take(token)
+                logger.info(
+                    "job %s (%s): a live worker declares it now; given back to it",
+                    claim.id, claim.name,
+                )  # fmt: skip
+                return
+        await self._execute(state, claim, control)
 
     async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
         token = claim.lease_token

@@ -92,6 +92,22 @@ class Strays:
         for queue in self._queues:
             self._set_names(queue)
 
+    async def declared_elsewhere(self, queue: str, name: str) -> bool:
+        """`name`'s job of `queue` was claimed as a stray, to fail it: whether a live worker
+        that works `queue` declares `name` now, registered since the last look (during a
+        rolling deploy, the first new worker). If so, `name` is a stray no more: its jobs are
+        that worker's to run, and fail on none."""
+        if self._grace == 0:
+            return False  # every name is claimed, and one not declared here fails at once
+        workers = await self._store.list_workers()
+        if not any(queue in w.queues and name in w.job_names for w in workers):
+            return False
+        self._unrunnable_since.pop((queue, name), None)
+        if name in self._strays[queue]:
+            self._strays[queue] = [stray for stray in self._strays[queue] if stray != name]
+            self._set_names(queue)
+        return True
+
     def _set_names(self, queue: str) -> None:
         strays = self._strays[queue]
         self._names[queue] = sorted({*self._known, *strays}) if strays else self._known

@@ -109,7 +109,7 @@ class Worker:
         self._launcher = AttemptLauncher(
             store, tracing, self._metrics, self._running, self._stops, self._outcomes,
             self._progress, self._controls, self.throughput.ended, loop_time, self.wake,
-            settings.max_payload_bytes,
+            settings.max_payload_bytes, self._strays.declared_elsewhere,
         )  # fmt: skip
         self.depths = self._shared.depths
         self._stopping = False

@@ -9,11 +9,13 @@ import uuid
 
 import pytest
 
-from starlette_jobs import Jobs, JobStatus, UnrunnableJobs, job
+from starlette_jobs import EventKind, Jobs, JobStatus, UnrunnableJobs, job
 from starlette_jobs._attempt_records import Unfinished
 from starlette_jobs._queue import QueueLimits
 from starlette_jobs._worker_records import NewWorker
 from starlette_jobs.store._protocol import Store
+from starlette_jobs.worker._strays import Strays
+from tests.conftest import eventually
 from tests.records import new_jobs
 
 QUEUE = "deploy-contract"
@@ -130,3 +132,37 @@ async def test_a_job_no_worker_declares_fails_once_the_grace_has_passed(dsn: str
     assert (failed.status, failed.attempts) == (JobStatus.FAILED, 1)
     assert failed.last_error is not None
     assert "no job named 'deploy.contract.only_in_new_code' is registered" in failed.last_error
+
+
+async def test_a_stray_claimed_after_a_worker_declaring_it_started_is_given_to_it(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name this worker fails as a stray (no live worker declared it for the grace), and then
+    the first new worker of a rolling deploy starts, declaring it: until this worker looked
+    again (a third of a lease later, 20 s by default), it claimed and failed the new worker's
+    jobs. It gives such a job back now, with no attempt counted, and claims that name no more."""
+    async with Jobs(dsn, queues={QUEUE: 4}, unknown_job_grace=0.2, poll_interval=0.1) as jobs:
+        first = await insert_unknown(jobs)
+        assert (await jobs.wait(first, timeout=20)).status is JobStatus.FAILED  # a stray now
+        monkeypatch.setattr(Strays, "look", _no_look)  # it does not look again meanwhile
+        new_worker = NewWorker(
+            "new:2:b", "web-2", 2, (QUEUE,), ("deploy.contract.only_in_new_code",), "1.1", 3600.0
+        )
+        await jobs._ready_store.register_worker(new_worker)
+        second = await insert_unknown(jobs)
+
+        async def given_back() -> bool:
+            return EventKind.RELEASED in [event.kind for event in await jobs.events(second)]
+
+        await eventually(given_back, "the job to be given back")
+        record = await jobs.get(second)
+        await jobs.drain(timeout=10)  # it claims that name no more
+        after = await jobs.get(second)
+    assert record is not None
+    assert (record.status, record.attempts, record.errors) == (JobStatus.PENDING, 0, [])
+    assert after is not None
+    assert after.status is JobStatus.PENDING
+
+
+async def _no_look(self: Strays) -> None:
+    pass
