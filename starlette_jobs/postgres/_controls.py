@@ -29,16 +29,22 @@ class ControlledStore(ConnectedStore):
 
     async def declare_queues(self, limits: Mapping[str, QueueLimits]) -> None:
         names = sorted(limits)  # every worker locks the rows in one order: no deadlock
-        await self._worker_write(
-            "execute",
-            self._q["declare_queues"],
-            names,
-            [limits[name].global_limit for name in names],
-            [limits[name].key for name in names],
-            [limits[name].key_limit for name in names],
-            [limits[name].rate_limit for name in names],
-            [limits[name].rate_period for name in names],
-        )
+        try:
+            # A row held elsewhere (an operator's session) is not waited for: this runs as a
+            # worker starts, which would wait the statement timeout, then take it for an outage.
+            async with self._shared.transaction(self.worker_statement_timeout) as connection:
+                await connection.execute(self._q["brief_lock_waits"])
+                await connection.execute(
+                    self._q["declare_queues"],
+                    names,
+                    [limits[name].global_limit for name in names],
+                    [limits[name].key for name in names],
+                    [limits[name].key_limit for name in names],
+                    [limits[name].rate_limit for name in names],
+                    [limits[name].rate_period for name in names],
+                )
+        except Exception as error:
+            raise_as_store_error(error, schema=self.schema)
 
     async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:
         rows = await self._read("fetch", self._q["queue_controls"], list(queues))

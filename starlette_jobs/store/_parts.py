@@ -72,7 +72,8 @@ class ControlStore(Protocol):
 
     async def declare_queues(self, limits: Mapping[str, QueueLimits]) -> None:
         """A worker starting: the limits of its queues, replacing those declared before (the
-        last worker to start wins); the workers are told of each queue whose limits changed."""
+        last worker to start wins); the workers are told of each queue whose limits changed.
+        Raises `DatabaseTooSlowError` at once, writing nothing, if a row is locked elsewhere."""
         ...
 
     async def queue_controls(self, queues: Sequence[str]) -> dict[str, QueueControls]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from uuid import UUID
 
 from .._attempt_records import Claim
-from .._errors import DatabaseUnavailableError
+from .._errors import DatabaseTooSlowError, DatabaseUnavailableError
 from .._failures import FailureLog
 from .._job import registered_jobs
 from .._queue import QueueControls, QueueLimits
@@ -65,6 +65,8 @@ class QueueControlsCopy:
         self._unsure: set[str] = set()
         self._reading: set[str] = set()
         self._task: asyncio.Task[None] | None = None
+        # The declared limits are not written yet: a queue's row was locked as it started.
+        self._undeclared = False
         self._to_wake: set[str] = set()
         self._waking: asyncio.Task[None] | None = None
         self._rate_wakeups: dict[str, asyncio.TimerHandle] = {}
@@ -90,10 +92,29 @@ class QueueControlsCopy:
         """Writes the limits this worker declares (the last worker to start wins), reads the
         controls, and keeps reading them."""
         if self._declared:
-            await self._store.declare_queues(self._declared)
+            await self._declare()
             warn_of_unkeyed_jobs(self._declared)
         await self.refresh()
         self._task = asyncio.create_task(self._run(), name="starlette_jobs queue controls")
+
+    async def _declare(self) -> None:
+        """Writes the declared limits; a queue's row locked elsewhere (an operator's session)
+        leaves them to the next read of the controls, rather than hold up the start (which took
+        the wait for an outage, and refused every enqueue meanwhile)."""
+        try:
+            await self._store.declare_queues(self._declared)
+        except DatabaseTooSlowError as error:
+            if not self._undeclared:
+                logger.warning(
+                    "could not write the limits of queues %s yet (%s): the worker starts with "
+                    "those stored, and writes its own once it can",
+                    sorted(self._declared), error,
+                )  # fmt: skip
+            self._undeclared = True
+            return
+        if self._undeclared:
+            logger.info("wrote the limits of queues %s", sorted(self._declared))
+        self._undeclared = False
 
     async def stop(self) -> None:
         for handle in self._rate_wakeups.values():
@@ -218,6 +239,8 @@ class QueueControlsCopy:
                 pass
             self._changed.clear()
             try:
+                if self._undeclared:
+                    await self._declare()
                 await self.refresh()
             except Exception as error:
                 failures.failed(error)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import asyncpg
 import pytest
 
-from starlette_jobs import JobStatus, QueueLimits
+from starlette_jobs import Jobs, JobStatus, Queue, QueueLimits, job
 from starlette_jobs.postgres._store import PostgresStore
 from tests.conftest import eventually
 from tests.records import new_jobs
@@ -107,3 +108,44 @@ async def test_a_row_no_queue_could_declare_is_told_once_even_with_a_nan_in_it(
         assert len(told) == 1
     finally:
         await store.close()
+
+
+@job(name="tests.postgres.controls.limited", queue=QUEUE)
+async def limited_job() -> None:
+    pass
+
+
+async def test_a_worker_starting_while_an_operator_holds_its_queues_row_starts_at_once(
+    database_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator's session holds a limited queue's row as a worker starts: the start waited
+    the statement timeout (8 s), took it for an outage ("PostgreSQL is unreachable at start"),
+    and every enqueue was refused until the row was free. It starts at once now, with the
+    controls stored, and writes its limits once the row is free."""
+    store = await PostgresStore.open(database_dsn, min_size=1, max_size=2)
+    try:
+        await store.declare_queues({QUEUE: QueueLimits(global_limit=1)})
+    finally:
+        await store.close()
+    holder = await asyncpg.connect(database_dsn)
+    try:
+        held = holder.transaction()
+        await held.start()
+        await holder.execute(HOLD_THE_ROW, QUEUE)
+        with caplog.at_level(logging.WARNING, logger="starlette_jobs"):
+            async with (
+                asyncio.timeout(5),
+                Jobs(database_dsn, queues={QUEUE: Queue(2, global_limit=LIMIT)}) as jobs,
+            ):
+                assert await limited_job.enqueue() > 0
+                await held.rollback()
+
+                async def limit_written() -> bool:
+                    stored = await jobs._ready_store.queue_controls([QUEUE])
+                    return stored[QUEUE].limits.global_limit == LIMIT
+
+                await eventually(limit_written, "the declared limit to be written")
+        assert not [m for m in caplog.messages if "unreachable" in m]
+        assert any(m.startswith("could not write the limits of queues") for m in caplog.messages)
+    finally:
+        await holder.close()

@@ -1832,6 +1832,8 @@ SELECT id FROM starlette_jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KE
 -- by PostgreSQL's deadlock check a second later; not waiting at all failed every batch while
 -- the outcomes of a fan-in's many steps took turns on the row of the step that waits for them.
 -- Well under deadlock_timeout (1 s by default): this gives up first.
+-- Also before `declare_queues` as a worker starts: a queue's row an operator holds fails it at
+-- once, and the worker writes its limits later (worker/_controls.py).
 SELECT set_config('lock_timeout', '200ms', true);
 
 -- fragment: upstream_counted
