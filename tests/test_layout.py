@@ -16,8 +16,10 @@ TESTS = Path(__file__).resolve().parent
 TESTED_ELSEWHERE = {
     "__init__": "test_public_api.py",  # re-exports only: the exported names are pinned there
     "__main__": "cli/test_main.py",  # two lines that hand over to `cli._main.main`
-    # Its warnings, with the ticker's rounds that give them.
+    # Its warnings, with the ticker's rounds that give them; the declarations, with the rounds
+    # that write them (declared late, removed by newer code, written again over old code's).
     "worker._schedule_warnings": "worker/test_ticker.py",
+    "worker._schedule_declarations": "worker/test_ticker.py",
     # The status routes' endpoints and types, tested through the routes that serve them.
     "web._endpoints": "web/test_status_routes.py",
     "web._types": "web/test_status_routes.py",

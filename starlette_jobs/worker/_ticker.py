@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -28,7 +28,8 @@ from .._metrics import Metrics
 from .._schedule_records import CLOCK_SET_BACK, ScheduleBusyError, StoredSchedule, TickStatus
 from .._schedules import Schedule, registered_schedules
 from ..store._protocol import Store
-from ._schedule_holders import as_declared, defined_otherwise, held_by_no_other
+from ._schedule_declarations import Declarations
+from ._schedule_holders import defined_otherwise, held_by_no_other
 from ._schedule_warnings import ScheduleWarnings
 
 logger = logging.getLogger("starlette_jobs.worker")
@@ -99,18 +100,10 @@ class Ticker:
         whose later additions (and redeclarations) are ticked too."""
         self._store = store
         self._metrics = metrics
-        self._schedules = list(schedules)
-        self._hashes = {s.name: s.declared().definition_hash for s in self._schedules}
-        # A handful of schedules, compared one by one by identity (`Schedule` has no `__eq__`
-        # of its own) before each round: cheap, and it sees the registry changed in place too.
-        self._declarations = declared
-        self._declarations_seen = list(declared())
+        # The schedules this process declares, and their writing to the store.
+        self._declarations = Declarations(store, schedules, declared)
         self._worker_id = worker_id
         self._clock = clock
-        self._declared = False
-        # The first declaration is the code's whole set (the store deletes the rest); after it,
-        # or if the process declared none at its start, one only adds (see `_declare`).
-        self._adds_only = not self._schedules
         # Ticks after this were due while this ticker ran: on time. Earlier ones, not yet
         # recorded, were missed while no worker ran: the catch-up policy decides.
         self._on_time_since = clock() - ON_TIME_SLACK
@@ -152,7 +145,7 @@ class Ticker:
         until = math.inf if wait is None else loop.time() + wait
         while True:
             await asyncio.sleep(max(0.0, min(until - loop.time(), DECLARATIONS_RECHECK)))
-            if loop.time() >= until or self._declarations_changed():
+            if loop.time() >= until or self._declarations.changed():
                 return
 
     async def round(self) -> float | None:
@@ -190,26 +183,26 @@ class Ticker:
             )
 
     async def _round(self) -> float | None:
-        self._follow_declarations()
-        if not self._schedules:
+        declarations = self._declarations
+        declarations.follow()
+        if not declarations.schedules:
             # A process that declares none (a script draining a queue, a worker of code that
             # imports no schedule) is not code that removed them all: it leaves them be.
             return None
-        if not self._declared:
-            await self._declare()
+        await declarations.write()
         now = self._clock()
         stored = {row.name: row for row in await self._store.list_schedules()}
-        mismatched = defined_otherwise(self._hashes, stored)
+        mismatched = defined_otherwise(declarations.hashes, stored)
         if mismatched and (
             orphaned := await held_by_no_other(self._store, self._worker_id, mismatched, stored)
         ):
-            await self._declare_again(orphaned, stored)
+            await declarations.write_again(orphaned, stored)
             stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
         waiting = behind = refused = False
-        for schedule in self._schedules:
+        for schedule in declarations.schedules:
             row = stored.get(schedule.name)
-            definition_hash = self._hashes[schedule.name]
+            definition_hash = declarations.hashes[schedule.name]
             if row is None or row.definition_hash != definition_hash:
                 # Another live worker's code holds it as stored: not ours to tick, nor a tick
                 # refused before ours to keep on time should it be ours again later.
@@ -242,56 +235,6 @@ class Ticker:
             # database's clock (this one runs fast). Looked at again in a second, not a period.
             wait = min(wait, REFUSED_RECHECK)
         return min(wait, WAITING_RECHECK) if waiting else wait
-
-    async def _declare_again(
-        self, names: Sequence[str], stored: Mapping[str, StoredSchedule]
-    ) -> None:
-        """Writes this code's definitions of `names` (their stored form is held by no live
-        worker: an old worker restarted during a rolling deploy, say, and stopped), and
-        leaves the other stored schedules as they are. They tick again without waiting for
-        a restart of this worker."""
-        logger.warning(
-            "schedules %s are defined otherwise in the database, by code no live worker "
-            "runs: declaring this code's definitions again",
-            list(names),
-        )
-        ours = [s.declared() for s in self._schedules if s.name in names]
-        kept = [as_declared(row) for row in stored.values() if row.name not in names]
-        await self._store.declare_schedules([*ours, *kept])
-
-    def _declarations_changed(self) -> bool:
-        return list(self._declarations()) != self._declarations_seen
-
-    def _follow_declarations(self) -> None:
-        """Takes in the schedules declared (or declared again) since the last round."""
-        if not self._declarations_changed():
-            return
-        self._declarations_seen = list(self._declarations())
-        known = {schedule.name: schedule for schedule in self._schedules}
-        added = [s for s in self._declarations_seen if known.get(s.name) is not s]
-        for schedule in added:
-            known[schedule.name] = schedule
-            self._hashes[schedule.name] = schedule.declared().definition_hash
-        self._schedules = list(known.values())
-        if added:
-            self._declared = False  # written at this round
-            logger.info("schedules declared since the start: %s", [s.name for s in added])
-
-    async def _declare(self) -> None:
-        ours = [s.declared() for s in self._schedules]
-        if self._adds_only:
-            # At its start a worker's code declares every schedule and the store deletes the
-            # rest (removed by newer code); one declared later only adds, or the fleet's newer
-            # schedules would be deleted by an older worker that imported a module late.
-            names = {schedule.name for schedule in ours}
-            ours += [
-                as_declared(row)
-                for row in await self._store.list_schedules()
-                if row.name not in names
-            ]
-        await self._store.declare_schedules(ours)
-        self._declared = self._adds_only = True
-        logger.info("schedules declared: %s", [s.name for s in self._schedules])
 
     async def _record_due(
         self,
