@@ -99,6 +99,30 @@ class AttemptStops:
         if attempt is not None:
             self.cancel(token, attempt)
 
+    def stop_all_but_threads(self, worker_id: str) -> list[tuple[int, UUID]]:
+        """Cancels every running attempt but a started sync job's, for the worker's own
+        reasons (its liveness lock was lost); returns the (job id, token) of those cancelled.
+
+        A sync job's thread cannot be stopped: given back, its job would run a second time
+        beside it (a restart of the server frees every lock, and each worker takes its own
+        again within a second). Kept, its lease renewed, it runs to its end once; its outcome
+        is refused only if another worker took the job meanwhile."""
+        stopped, kept = [], []
+        for job_id, token in self._running.held():
+            if self.in_a_thread(token):
+                kept.append(job_id)
+                continue
+            attempt = self._running.handle(token)
+            if attempt is not None:
+                self.cancel(token, attempt)
+            stopped.append((job_id, token))
+        if kept:
+            logger.warning(
+                "worker %s: the sync jobs %s run on in their threads, which cannot be stopped: "
+                "their jobs are kept, not given back", worker_id, sorted(kept),
+            )  # fmt: skip
+        return stopped
+
     def in_a_thread(self, token: UUID) -> bool:
         """Whether the attempt under `token` is a sync job's that has started: its thread runs
         on whatever is cancelled, until the job returns."""

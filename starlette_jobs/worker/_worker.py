@@ -262,26 +262,7 @@ class Worker:
     def _stop_every_attempt(self) -> Held:
         """The liveness lock was lost: others may take every job this worker runs. Stops each
         attempt but a sync job's (no outcome is written for it) and returns what they held."""
-        stopped: Held = []
-        kept = []
-        for job_id, token in self._running.held():
-            if self._stops.in_a_thread(token):
-                # A sync job's thread cannot be stopped: given back, its job would run a second
-                # time beside it (a restart of the server frees every lock, and each worker takes
-                # its own again within a second). Kept, its lease renewed, it runs to its end
-                # once; its outcome is refused only if another worker took the job meanwhile.
-                kept.append(job_id)
-                continue
-            attempt = self._running.handle(token)
-            if attempt is not None:
-                self._stops.cancel(token, attempt)
-            stopped.append((job_id, token))
-        if kept:
-            logger.warning(
-                "worker %s: the sync jobs %s run on in their threads, which cannot be stopped: "
-                "their jobs are kept, not given back", self.worker_id, sorted(kept),
-            )  # fmt: skip
-        return stopped
+        return self._stops.stop_all_but_threads(self.worker_id)
 
     # -- drain and shutdown -------------------------------------------------------------------
 
