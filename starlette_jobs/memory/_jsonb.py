@@ -44,17 +44,19 @@ def jsonb_field_text(payload: str, field: str) -> str | None:
 def jsonb_value(text: str) -> Any:
     """JSON text as a value that compares as jsonb does: numbers exact (`Decimal`), and true
     and false apart from 1 and 0 (which Python's `==` confuses)."""
+    return booleans_apart(json.loads(text, parse_float=Decimal))
 
-    def mark_booleans(value: Any) -> Any:
-        if isinstance(value, bool):
-            return (bool, value)
-        if isinstance(value, dict):
-            return {key: mark_booleans(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [mark_booleans(item) for item in value]
-        return value
 
-    return mark_booleans(json.loads(text, parse_float=Decimal))
+def booleans_apart(value: Any) -> Any:
+    """A JSON value whose booleans compare unequal to numbers, as JSON tells `true` from `1`;
+    Python's `==` does not."""
+    if isinstance(value, bool):
+        return (bool, value)
+    if isinstance(value, dict):
+        return {key: booleans_apart(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [booleans_apart(item) for item in value]
+    return value
 
 
 def _written(value: Any) -> str:

@@ -15,6 +15,7 @@ from .._job import Job, registered_jobs
 from .._jobs import Jobs
 from .._queue import declared_queues
 from .._records import JobRecord, JobStatus
+from ..memory._jsonb import booleans_apart
 from ..memory._outage import SimulatedOutage
 from ..memory._store import MemoryStore
 from ..worker._settings import DEFAULT_RETRY_WAIT, WorkerSettings, check_drain_durations
@@ -140,22 +141,11 @@ async def assert_enqueued(
         expected = json.loads(job._arguments.serialize((), arguments))
     found = [record for record in await jobs.list(limit=10_000) if record.name == name]
     for record in found:
-        if _as_json_tells(record.arguments) == _as_json_tells(expected):
+        # `True` is not `1` (the store tells them apart: a key reused so is another job's).
+        if booleans_apart(record.arguments) == booleans_apart(expected):
             return record
     seen = "\n".join(f"  {record.id}: {record.arguments}" for record in found) or "  nothing"
     raise AssertionError(f"no {name} job was enqueued with {expected}; enqueued:\n{seen}")
-
-
-def _as_json_tells(value: Any) -> Any:
-    """`value` with its booleans told apart from numbers, as JSON tells `true` from `1` (and
-    the store does: a key reused with `True` for `1` is another job's); Python's `==` does not."""
-    if isinstance(value, bool):
-        return (bool, value)
-    if isinstance(value, dict):
-        return {key: _as_json_tells(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_as_json_tells(item) for item in value]
-    return value
 
 
 def assert_enqueued_now(client: Any, job: Job[..., Any] | str, /, **arguments: Any) -> JobRecord:
