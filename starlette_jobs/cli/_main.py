@@ -41,14 +41,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     stdout = sys.stdout
-    sys.stdout = GuardedOutput(stdout)
+    if stdout is not None:  # None: closed (`>&-`), and print() writes nowhere, as it should
+        sys.stdout = GuardedOutput(stdout)
     try:
         try:
             return _run(build_parser().parse_args(argv))
         finally:
             # Written now, while a failure can still be told: at exit, Python would print
             # it as an "Exception ignored" traceback.
-            sys.stdout.flush()
+            if stdout is not None:
+                sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`starlette-jobs list | head`): what it read was all it wanted.
         # Python would print a traceback, then another when it flushes stdout at exit.

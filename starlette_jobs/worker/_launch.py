@@ -105,6 +105,10 @@ class AttemptLauncher:
                 released = elsewhere and await self._store.release_jobs([(claim.id, token)])
             except DatabaseUnavailableError:
                 released = False  # cannot tell: it fails, as it would have
+            except Exception:  # whatever it is, the attempt must run and end, or it is stuck
+                logger.exception("job %s (%s): looking for a worker that declares it failed",
+                                 claim.id, claim.name)  # fmt: skip
+                released = False
             if released:
                 self._stops.forget(token)
                 self._running.end(claim)

@@ -166,3 +166,20 @@ async def test_a_stray_claimed_after_a_worker_declaring_it_started_is_given_to_i
 
 async def _no_look(self: Strays) -> None:
     pass
+
+
+async def test_a_stray_whose_check_fails_unexpectedly_fails_as_before_not_stuck_running(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look at the registry before failing a stray raised something other than an outage
+    (a permission error, say): the attempt left before its bookkeeping, and the job stayed
+    `running`, its lease renewed, a slot taken, until the worker restarted."""
+
+    async def broken(self: Strays, queue: str, name: str) -> bool:
+        raise RuntimeError("the registry could not be read (test)")
+
+    monkeypatch.setattr(Strays, "declared_elsewhere", broken)
+    async with Jobs(dsn, queues={QUEUE: 4}, unknown_job_grace=0.2, poll_interval=0.1) as jobs:
+        stray = await insert_unknown(jobs)
+        failed = await jobs.wait(stray, timeout=20)
+    assert (failed.status, failed.attempts) == (JobStatus.FAILED, 1)

@@ -411,6 +411,20 @@ def test_output_that_cannot_be_written_is_one_line_and_status_74(database_dsn: s
         ), argv
 
 
+def test_a_command_whose_stdout_is_closed_exits_0_with_nothing_on_stderr(
+    database_dsn: str,
+) -> None:
+    """`starlette-jobs status >&-` (a supervisor that closes a daemon's stdout): Python's
+    print() writes nowhere then, as it should; the guard on the output made it two
+    AttributeError tracebacks and status 1."""
+    closed = subprocess.run(
+        ["sh", "-c", f'exec "{sys.executable}" -m starlette_jobs status >&-'],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": database_dsn},
+        stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (closed.returncode, closed.stderr) == (0, "")
+
+
 async def _enqueue_greeting(dsn: str) -> None:
     async with Jobs(dsn, queues={}) as jobs:  # no worker: it stays pending, listed
         await jobs.enqueue(greet, name="Ada")
