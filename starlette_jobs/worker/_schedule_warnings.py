@@ -18,13 +18,29 @@ BUSY_WARNING = timedelta(seconds=10)
 
 class ScheduleWarnings:
     def __init__(self) -> None:
+        # Since when each schedule's row has been found locked, round after round; those
+        # found so in the round in progress.
         self._locked_since: dict[str, datetime] = {}
+        self._locked_now: set[str] = set()
         self._locked_told: set[str] = set()
         self._held_elsewhere: set[str] = set()
         self._ahead: set[str] = set()
 
+    def round_begins(self) -> None:
+        self._locked_now = set()
+
+    def round_ended(self) -> None:
+        """A schedule whose row this round did not find locked is not: another worker's tick
+        held it a moment (a race lost, the next round finds the tick recorded), or the lock
+        that lasted is gone."""
+        for schedule in list(self._locked_since):
+            if schedule not in self._locked_now:
+                self._unlocked(schedule)
+
     def locked(self, schedule: str, now: datetime) -> None:
-        """`schedule`'s row was found locked; warns once it has been for `BUSY_WARNING`."""
+        """`schedule`'s row was found locked; warns once it has been so, round after round,
+        for `BUSY_WARNING`."""
+        self._locked_now.add(schedule)
         since = self._locked_since.setdefault(schedule, now)
         if now - since >= BUSY_WARNING and schedule not in self._locked_told:
             self._locked_told.add(schedule)
@@ -36,8 +52,7 @@ class ScheduleWarnings:
                 (now - since).total_seconds(),
             )
 
-    def unlocked(self, schedule: str) -> None:
-        """A tick of `schedule` got its row."""
+    def _unlocked(self, schedule: str) -> None:
         self._locked_since.pop(schedule, None)
         if schedule in self._locked_told:
             self._locked_told.discard(schedule)
@@ -62,6 +77,10 @@ class ScheduleWarnings:
         if schedule in self._held_elsewhere:
             self._held_elsewhere.discard(schedule)
             logger.info("schedule %r: stored as this worker's code declares it again", schedule)
+
+    def clock_right(self, schedule: str) -> None:
+        """`schedule`'s latest tick is not ahead of the clock (any more)."""
+        self._ahead.discard(schedule)
 
     def ahead_of_the_clock(self, schedule: str, latest: datetime, now: datetime) -> None:
         """`schedule`'s latest tick, or its definition, is at `latest`, well after `now`."""

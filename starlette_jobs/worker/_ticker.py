@@ -200,6 +200,7 @@ class Ticker:
             stored = {row.name: row for row in await self._store.list_schedules()}
         next_due: datetime | None = None
         waiting = behind = refused = False
+        self._warnings.round_begins()
         for schedule in declarations.schedules:
             row = stored.get(schedule.name)
             definition_hash = declarations.hashes[schedule.name]
@@ -222,6 +223,7 @@ class Ticker:
             upcoming = schedule.cron.next_after(max(recorded.until, now))
             if upcoming is not None and (next_due is None or upcoming < next_due):
                 next_due = upcoming
+        self._warnings.round_ended()
         self._on_time_since = now - ON_TIME_SLACK
         await self._prune(now)
         if behind:
@@ -252,6 +254,8 @@ class Ticker:
             # Recorded while the clocks ran ahead: the store takes ticks from now on again.
             self._warnings.ahead_of_the_clock(schedule.name, recorded_until, now)
             recorded_until = on_time_since
+        else:
+            self._warnings.clock_right(schedule.name)
         refused_at = self._refused.pop(schedule.name, None)  # set again below if still refused
         if refused_at is not None and refused_at > recorded_until:
             # Refused as early before: found due late by this worker's clock only.
@@ -275,7 +279,6 @@ class Ticker:
                 self._warnings.locked(schedule.name, now)
                 refused = True
                 break
-            self._warnings.unlocked(schedule.name)
             if recorded is None:
                 refused = True
                 if tick.skipped is None and tick.note is None:  # on time: it stays on time

@@ -6,6 +6,7 @@ contract suite holds PostgreSQL to the same store semantics)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -776,3 +777,30 @@ async def test_a_schedule_another_live_workers_code_removed_is_said_so_once(
     assert warning.startswith(
         "schedule 'ours' is removed in the database by the code of another live worker"
     )
+
+
+async def test_races_lost_now_and_then_to_another_worker_are_no_lock_to_warn_of(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another worker records a tick while this one asks for the row (NOWAIT: busy); a second
+    later this one finds the tick recorded, and asks for nothing. The next race lost, 15 s on,
+    was warned of as a row locked for 15 s by an operator or a stopped worker: the time was
+    counted from the first race, never reset by the rounds that found no lock."""
+    store = MemoryStore()
+    worker = ticker(store, clock, [schedule("* * * * * *", catch_up="none")])
+    await worker.round()  # 12:00:00.5: declared
+    record = store.record_tick
+
+    async def another_worker_first(tick: NewTick) -> TickRecord | None:
+        if tick.at.second % 15 == 1:  # 12:00:01, :16, :31: the other worker's
+            await record(dataclasses.replace(tick, worker_id="w2"))
+            raise ScheduleBusyError(tick.schedule)
+        return await record(tick)
+
+    monkeypatch.setattr(store, "record_tick", another_worker_first)
+    with caplog.at_level(logging.INFO, logger="starlette_jobs.worker"):
+        for _ in range(40):
+            clock.advance(1)
+            await worker.round()
+    assert [m for m in caplog.messages if "locked" in m] == []
+    assert len(await ticks(store)) == 40  # each second's, once
