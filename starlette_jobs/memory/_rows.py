@@ -58,6 +58,15 @@ class Row:
     allowed_failures: int | None = None
     settled: bool = False
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The table's index of pending jobs follows every change of status, wherever it is
+        # made (`RowTable`); a row not in a table yet (being built) has none to tell.
+        if name == "status":
+            table = self.__dict__.get("_table")
+            if table is not None:
+                table.status_changed(self, value)
+        object.__setattr__(self, name, value)
+
     @classmethod
     def new(cls, new: NewJobs, job_id: int, payload: str, now: datetime) -> Row:
         """A job of `new`, as its insert writes it (the payload in jsonb's form)."""

@@ -4,6 +4,7 @@ indexes and statements would do them. `_store.MemoryStore` builds the `Store` pr
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -29,11 +30,47 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class RowTable(dict[int, Row]):
+    """The jobs by id, and the ids of the pending ones by queue: a claim looks at those, where
+    it looked at every job kept (finished ones too: at 40,000 jobs the memory store ran them
+    ten times slower than PostgreSQL). A row tells the table when its status changes
+    (`Row.__setattr__`). Rows come and go through `[]` and `del` only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[str, set[int]] = {}
+
+    def __setitem__(self, job_id: int, row: Row) -> None:
+        replaced = self.get(job_id)
+        if replaced is not None:
+            self._pending.get(replaced.queue, set()).discard(job_id)
+        super().__setitem__(job_id, row)
+        object.__setattr__(row, "_table", self)
+        self.status_changed(row, row.status)
+
+    def __delitem__(self, job_id: int) -> None:
+        row = self[job_id]
+        self._pending.get(row.queue, set()).discard(job_id)
+        object.__setattr__(row, "_table", None)
+        super().__delitem__(job_id)
+
+    def status_changed(self, row: Row, status: JobStatus) -> None:
+        pending = self._pending.setdefault(row.queue, set())
+        if status is JobStatus.PENDING:
+            pending.add(row.id)
+        else:
+            pending.discard(row.id)
+
+    def pending(self, queue: str) -> list[Row]:
+        """The pending jobs of `queue`, due or not, in no order."""
+        return [self[job_id] for job_id in self._pending.get(queue, ())]
+
+
 class MemoryData:
     """What every `MemoryStore` of one name shares: the database, on PostgreSQL."""
 
     def __init__(self) -> None:
-        self.rows: dict[int, Row] = {}
+        self.rows = RowTable()
         self.ids = itertools.count(1)
         self.listeners: set[QueueListener] = set()
         self.outcome_listeners: set[OutcomeListener] = set()
@@ -137,18 +174,17 @@ class MemoryTables:
         """What a claim of `queue` takes, in claim order: with `names`, only jobs of those."""
         now = utc_now()
         wanted = None if names is None else frozenset(names)
-        return sorted(
+        return heapq.nsmallest(
+            limit,
             (
                 r
-                for r in self._rows.values()
-                if r.queue == queue
-                and r.status is JobStatus.PENDING
-                and r.run_at <= now
+                for r in self._rows.pending(queue)
+                if r.run_at <= now
                 and (not exclude or r.id not in exclude)
                 and (wanted is None or r.name in wanted)
             ),
             key=lambda r: (-r.priority, r.run_at, r.id),
-        )[:limit]
+        )
 
     def _held(self, job_id: int, token: UUID) -> Row | None:
         row = self._rows.get(job_id)

@@ -134,3 +134,20 @@ async def test_closing_the_store_silences_every_listener() -> None:
     store.terminate()
     await store.insert_jobs(new_jobs(1))
     assert heard == []
+
+
+async def test_a_claim_looks_at_the_pending_jobs_of_its_queue_whatever_changed_them() -> None:
+    """The index of pending jobs by queue (`RowTable`) follows each change of status, wherever
+    it is made: a retry, a release, a cancel, a rescue; a claim then finds the job, or not."""
+    store = MemoryStore()
+    [retried, released, cancelled] = await store.insert_jobs(new_jobs(3, max_attempts=2))
+    claims = {c.id: c for c in await store.claim_batch("default", 3, "w", 30)}
+    assert await store.claim_batch("default", 3, "w", 30) == []  # all running
+    await store.record_outcomes([outcome(claims[retried], JobStatus.PENDING, delay=0.0)])
+    await store.release_jobs([(released, claims[released].lease_token)])
+    await store.cancel_job(cancelled)
+    again = sorted(c.id for c in await store.claim_batch("default", 3, "w", 30))
+    assert again == sorted([retried, released])  # the cancelled one, running, is not pending
+    [other] = await store.insert_jobs(new_jobs(1, queue="other"))
+    assert [c.id for c in await store.claim_batch("other", 1, "w", 30)] == [other]
+    assert await store.claim_batch("default", 3, "w", 30) == []
