@@ -127,11 +127,11 @@ async def empty_in_batches(
     while True:
         before = time.perf_counter()
         if "$4" in query:  # prune_finished: its cursor
-            finished_at, passed_over = (None, 0) if after is None else after
-            row = await connection.fetchrow(query, RETENTION, batch, finished_at, passed_over)
+            finished_at, job_id = (None, None) if after is None else after
+            row = await connection.fetchrow(query, RETENTION, batch, finished_at, job_id)
             assert row is not None
             deleted, full = row["deleted"], row["looked_at"] == batch
-            after = (row["last_finished_at"], row["passed_over"])
+            after = (row["last_finished_at"], row["last_id"])
         else:
             deleted = await connection.fetchval(query, RETENTION, batch)
             full = deleted == batch

@@ -101,8 +101,8 @@ class Renewal:
 
 
 PruneCursor: TypeAlias = tuple[datetime, int]
-"""Where a batch of retention starts: at the jobs that finished at this instant, past the first
-so many of them (those an earlier batch looked at and left: kept, or locked elsewhere)."""
+"""Where a batch of retention left off: the `(finished_at, id)` of the last old job it looked
+at, in that order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,7 @@ class Pruned:
     deleted: int
     """How many finished jobs it deleted, with their events."""
     through: PruneCursor | None
-    """Where the next batch starts (`after=`): past the old jobs this one looked at, deleted or
+    """Where the next batch starts (`after=`): the last old job this one looked at, deleted or
     kept (a workflow's steps while it runs, a step while a step that waits for it is kept).
     None once it looked at the last old job: the next batch starts from the first again."""
 

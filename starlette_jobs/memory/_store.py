@@ -235,18 +235,17 @@ class MemoryStore(
         self, retention_seconds: float, limit: int, after: PruneCursor | None = None
     ) -> Pruned:
         cutoff = utc_now() - timedelta(seconds=retention_seconds)
-        # The next `limit` old jobs, as PostgreSQL looks at them: by finished_at (and id, where
-        # PostgreSQL has the order of its index), from `after`'s instant on, past the first so
-        # many of those finished then.
-        start, passed_over = (None, 0) if after is None else after
+        # The next `limit` old jobs, as PostgreSQL looks at them: by (finished_at, id).
         looked_at = sorted(
-            (r.finished_at, r.id)
-            for r in self._rows.values()
-            if r.status in FINISHED
-            and r.finished_at
-            and r.finished_at < cutoff
-            and (start is None or r.finished_at >= start)
-        )[passed_over : passed_over + limit]
+            (
+                (r.finished_at, r.id)
+                for r in self._rows.values()
+                if r.status in FINISHED
+                and r.finished_at
+                and r.finished_at < cutoff
+                and (after is None or (r.finished_at, r.id) > after)
+            ),
+        )[:limit]
         # Every step of a workflow with a step to run is kept, as on PostgreSQL.
         running_flows = {
             r.workflow_id
@@ -263,12 +262,7 @@ class MemoryStore(
             flows.difference_update(r.workflow_id for r in self._rows.values())
         for workflow_id in flows:
             self.data.workflows.pop(workflow_id, None)
-        if len(looked_at) < limit:
-            return Pruned(len(old), None)  # it looked at the last old job
-        last = looked_at[-1][0]
-        deleted = {row.id for row in old}
-        left = sum(1 for at, job_id in looked_at if at == last and job_id not in deleted)
-        return Pruned(len(old), (last, left + (passed_over if last == start else 0)))
+        return Pruned(len(old), looked_at[-1] if len(looked_at) == limit else None)
 
     async def count_unfinished(
         self,

@@ -216,17 +216,14 @@ class PostgresStore(
     async def prune_finished(
         self, retention_seconds: float, limit: int, after: PruneCursor | None = None
     ) -> Pruned:
-        finished_at, passed_over = (None, 0) if after is None else after
+        finished_at, job_id = (None, None) if after is None else after
         row = await self._worker_write(
-            "fetchrow", self._q["prune_finished"], retention_seconds, limit, finished_at,
-            passed_over,
-        )  # fmt: skip
+            "fetchrow", self._q["prune_finished"], retention_seconds, limit, finished_at, job_id
+        )
         if row["kept"]:  # committed now: another round's deletes of their steps are seen
             await self._worker_write("execute", self._q["forget_empty_workflows"], row["kept"])
         more = row["looked_at"] == limit  # else it looked at the last old job
-        return Pruned(
-            row["deleted"], (row["last_finished_at"], row["passed_over"]) if more else None
-        )
+        return Pruned(row["deleted"], (row["last_finished_at"], row["last_id"]) if more else None)
 
     async def rescue_expired(self, limit: int) -> list[tuple[int, str, JobStatus]]:
         rows = await self._worker_write(

@@ -109,12 +109,10 @@ async def test_a_batch_looks_at_no_more_than_its_limit_and_the_next_starts_after
     store: Store,
 ) -> None:
     """A batch looks at `limit` old jobs at most, deleted or kept (here the step of a running
-    workflow, finished first), and `through` says where the next starts: the instant of the
-    last it looked at, and how many of the jobs finished then it left (kept). Given as
-    `after`, the next batch starts past them. So old jobs kept by the million cost each batch
-    `limit` rows, a pass at a time: a batch used to read past all of them to find `limit` to
-    delete (0.5 s a batch with 350,000 of them; with some millions, longer than the
-    statement timeout)."""
+    workflow, finished first), and `through` is the last it looked at; given as `after`, the
+    next batch starts past it. So old jobs kept by the million cost each batch `limit` rows,
+    a pass at a time: a batch used to read past all of them to find `limit` to delete (0.5 s
+    a batch with 350,000 of them; with some millions, longer than the statement timeout)."""
     kept = await store.insert_workflow(
         NewWorkflow.of("running", [*(_step(name) for name in ("done", "left"))], None)
     )
@@ -131,13 +129,13 @@ async def test_a_batch_looks_at_no_more_than_its_limit_and_the_next_starts_after
         record = await store.get_job(job_id)
         assert record is not None
         assert record.finished_at is not None
-        finished[job_id] = record.finished_at
+        finished[job_id] = (record.finished_at, job_id)
     await asyncio.sleep(0.05)
 
     first = await store.prune_finished(0.01, 1)
-    assert (first.deleted, first.through) == (0, (finished[kept.steps["done"]], 1))
+    assert (first.deleted, first.through) == (0, finished[kept.steps["done"]])
     second = await store.prune_finished(0.01, 2, first.through)
-    assert (second.deleted, second.through) == (2, (finished[plain[1]], 0))
+    assert (second.deleted, second.through) == (2, finished[plain[1]])
     # Short: it looked at the last old job, and says the next batch starts from the first.
     assert await store.prune_finished(0.01, 2, second.through) == Pruned(1, None)
     assert await store.prune_finished(0.01, 10) == Pruned(0, None)  # the running step's
@@ -148,9 +146,9 @@ async def test_jobs_that_finished_at_one_instant_are_gone_through_a_batch_at_a_t
     store: Store,
 ) -> None:
     """Jobs written by one statement share its instant: here three steps of a running workflow
-    (kept) and three plain jobs, in batches of two. Each batch starts past those the last one
-    left at that instant, neither looking at them again for ever (more kept than a batch
-    holds) nor sorting the whole instant's jobs each time (400,000 of them: 10 times slower)."""
+    (kept) and three plain jobs, in batches of two. Each batch starts past the last job the
+    last one looked at, by (finished_at, id): it never looks at the kept ones again and again
+    (more of them than a batch holds, at one instant: a cursor of the instant alone would)."""
     flow = await store.insert_workflow(
         NewWorkflow.of("running", [_step(f"s{i}") for i in range(4)], None)
     )

@@ -660,32 +660,33 @@ SELECT id, status = 'cancelled' AND dependents IS NOT NULL AS owed
   FROM released, (SELECT count(*) FROM notified) AS sent ORDER BY id;
 
 -- name: prune_finished
--- Looks at the next $2 jobs that finished more than $1 seconds ago, in the order of the index
--- of finished jobs, from those finished at $3 on, past the first $4 of them if given; deletes
--- those that need not be kept, and their events. Returns how many it looked at and deleted,
--- where the next batch starts (`Pruned.through`: the `finished_at` of the last it looked at,
--- and how many jobs finished at that instant it passed over and left), and the workflows it
--- deleted steps of but kept (`kept`: steps of theirs were left, as its snapshot saw them).
--- Not `(finished_at, id) > ($3, $4)`: the index has no id, and every batch sorted every job
--- that finished at the cursor's instant (a workflow of 400,000 steps cancelled at once: each
--- batch 120-350 ms, the pass 10 times as long). The jobs it passes over are those kept or
--- locked elsewhere, which stay in place: the deleted ones leave the index. (Should another
--- worker's round delete some of them meanwhile, this one passes over as many it has not looked
--- at yet: the next pass does.)
+-- Looks at the next $2 jobs that finished more than $1 seconds ago, in the order of their
+-- (finished_at, id), after ($3, $4) if given; deletes those that need not be kept, and their
+-- events. Returns how many it looked at and deleted, the last one it looked at (the next batch
+-- starts there: `Pruned.through`), and the workflows it deleted steps of but kept (`kept`:
+-- steps of theirs were left, as its snapshot saw them).
 -- Bounded by what it looks at, not by what it deletes: old steps kept by the thousand (a
 -- workflow that runs for days) cost each batch $2 rows at most, where a scan for $2 rows to
 -- delete read past every one of them (0.5 s a batch with 350,000 of them; some 4,000,000 would
 -- have taken longer than the statement timeout, and nothing would ever be pruned again).
+-- The id breaks ties, which the index of finished jobs does not hold: each batch sorts the
+-- jobs that finished at the cursor's instant. Jobs finish a batch at a time (tens, hundreds),
+-- but one statement can finish hundreds of thousands at once (a huge workflow cancelled):
+-- 400,000 took 401 batches of up to 260 ms, 41.7 s in all. Counting the jobs passed over at
+-- that instant instead (an OFFSET in the index's order) took 3.3 s, but passed over jobs no
+-- batch had looked at when another worker's batch deleted rows it had skipped as locked
+-- (10-16% of that instant's jobs left after three workers' passes), or a kept row moved.
 -- SKIP LOCKED: workers pruning at the same time share the work instead of queueing.
--- $1 retention in seconds, $2 how many to look at, $3 the finished_at to start at, or NULL,
--- $4 how many of the jobs finished then to pass over
+-- $1 retention in seconds, $2 how many to look at, $3 and $4 the last (finished_at, id)
+-- looked at, or NULL
 WITH looked_at AS (
     SELECT id, finished_at, workflow_id, dependents FROM starlette_jobs
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < now() - make_interval(secs => $1)
-       AND ($3::timestamptz IS NULL OR finished_at >= $3)
-     ORDER BY finished_at
-     LIMIT $2 OFFSET $4
+       AND ($3::timestamptz IS NULL OR finished_at >= $3)  -- a bound for the index
+       AND ($3::timestamptz IS NULL OR (finished_at, id) > ($3, $4::int8))
+     ORDER BY finished_at, id
+     LIMIT $2
 ), old AS (
     SELECT id FROM starlette_jobs
      WHERE id = ANY(ARRAY(
@@ -727,18 +728,12 @@ WITH looked_at AS (
 )
 SELECT (SELECT count(*) FROM deleted) AS deleted,
        (SELECT count(*) FROM looked_at) AS looked_at,
-       last.finished_at AS last_finished_at,
-       -- Those of the last instant it looked at that are left (kept, or locked elsewhere),
-       -- with those the batch passed over at that instant, if it is the same.
-       (SELECT count(*) FROM looked_at
-         WHERE looked_at.finished_at = last.finished_at
-           AND looked_at.id NOT IN (SELECT id FROM deleted))
-       + CASE WHEN last.finished_at = $3 THEN $4 ELSE 0 END AS passed_over,
+       last.finished_at AS last_finished_at, last.id AS last_id,
        ARRAY(SELECT DISTINCT workflow_id FROM deleted
               WHERE workflow_id IS NOT NULL AND workflow_id NOT IN (SELECT id FROM emptied))
            AS kept
   FROM (SELECT NULL) AS one
-  LEFT JOIN (SELECT finished_at FROM looked_at ORDER BY finished_at DESC LIMIT 1)
+  LEFT JOIN (SELECT finished_at, id FROM looked_at ORDER BY finished_at DESC, id DESC LIMIT 1)
          AS last ON true;
 
 -- name: forget_empty_workflows
