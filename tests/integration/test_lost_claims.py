@@ -34,9 +34,12 @@ def _clear() -> None:
 
 
 async def claims_waiting_on_a_lock(connection: asyncpg.Connection[Any]) -> bool:
+    # Told by the claim connection's name: pg_stat_activity keeps a statement's first 1,024
+    # bytes only, and the claim's `SKIP LOCKED` comes after its comments (this matched another
+    # statement's comment instead, until that comment grew).
     waiting: bool = await connection.fetchval(
         "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
-        " AND wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'"
+        " AND wait_event_type = 'Lock' AND application_name = 'starlette_jobs claims'"
     )
     return waiting
 
