@@ -100,6 +100,7 @@ class AttemptLauncher:
         first new worker had started."""
         if self._declared_elsewhere is not None:
             token = claim.lease_token
+            control.started = True  # it awaits: a stop meanwhile cancels it (`cancel_started`)
             try:
                 elsewhere = await self._declared_elsewhere(claim.queue, claim.name)
                 released = elsewhere and await self._store.release_jobs([(claim.id, token)])
@@ -109,16 +110,23 @@ class AttemptLauncher:
                 logger.exception("job %s (%s): looking for a worker that declares it failed",
                                  claim.id, claim.name)  # fmt: skip
                 released = False
+            except BaseException:  # cancelled (shutdown, a lost lock): no attempt ran
+                self._forget(claim)
+                raise
             if released:
-                self._stops.forget(token)
-                self._running.end(claim)
-                self._progress.take(token)
+                self._forget(claim)
                 logger.info(
                     "job %s (%s): a live worker declares it now; given back to it",
                     claim.id, claim.name,
                 )  # fmt: skip
                 return
         await self._execute(state, claim, control)
+
+    def _forget(self, claim: Claim) -> None:
+        """What the worker keeps of an attempt that will not run (see `_execute`'s finally)."""
+        self._stops.forget(claim.lease_token)
+        self._running.end(claim)
+        self._progress.take(claim.lease_token)
 
     async def _execute(self, state: QueueState, claim: Claim, control: AttemptControl) -> None:
         token = claim.lease_token

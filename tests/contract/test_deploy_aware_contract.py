@@ -5,6 +5,7 @@ worker processes side by side: processes/test_rolling_deploy.py."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -183,3 +184,31 @@ async def test_a_stray_whose_check_fails_unexpectedly_fails_as_before_not_stuck_
         stray = await insert_unknown(jobs)
         failed = await jobs.wait(stray, timeout=20)
     assert (failed.status, failed.attempts) == (JobStatus.FAILED, 1)
+
+
+async def test_a_stray_stopped_during_its_check_leaves_no_attempt_behind(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker stops its attempts (its liveness lock was lost) while a stray's look at the
+    registry is in flight: the attempt never ran, and must not stay counted as running (a slot
+    lost for good, its lease renewed for a task that is gone)."""
+    checking = asyncio.Event()
+
+    async def hangs(self: Strays, queue: str, name: str) -> bool:
+        checking.set()
+        await asyncio.Event().wait()
+        return False
+
+    monkeypatch.setattr(Strays, "declared_elsewhere", hangs)
+    async with Jobs(dsn, queues={QUEUE: 4}, unknown_job_grace=0.2, poll_interval=0.1) as jobs:
+        await insert_unknown(jobs)
+        await asyncio.wait_for(checking.wait(), timeout=20)
+        worker = jobs._worker
+        assert worker is not None
+        assert worker.running_count() == 1
+        worker._stops.stop_all_but_threads(worker.worker_id)
+
+        async def none_running() -> bool:
+            return worker.running_count() == 0
+
+        await eventually(none_running, "the stopped attempt to be forgotten")
