@@ -44,12 +44,13 @@ class MemoryRegistry(MemoryTables):
     def _live(self) -> list[str]:
         """The workers seen within `MISSED_HEARTBEATS` of their intervals, as on PostgreSQL."""
         now = utc_now()
-        return [
-            worker_id
-            for worker_id, worker in self.data.workers.items()
-            if (now - worker.last_seen).total_seconds()
-            <= worker.heartbeat_seconds * MISSED_HEARTBEATS
-        ]
+        return [worker_id for worker_id in self.data.workers if self._is_live(worker_id, now)]
+
+    def _is_live(self, worker_id: str | None, now: datetime) -> bool:
+        worker = self.data.workers.get(worker_id or "")
+        return worker is not None and (now - worker.last_seen).total_seconds() <= (
+            worker.heartbeat_seconds * MISSED_HEARTBEATS
+        )
 
     async def unrunnable_jobs(
         self, queues: Sequence[str] | None = None, head: int = 1000

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from operator import attrgetter
 from typing import Any
 from uuid import UUID
@@ -41,7 +41,7 @@ from ._depths import MemoryDepths
 from ._jsonb import jsonb_text
 from ._queries import MemoryQueries
 from ._registry import MemoryRegistry
-from ._rows import OutcomeListener, QueueListener, Row
+from ._rows import OutcomeListener, QueueListener
 from ._schedules import MemorySchedules
 from ._tables import MemoryData, utc_now
 from ._throughput import MemoryThroughput
@@ -211,7 +211,10 @@ class MemoryStore(
             (
                 r
                 for r in self._running()
-                if r.lease_expires_at and r.lease_expires_at < now and not self._seen(r, now)
+                if r.lease_expires_at
+                and r.lease_expires_at < now
+                # The registry saw its worker lately: its renewal was held up, not stopped.
+                and not self._is_live(r.worker_id, now)
             ),
             key=lambda r: (r.lease_expires_at, r.id),
         )[:limit]
@@ -222,14 +225,6 @@ class MemoryStore(
         for queue in {queue for _, queue, status in rescued if status is JobStatus.PENDING}:
             self._notify(queue)
         return rescued
-
-    def _seen(self, row: Row, now: datetime) -> bool:
-        """Whether the registry saw the worker running `row` within its last three heartbeats
-        (alive: its renewal was held up, not stopped), as on PostgreSQL."""
-        worker = self.data.workers.get(row.worker_id or "")
-        return worker is not None and worker.last_seen >= now - timedelta(
-            seconds=worker.heartbeat_seconds * 3
-        )
 
     async def prune_finished(
         self, retention_seconds: float, limit: int, after: PruneCursor | None = None

@@ -19,7 +19,6 @@ from .._attempt_records import Claim, Outcome
 from .._failures import FailureLog
 from .._metrics import Metrics
 from .._records import JobStatus
-from .._worker_records import MISSED_HEARTBEATS
 from ..store._protocol import Store
 from ._context import AttemptControl
 
@@ -90,17 +89,7 @@ class DepthReporter:
         return reporting
 
     async def _is_reporter(self) -> bool:
-        """Whether this worker has the smallest id of the live ones in the registry. Live: seen
-        within a few heartbeats of the latest seen, as the registry's clock tells, so that
-        no clock of this machine's is compared with the database's."""
-        workers = await self._store.list_workers()
-        if not workers:
-            return False
-        latest = max(worker.last_seen for worker in workers)
-        live = [
-            worker.id
-            for worker in workers
-            if (latest - worker.last_seen).total_seconds()
-            <= MISSED_HEARTBEATS * worker.heartbeat_seconds
-        ]
+        """Whether this worker has the smallest id of the live ones in the registry (the store
+        lists the live ones only, by the database's clock)."""
+        live = [worker.id for worker in await self._store.list_workers()]
         return self._worker_id in live and min(live) == self._worker_id
